@@ -1,0 +1,26 @@
+// The configuration `npm start` runs: the seed's format (see README, "Configuration").
+// This checkout commits no key: the keys come from the environment, and `gateway start --demo` makes up
+// a development key for the run when APIKEY_DEVELOPMENT is unset. A project made with `gateway init`
+// has its own generated keys in its conf/default.js instead.
+module.exports = {
+  port: 8080,
+  APIKeyAuthType: 'basic',
+  apikey_development: process.env.APIKEY_DEVELOPMENT,
+  apikey_production: process.env.APIKEY_PRODUCTION,
+  admin: { host: '127.0.0.1', port: 8081, users: [] },
+  store: { type: 'memory', file: 'data/quotas.json' },
+  apis: [
+    {
+      id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',
+      name: 'Pet Store',
+      basePath: '/pets',
+      upstream: 'http://127.0.0.1:9000/pets',
+      methods: [
+        { id: '8b0e6c1a-3f47-4f0e-a2f5-6d9c1e7b4a21', name: 'listPets', verb: 'GET', path: '/' },
+        { id: 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32', name: 'getPet', verb: 'GET', path: '/{petId}' },
+        { id: 'e7a3b5c9-0d14-4b2e-8f6a-9c1d3e5f7a43', name: 'addPet', verb: 'POST', path: '/' },
+      ],
+    },
+  ],
+  applications: [],
+};

@@ -1,0 +1,9 @@
+import type { Authenticator } from './authenticator.js';
+
+/** `APIKeyAuthType: 'none'`: every request is accepted, with no application. */
+export function createNoneAuthenticator(): Authenticator {
+  return {
+    scheme: 'none',
+    authenticate: () => ({ ok: true, principal: null }),
+  };
+}

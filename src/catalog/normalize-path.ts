@@ -1,0 +1,102 @@
+/**
+ * Normalization of request targets before anything matches them (RFC 3986 §6.2.2): the normalized path
+ * is also what goes upstream, so no spelling of a path can reach a method without being matched to it.
+ */
+
+export type NormalizedTarget =
+  | {
+      ok: true;
+      /** Non-empty path segments after normalization, still percent-encoded where they must be. */
+      segments: string[];
+      trailingSlash: boolean;
+      /** The query including its leading `?`, or ''. */
+      query: string;
+    }
+  | { ok: false; reason: string };
+
+const fail = (reason: string): NormalizedTarget => ({ ok: false, reason });
+
+// RFC 3986 §2.3: ALPHA / DIGIT / "-" / "." / "_" / "~"
+const isUnreserved = (code: number) =>
+  (code >= 0x41 && code <= 0x5a) ||
+  (code >= 0x61 && code <= 0x7a) ||
+  (code >= 0x30 && code <= 0x39) ||
+  code === 0x2d ||
+  code === 0x2e ||
+  code === 0x5f ||
+  code === 0x7e;
+
+const hexDigit = /^[0-9A-Fa-f]{2}$/;
+
+/**
+ * Normalizes a request target as received on the request line.
+ * @param hostHeader the request's Host, the only host an absolute-form target may name.
+ */
+export function normalizeTarget(target: string, hostHeader: string | undefined): NormalizedTarget {
+  let originForm = target;
+  if (!target.startsWith('/')) {
+    // RFC 9112 §3.2.2: absolute-form is accepted only when it names this very host.
+    const absolute = /^https?:\/\/([^/?#]*)(.*)$/i.exec(target);
+    if (!absolute) return fail('the request target must be a path');
+    if (!hostHeader || absolute[1]!.toLowerCase() !== hostHeader.toLowerCase()) {
+      return fail('the request target names another host');
+    }
+    originForm = absolute[2]!.startsWith('/') ? absolute[2]! : `/${absolute[2]!}`;
+  }
+  const queryStart = originForm.indexOf('?');
+  const rawPath = queryStart === -1 ? originForm : originForm.slice(0, queryStart);
+  const query = queryStart === -1 ? '' : originForm.slice(queryStart);
+  const decoded = decodeUnreserved(rawPath);
+  if (typeof decoded !== 'string') return decoded;
+  return resolveDotSegments(decoded, query);
+}
+
+function decodeUnreserved(rawPath: string): string | NormalizedTarget {
+  let out = '';
+  for (let i = 0; i < rawPath.length; i += 1) {
+    const char = rawPath[i]!;
+    const code = rawPath.charCodeAt(i);
+    if (char === '%') {
+      const hex = rawPath.slice(i + 1, i + 3);
+      if (!hexDigit.test(hex)) return fail('malformed percent-encoding');
+      const byte = parseInt(hex, 16);
+      // An encoded "/" or "\" is a path separator to some upstreams and not to us: refuse both.
+      if (byte === 0x2f || byte === 0x5c) return fail('encoded slash or backslash in path');
+      if (byte === 0x00) return fail('NUL in path');
+      out += isUnreserved(byte) ? String.fromCharCode(byte) : `%${hex.toUpperCase()}`;
+      i += 2;
+    } else if (char === '\\') {
+      return fail('backslash in path');
+    } else if (char === '#') {
+      return fail('fragment in request target');
+    } else if (code <= 0x20 || code === 0x7f) {
+      return fail('control character in path');
+    } else {
+      out += char;
+    }
+  }
+  return out;
+}
+
+function resolveDotSegments(path: string, query: string): NormalizedTarget {
+  const raw = path.split('/').slice(1);
+  const segments: string[] = [];
+  for (const segment of raw) {
+    if (segment === '' || segment === '.') continue;
+    if (segment === '..') {
+      if (segments.length === 0) return fail('path climbs above the root');
+      segments.pop();
+      continue;
+    }
+    segments.push(segment);
+  }
+  const last = raw[raw.length - 1];
+  const trailingSlash = segments.length > 0 && (last === '' || last === '.' || last === '..');
+  return { ok: true, segments, trailingSlash, query };
+}
+
+/** Normalizes one static segment of a configured path the same way request segments are. */
+export function normalizeSegment(segment: string): string {
+  const decoded = decodeUnreserved(segment);
+  return typeof decoded === 'string' ? decoded : segment;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env node
+import { checkConfigCommand } from './commands/check-config-command.js';
+import { exitCode, UsageError, type Command } from './commands/command.js';
+import { hashPasswordCommand } from './commands/hash-password-command.js';
+import { initCommand } from './commands/init-command.js';
+import { startCommand } from './commands/start-command.js';
+import { ConfigError } from './config/config-error.js';
+import { ScaffoldConflictError } from './init/scaffold-project.js';
+
+const commands: Record<string, Command> = {
+  init: initCommand,
+  start: startCommand,
+  'check-config': checkConfigCommand,
+  'hash-password': hashPasswordCommand,
+};
+
+const usage = `Usage: gateway <command> [options]
+
+Commands:
+${Object.entries(commands)
+  .map(([name, command]) => `  ${name.padEnd(15)}${command.summary}`)
+  .join('\n')}
+
+Run \`gateway <command> --help\` for the options of a command.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(`${usage}\n`);
+    return name === undefined ? exitCode.usage : exitCode.ok;
+  }
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`gateway: unknown command '${name}'\n\n${usage}\n`);
+    return exitCode.usage;
+  }
+  try {
+    return await command.run(rest);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.problems.join('\n')}\n`);
+      return exitCode.usage;
+    }
+    if (error instanceof UsageError || error instanceof ScaffoldConflictError) {
+      process.stderr.write(`gateway ${name}: ${error.message}\n`);
+      return exitCode.usage;
+    }
+    process.stderr.write(`gateway ${name}: ${error instanceof Error ? error.message : String(error)}\n`);
+    return exitCode.failure;
+  }
+}
+
+process.exit(await main(process.argv.slice(2)));

@@ -1,0 +1,127 @@
+import type { Config } from './schema.js';
+
+export type Environment = 'development' | 'production';
+export type KeyPath = ReadonlyArray<string | number>;
+
+/** One mistake in the config: where it is and what is wrong. */
+export interface Problem {
+  path: KeyPath;
+  message: string;
+}
+
+/** Formats a key path the way people write it: `apis[1].methods[0].verb`. */
+export function formatKeyPath(path: KeyPath): string {
+  return path.reduce<string>(
+    (text, key) => (typeof key === 'number' ? `${text}[${key}]` : text ? `${text}.${key}` : key),
+    '',
+  );
+}
+
+/** Rules that span several keys, checked after every key has the right type. */
+export function crossFieldProblems(config: Config, environment: Environment): Problem[] {
+  return [
+    ...catalogProblems(config),
+    ...keyProblems(config, environment),
+    ...schemeProblems(config, environment),
+    ...listenerProblems(config),
+  ];
+}
+
+function firstSeen<T>(items: Iterable<[T, KeyPath]>): Problem[] {
+  const seen = new Map<T, KeyPath>();
+  const problems: Problem[] = [];
+  for (const [value, path] of items) {
+    const earlier = seen.get(value);
+    if (earlier) problems.push({ path, message: `duplicate of ${formatKeyPath(earlier)}` });
+    else seen.set(value, path);
+  }
+  return problems;
+}
+
+function catalogProblems(config: Config): Problem[] {
+  const apiIds = config.apis.map((api, i): [string, KeyPath] => [api.id.toLowerCase(), ['apis', i, 'id']]);
+  const basePaths = config.apis.map((api, i): [string, KeyPath] => [api.basePath, ['apis', i, 'basePath']]);
+  const methodIds = config.apis.flatMap((api, i) =>
+    api.methods.map((method, j): [string, KeyPath] => [
+      method.id.toLowerCase(),
+      ['apis', i, 'methods', j, 'id'],
+    ]),
+  );
+  // `/{a}` and `/{b}` route the same requests, so templates are compared with their parameters blanked.
+  const routes = config.apis.flatMap((api, i) =>
+    api.methods.map((method, j): [string, KeyPath] => [
+      `${i} ${method.verb} ${method.path.replace(/\{[^}]*\}/g, '{}')}`,
+      ['apis', i, 'methods', j, 'path'],
+    ]),
+  );
+  return [...firstSeen(apiIds), ...firstSeen(basePaths), ...firstSeen(methodIds), ...firstSeen(routes)];
+}
+
+function keyProblems(config: Config, environment: Environment): Problem[] {
+  const keys: Array<[string, KeyPath]> = [];
+  const addKey = (key: string | undefined, path: KeyPath) => key !== undefined && keys.push([key, path]);
+  addKey(config.apikey_development, ['apikey_development']);
+  addKey(config.apikey_production, ['apikey_production']);
+  config.applications.forEach((app, i) => {
+    addKey(app.apikey_development, ['applications', i, 'apikey_development']);
+    addKey(app.apikey_production, ['applications', i, 'apikey_production']);
+  });
+  const problems = firstSeen(keys);
+  const appIds = config.applications.map((app, i): [string, KeyPath] => [
+    app.id.toLowerCase(),
+    ['applications', i, 'id'],
+  ]);
+  const keyName = `apikey_${environment}` as const;
+  if ((config.APIKeyAuthType === 'basic' || config.APIKeyAuthType === 'apikey') && !config[keyName]) {
+    problems.push({ path: [keyName], message: `required when APIKeyAuthType is '${config.APIKeyAuthType}'` });
+  }
+  return [...problems, ...firstSeen(appIds)];
+}
+
+function schemeProblems(config: Config, environment: Environment): Problem[] {
+  const problems: Problem[] = [];
+  const scheme = config.APIKeyAuthType;
+  if (scheme === 'apikey' && !config.tls) {
+    problems.push({
+      path: ['tls'],
+      message: "required when APIKeyAuthType is 'apikey' (keys travel over HTTPS only)",
+    });
+  }
+  if (scheme === 'ldap' && !config.ldap) {
+    problems.push({ path: ['ldap'], message: "required when APIKeyAuthType is 'ldap'" });
+  }
+  if (scheme === 'plugin' && !config.APIKeyAuthPlugin) {
+    problems.push({ path: ['APIKeyAuthPlugin'], message: "required when APIKeyAuthType is 'plugin'" });
+  }
+  if (environment === 'production') {
+    config.admin.users.forEach((user, i) => {
+      if (!user.password.startsWith('scrypt$')) {
+        problems.push({
+          path: ['admin', 'users', i, 'password'],
+          message: 'must be a hash from `gateway hash-password` in production, not a plain password',
+        });
+      }
+    });
+  }
+  return problems;
+}
+
+function listenerProblems(config: Config): Problem[] {
+  const problems: Problem[] = [];
+  if (config.store.type === 'redis' && !config.store.url && !config.store.cluster) {
+    problems.push({
+      path: ['store', 'url'],
+      message: "required when store.type is 'redis' (or set store.cluster)",
+    });
+  }
+  if (config.port !== 0 && config.admin.port === config.port) {
+    problems.push({ path: ['admin', 'port'], message: 'must differ from port' });
+  }
+  if (config.server.headersTimeout > config.server.requestTimeout) {
+    problems.push({ path: ['server', 'headersTimeout'], message: 'must not exceed server.requestTimeout' });
+  }
+  if (config.tls && config.tls.port !== 0 && config.tls.port === config.port) {
+    problems.push({ path: ['tls', 'port'], message: 'must differ from port' });
+  }
+  return problems;
+}

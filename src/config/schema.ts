@@ -1,0 +1,232 @@
+import { isIP } from 'node:net';
+import { z } from 'zod';
+
+/**
+ * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
+ * one place. Nested objects are strict (a misspelt key fails the start); unknown top-level keys are
+ * reported as warnings by the loader, because plugins may read keys of their own.
+ */
+
+/** A message for an issue of this schema; undefined leaves the issue to the next error map. */
+function msg(message: string) {
+  return (issue: { code?: string; input?: unknown }) =>
+    issue.code === 'unrecognized_keys' ? undefined : issue.input === undefined ? 'is required' : message;
+}
+
+const portNumber = z
+  .int({ error: msg('must be an integer from 0 to 65535') })
+  .min(0, { error: msg('must be an integer from 0 to 65535') })
+  .max(65535, { error: msg('must be an integer from 0 to 65535') });
+
+const milliseconds = z
+  .int({ error: msg('must be a whole number of milliseconds') })
+  .positive({ error: msg('must be a positive number of milliseconds') });
+
+const nonEmpty = z.string({ error: msg('must be a string') }).min(1, { error: msg('must not be empty') });
+
+const uuid = z.guid({ error: msg('must be a UUID') });
+
+const apiKey = z
+  .string({ error: msg('must be a string') })
+  .min(16, { error: msg('must be at least 16 characters (generate one with gateway init)') });
+
+export const authTypes = ['none', 'basic', 'apikey', 'ldap', 'plugin'] as const;
+export const verbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+const verb = z
+  .string({ error: msg(`must be one of ${verbs.join(', ')}`) })
+  .transform((value) => value.toUpperCase())
+  .pipe(z.enum(verbs, { error: msg(`must be one of ${verbs.join(', ')}`) }));
+
+const httpUrl = z.string({ error: msg('must be an http(s) URL') }).refine(
+  (value) => {
+    if (!URL.canParse(value)) return false;
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  },
+  { error: msg('must be an http(s) URL') },
+);
+
+const upstreamUrl = httpUrl
+  .refine((value) => !value.includes('?') && !value.includes('#'), {
+    error: 'must not carry a query or a fragment',
+  })
+  .refine((value) => !URL.canParse(value) || new URL(value).username + new URL(value).password === '', {
+    error: 'must not carry credentials',
+  });
+
+const redisUrl = z
+  .string({ error: msg('must be a redis:// or rediss:// URL') })
+  .refine((value) => URL.canParse(value) && ['redis:', 'rediss:'].includes(new URL(value).protocol), {
+    error: msg('must be a redis:// or rediss:// URL'),
+  });
+
+const staticSegment = /^(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+$/;
+const paramSegment = /^\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+const isDotSegment = (segment: string) => segment === '.' || segment === '..';
+
+/** An absolute path whose segments (between slashes) all pass `segmentOk`; `/` alone is always fine. */
+const absolutePath = (segmentOk: (segment: string) => boolean, error: string) =>
+  z
+    .string({ error: msg('must be a string') })
+    .refine(
+      (value) => value === '/' || (value.startsWith('/') && value.slice(1).split('/').every(segmentOk)),
+      {
+        error: msg(error),
+      },
+    );
+
+const isLiteral = (segment: string) => staticSegment.test(segment) && !isDotSegment(segment);
+
+const basePath = absolutePath(
+  isLiteral,
+  'must be an absolute path like /pets (no trailing slash, no dot segments, no parameters)',
+);
+
+const pathTemplate = absolutePath(
+  (segment) => paramSegment.test(segment) || isLiteral(segment),
+  'must be a path template like /{petId} or /findByStatus',
+);
+
+const cidrOrAddress = z.string({ error: msg('must be an IP address or CIDR') }).refine(
+  (value) => {
+    const [address = '', prefix, ...rest] = value.split('/');
+    const family = isIP(address);
+    if (family === 0 || rest.length > 0) return false;
+    if (prefix === undefined) return true;
+    const bits = Number(prefix);
+    return /^\d+$/.test(prefix) && bits <= (family === 4 ? 32 : 128);
+  },
+  { error: msg('must be an IP address or CIDR') },
+);
+
+const methodSchema = z.strictObject({
+  id: uuid,
+  name: nonEmpty,
+  description: z.string().optional(),
+  verb,
+  path: pathTemplate,
+});
+
+const apiSchema = z.strictObject({
+  id: uuid,
+  name: nonEmpty,
+  description: z.string().optional(),
+  basePath,
+  upstream: upstreamUrl,
+  methods: z.array(methodSchema, { error: msg('must be an array') }).default([]),
+});
+
+const applicationSchema = z.strictObject({
+  id: uuid,
+  name: nonEmpty,
+  description: z.string().optional(),
+  apikey_development: apiKey.optional(),
+  apikey_production: apiKey.optional(),
+});
+
+const adminUserSchema = z.strictObject({
+  username: nonEmpty,
+  password: nonEmpty,
+  role: z.enum(['admin', 'member'], { error: msg('must be admin or member') }),
+});
+
+const adminSchema = z
+  .strictObject({
+    host: nonEmpty.default('127.0.0.1'),
+    port: portNumber.default(8081),
+    users: z.array(adminUserSchema, { error: msg('must be an array') }).default([]),
+  })
+  .default({ host: '127.0.0.1', port: 8081, users: [] });
+
+const storeSchema = z
+  .strictObject({
+    type: z.enum(['memory', 'redis'], { error: msg('must be memory or redis') }).default('memory'),
+    file: nonEmpty.default('data/quotas.json'),
+    url: redisUrl.optional(),
+    cluster: z
+      .array(redisUrl, { error: msg('must be an array of redis:// URLs') })
+      .min(1)
+      .optional(),
+    prefix: nonEmpty.default('quotagate:'),
+    onError: z
+      .enum(['local', 'allow', 'deny'], { error: msg('must be local, allow or deny') })
+      .default('local'),
+  })
+  .default({ type: 'memory', file: 'data/quotas.json', prefix: 'quotagate:', onError: 'local' });
+
+const tlsSchema = z.strictObject({
+  host: nonEmpty.optional(),
+  port: portNumber.default(8443),
+  key: nonEmpty,
+  cert: nonEmpty,
+  ca: nonEmpty.optional(),
+});
+
+const ldapSchema = z.strictObject({
+  url: z
+    .string({ error: msg('must be an ldap:// or ldaps:// URL') })
+    .refine((value) => URL.canParse(value) && ['ldap:', 'ldaps:'].includes(new URL(value).protocol), {
+      error: msg('must be an ldap:// or ldaps:// URL'),
+    }),
+  adminDn: nonEmpty,
+  adminPassword: z.string({ error: msg('must be a string') }).optional(),
+  searchBase: nonEmpty,
+  searchFilter: nonEmpty.refine((value) => value.includes('{{username}}'), {
+    error: 'must contain the placeholder {{username}}',
+  }),
+  groupSearchBase: nonEmpty.optional(),
+  groupSearchFilter: nonEmpty.optional(),
+  cache: z.boolean({ error: msg('must be true or false') }).default(false),
+  tlsOptions: z.record(z.string(), z.unknown(), { error: msg('must be an object') }).optional(),
+  timeout: milliseconds.default(5_000),
+});
+
+const serverSchema = z
+  .strictObject({
+    headersTimeout: milliseconds.default(10_000),
+    requestTimeout: milliseconds.default(60_000),
+    keepAliveTimeout: milliseconds.default(5_000),
+    connectionsCheckingInterval: milliseconds.default(1_000),
+    maxHeaderSize: z
+      .int({ error: msg('must be a whole number of bytes') })
+      .min(1024, { error: msg('must be at least 1024 bytes') })
+      .default(16_384),
+  })
+  .default({
+    headersTimeout: 10_000,
+    requestTimeout: 60_000,
+    keepAliveTimeout: 5_000,
+    connectionsCheckingInterval: 1_000,
+    maxHeaderSize: 16_384,
+  });
+
+export const configSchema = z.object({
+  host: nonEmpty.optional(),
+  port: portNumber.default(8080),
+  tls: tlsSchema.optional(),
+  APIKeyAuthType: z
+    .enum(authTypes, { error: msg(`must be one of ${authTypes.join(', ')}`) })
+    .default('basic'),
+  APIKeyAuthPlugin: nonEmpty.optional(),
+  apikey_development: apiKey.optional(),
+  apikey_production: apiKey.optional(),
+  ldap: ldapSchema.optional(),
+  admin: adminSchema,
+  store: storeSchema,
+  apis: z.array(apiSchema, { error: msg('must be an array') }).default([]),
+  applications: z.array(applicationSchema, { error: msg('must be an array') }).default([]),
+  proxyTimeout: milliseconds.default(30_000),
+  shutdownTimeout: milliseconds.default(10_000),
+  trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),
+  forwardCredentials: z.boolean({ error: msg('must be true or false') }).default(false),
+  server: serverSchema,
+});
+
+export const knownTopLevelKeys: ReadonlySet<string> = new Set(Object.keys(configSchema.shape));
+
+export type Config = z.output<typeof configSchema>;
+export type ApiConfig = Config['apis'][number];
+export type MethodConfig = ApiConfig['methods'][number];
+export type ApplicationConfig = Config['applications'][number];
+export type AuthType = Config['APIKeyAuthType'];

@@ -1,0 +1,45 @@
+import type { ServerResponse } from 'node:http';
+
+/**
+ * Every error the data plane answers with. The body format is the seed's
+ * (`{"id":"com.vendor.api.<code>","message":"...","success":false}`); the README lists each code.
+ */
+export const dataPlaneErrors = {
+  bad_request: { status: 400, message: 'Bad Request' },
+  unauthorized: { status: 401, message: 'Unauthorized' },
+  not_found: { status: 404, message: 'Not Found' },
+  internal_error: { status: 500, message: 'Internal Server Error' },
+  bad_gateway: { status: 502, message: 'Bad Gateway' },
+  gateway_timeout: { status: 504, message: 'Gateway Timeout' },
+} as const;
+
+export type DataPlaneErrorCode = keyof typeof dataPlaneErrors;
+
+const bodies = new Map(
+  Object.entries(dataPlaneErrors).map(([code, { message }]) => [
+    code,
+    JSON.stringify({ id: `com.vendor.api.${code}`, message, success: false }),
+  ]),
+);
+
+/** The exact JSON body of an error response. */
+export function errorBody(code: DataPlaneErrorCode): string {
+  return bodies.get(code) as string;
+}
+
+/** Ends `res` with the error's status and body; does nothing when the response has already started. */
+export function sendError(
+  res: ServerResponse,
+  code: DataPlaneErrorCode,
+  headers: Record<string, string> = {},
+): void {
+  if (res.headersSent) return;
+  const body = errorBody(code);
+  res.writeHead(dataPlaneErrors[code].status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+  });
+  res.end(body);
+}

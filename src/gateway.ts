@@ -1,0 +1,149 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { Authenticator, Principal } from './auth/authenticator.js';
+import { normalizeTarget } from './catalog/normalize-path.js';
+import type { RouteMatch, Router } from './catalog/router.js';
+import { sendError } from './errors.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics.js';
+import { applyForwardedHeaders } from './proxy/forwarded-headers.js';
+import { stripRequestHopByHop } from './proxy/hop-by-hop.js';
+import type { TrustedPeers } from './proxy/trust-proxy.js';
+import type { Exchange, UpstreamProxy } from './proxy/upstream-proxy.js';
+import { requestIdOf } from './request-id.js';
+
+export interface GatewayParts {
+  router: Router;
+  authenticator: Authenticator;
+  proxy: UpstreamProxy;
+  trustedPeers: TrustedPeers;
+  forwardCredentials: boolean;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** What one request did, for the access log and the metrics. */
+interface RequestRecord {
+  id: string;
+  route: RouteMatch | null;
+  principal: Principal | null;
+  exchange: Exchange | null;
+}
+
+/**
+ * The per-request pipeline of the data plane, in order: request id, path normalization, routing,
+ * authentication, forwarding; then one access-log line.
+ */
+export class Gateway {
+  private inFlight = 0;
+  private draining = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(private readonly parts: GatewayParts) {}
+
+  /** The `request` listener of the data-plane servers. */
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    void this.serve(req, res);
+  };
+
+  /** From now on every response asks the client to close its connection. */
+  startDraining(): void {
+    this.draining = true;
+  }
+
+  /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
+  waitForIdle(timeoutMs: number): Promise<boolean> {
+    if (this.inFlight === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const startedAt = performance.now();
+    const closed = new Promise<void>((resolve) => res.once('close', resolve));
+    this.inFlight += 1;
+    const record: RequestRecord = { id: requestIdOf(req), route: null, principal: null, exchange: null };
+    res.setHeader('x-request-id', record.id);
+    if (this.draining) res.setHeader('connection', 'close');
+    try {
+      await this.pipeline(req, res, record);
+    } catch (error) {
+      this.parts.logger.error({ err: error, requestId: record.id }, 'request pipeline failed');
+      sendError(res, 'internal_error');
+    }
+    await closed;
+    this.finish(req, res, record, performance.now() - startedAt);
+  }
+
+  private async pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> {
+    const target = normalizeTarget(req.url ?? '', req.headers.host);
+    if (!target.ok) {
+      this.parts.logger.debug({ requestId: record.id, reason: target.reason }, 'request target rejected');
+      return sendError(res, 'bad_request');
+    }
+    const verb = req.method ?? 'GET';
+    record.route = this.parts.router.match(verb, target.segments, target.trailingSlash, target.query);
+    if (!record.route) return sendError(res, 'not_found');
+
+    const auth = await this.parts.authenticator.authenticate(req, res);
+    if (res.headersSent || res.writableEnded) return;
+    if (!auth.ok) {
+      return sendError(res, 'unauthorized', auth.challenge ? { 'www-authenticate': auth.challenge } : {});
+    }
+    record.principal = auth.principal;
+
+    this.prepareUpstreamHeaders(req, record.id);
+    record.exchange = await this.parts.proxy.forward(req, res, record.route.api, record.route.upstreamTarget);
+  }
+
+  private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
+    stripRequestHopByHop(req.headers);
+    // The gateway already answered any `Expect: 100-continue`; the upstream must not answer it again.
+    delete req.headers.expect;
+    if (!this.parts.forwardCredentials) {
+      delete req.headers.authorization;
+      delete req.headers.apikey;
+    }
+    applyForwardedHeaders(req, this.parts.trustedPeers);
+    req.headers['x-request-id'] = requestId;
+  }
+
+  private finish(req: IncomingMessage, res: ServerResponse, record: RequestRecord, elapsedMs: number): void {
+    const { route, exchange } = record;
+    const status = exchange?.status || res.statusCode;
+    const apiId = route?.api.config.id ?? 'none';
+    const methodId = route?.method?.id ?? 'none';
+    this.parts.logger.info(
+      {
+        requestId: record.id,
+        verb: req.method,
+        api: route?.api.config.name ?? null,
+        method: route?.method?.name ?? null,
+        subject: record.principal?.subject ?? null,
+        status,
+        bytesIn: exchange?.bytesIn ?? 0,
+        bytesOut: exchange?.bytesOut ?? 0,
+        upstreamMs:
+          exchange?.upstreamMs === null || !exchange ? null : Math.round(exchange.upstreamMs * 100) / 100,
+        outcome: exchange?.outcome ?? null,
+        ms: Math.round(elapsedMs * 100) / 100,
+      },
+      'request',
+    );
+    const { metrics } = this.parts;
+    metrics.requests.inc({ api: apiId, method: methodId, status: String(status) });
+    metrics.duration.observe({ api: apiId }, elapsedMs / 1000);
+    if (exchange && exchange.outcome !== 'completed' && exchange.outcome !== 'client_aborted') {
+      metrics.upstreamErrors.inc({ api: apiId, outcome: exchange.outcome });
+    }
+    this.inFlight -= 1;
+    if (this.inFlight === 0) {
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+}

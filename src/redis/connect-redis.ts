@@ -1,0 +1,66 @@
+import { Cluster, Redis } from 'ioredis';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+
+export type RedisConnection = Redis | Cluster;
+
+/**
+ * The one Redis connection of a gateway process (a Cluster when `store.cluster` is set). A Redis outage
+ * must never hang a request: commands fail fast instead of queueing while disconnected, and reconnection
+ * happens in the background.
+ */
+export function connectRedis(store: Readonly<Config['store']>, logger: Logger): RedisConnection {
+  const options = {
+    enableOfflineQueue: false,
+    enableAutoPipelining: true,
+    commandTimeout: 250,
+    connectTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+  };
+  const connection = store.cluster
+    ? new Cluster(
+        store.cluster.map((url) => url),
+        { redisOptions: options, enableOfflineQueue: false, enableAutoPipelining: true },
+      )
+    : new Redis(store.url as string, options);
+  let up = false;
+  connection.on('ready', () => {
+    up = true;
+    logger.info('redis connected');
+  });
+  connection.on('error', (error: NodeJS.ErrnoException) => {
+    if (up) logger.warn({ err: { code: error.code, message: error.message } }, 'redis connection lost');
+    up = false;
+  });
+  return connection;
+}
+
+/** True when Redis answers PING within the command timeout. */
+export async function redisAnswers(connection: RedisConnection): Promise<boolean> {
+  try {
+    return (await connection.ping()) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Resolves true once the connection is ready, false on its first error or after `timeoutMs`: the gateway
+ * starts either way (store.onError decides what happens without Redis), but not before it has tried.
+ */
+export function firstConnection(connection: RedisConnection, timeoutMs: number): Promise<boolean> {
+  if (connection.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const settle = (ready: boolean) => {
+      clearTimeout(timer);
+      connection.off('ready', onReady);
+      connection.off('error', onError);
+      resolve(ready);
+    };
+    const onReady = () => settle(true);
+    const onError = () => settle(false);
+    const timer = setTimeout(() => settle(false), timeoutMs);
+    connection.once('ready', onReady);
+    connection.once('error', onError);
+  });
+}

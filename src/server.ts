@@ -1,0 +1,134 @@
+import { readFileSync } from 'node:fs';
+import http, { type Server } from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
+import { createAuthenticator } from './auth/create-authenticator.js';
+import { compileCatalog } from './catalog/router.js';
+import type { LoadedConfig } from './config/load-config.js';
+import type { Config } from './config/schema.js';
+import { Gateway } from './gateway.js';
+import type { Logger } from './log.js';
+import { createMetrics } from './metrics.js';
+import { TrustedPeers } from './proxy/trust-proxy.js';
+import { UpstreamProxy } from './proxy/upstream-proxy.js';
+import { connectRedis, firstConnection, redisAnswers } from './redis/connect-redis.js';
+
+export interface RunningGateway {
+  /** Bound ports: useful when the config asked for port 0. */
+  ports: { http: number; https?: number; admin: number };
+  /** Graceful shutdown: stop accepting, let in-flight requests finish within `shutdownTimeout`, close all. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  logger: Logger;
+  /** Folder that relative paths of the config (tls.key, store.file) are resolved against. */
+  cwd?: string;
+}
+
+function listen(server: Server, port: number, host: string | undefined): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+function serverOptions(config: Readonly<Config>): http.ServerOptions {
+  const { headersTimeout, requestTimeout, keepAliveTimeout, maxHeaderSize, connectionsCheckingInterval } =
+    config.server;
+  return { headersTimeout, requestTimeout, keepAliveTimeout, maxHeaderSize, connectionsCheckingInterval };
+}
+
+/** Builds every part from the config and starts the data-plane and admin listeners. */
+export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<RunningGateway> {
+  const { config, environment } = loaded;
+  const { logger } = options;
+  const cwd = options.cwd ?? process.cwd();
+  const metrics = createMetrics();
+  const authenticator = createAuthenticator(config, environment);
+  const proxy = new UpstreamProxy({
+    proxyTimeout: config.proxyTimeout,
+    logger: logger.child({ component: 'proxy' }),
+  });
+  const gateway = new Gateway({
+    router: compileCatalog(config.apis),
+    authenticator,
+    proxy,
+    trustedPeers: new TrustedPeers(config.trustProxy),
+    forwardCredentials: config.forwardCredentials,
+    logger: logger.child({ component: 'access' }),
+    metrics,
+  });
+
+  const readiness: ReadinessCheck[] = [];
+  const redis =
+    config.store.type === 'redis' ? connectRedis(config.store, logger.child({ component: 'redis' })) : null;
+  if (redis) {
+    readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
+    if (!(await firstConnection(redis, 2_000)))
+      logger.warn('redis is not reachable yet; retrying in the background');
+  }
+
+  let draining = false;
+  const admin = createAdminServer({ logger, metrics, readiness, isDraining: () => draining });
+  const dataServers: Server[] = [http.createServer(serverOptions(config), gateway.handle)];
+  if (config.tls) {
+    const read = (file: string) => readFileSync(path.resolve(cwd, file));
+    const { key, cert, ca } = config.tls;
+    dataServers.push(
+      https.createServer(
+        { ...serverOptions(config), key: read(key), cert: read(cert), ...(ca ? { ca: read(ca) } : {}) },
+        gateway.handle,
+      ),
+    );
+  }
+
+  const closeResources = async () => {
+    await admin.close();
+    proxy.close();
+    await authenticator.close?.();
+    if (redis) await redis.quit().catch(() => redis.disconnect());
+  };
+
+  let ports: RunningGateway['ports'];
+  try {
+    const httpPort = await listen(dataServers[0]!, config.port, config.host);
+    const httpsPort = config.tls
+      ? await listen(dataServers[1]!, config.tls.port, config.tls.host ?? config.host)
+      : undefined;
+    await admin.listen({ port: config.admin.port, host: config.admin.host });
+    const adminPort = (admin.server.address() as AddressInfo).port;
+    ports = { http: httpPort, admin: adminPort, ...(httpsPort === undefined ? {} : { https: httpsPort }) };
+  } catch (error) {
+    for (const server of dataServers) server.close();
+    await closeResources();
+    throw error;
+  }
+  logger.info(
+    { ports, auth: config.APIKeyAuthType, store: config.store.type, apis: config.apis.length },
+    'gateway started',
+  );
+
+  return {
+    ports,
+    async close() {
+      draining = true;
+      gateway.startDraining();
+      for (const server of dataServers) {
+        server.close();
+        server.closeIdleConnections();
+      }
+      const idle = await gateway.waitForIdle(config.shutdownTimeout);
+      if (!idle)
+        logger.warn({ shutdownTimeout: config.shutdownTimeout }, 'grace period over, closing open requests');
+      for (const server of dataServers) server.closeAllConnections();
+      await closeResources();
+      logger.info('gateway stopped');
+    },
+  };
+}

@@ -1,0 +1,289 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyPassword } from '../../src/password-hash.js';
+import { request } from '../helpers/raw-http.js';
+import { runCli, spawnCli, type CliProcess } from '../helpers/run-cli.js';
+import { basicAuth, devKey, petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
+import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+const tempDirs: string[] = [];
+const tempDir = () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-cli-'));
+  tempDirs.push(dir);
+  return dir;
+};
+
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** The ports a started gateway logged. */
+async function portsOf(cli: CliProcess): Promise<{ http: number; admin: number }> {
+  await cli.waitFor('"msg":"gateway started"');
+  const line = cli
+    .stdout()
+    .split('\n')
+    .find((text) => text.includes('"msg":"gateway started"'))!;
+  return (JSON.parse(line) as { ports: { http: number; admin: number } }).ports;
+}
+
+describe('gateway (no command)', () => {
+  it('prints the commands with --help and exits 0', async () => {
+    const result = await runCli(['--help']);
+    expect(result.code).toBe(0);
+    for (const command of ['init', 'start', 'check-config', 'hash-password'])
+      expect(result.stdout).toContain(command);
+  });
+
+  it('exits 2 without a command and 2 for an unknown one', async () => {
+    expect((await runCli([])).code).toBe(2);
+    const unknown = await runCli(['serve']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("unknown command 'serve'");
+  });
+
+  it.each(['init', 'start', 'check-config', 'hash-password'])(
+    'prints help for %s and exits 0',
+    async (command) => {
+      const result = await runCli([command, '--help']);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain(`Usage: gateway ${command}`);
+    },
+  );
+
+  it('exits 2 on an unknown option', async () => {
+    const result = await runCli(['start', '--config-dri', 'conf']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("Unknown option '--config-dri'");
+  });
+});
+
+describe('gateway init', () => {
+  const keysOf = (file: string) => {
+    const text = readFileSync(file, 'utf8');
+    return {
+      development: /apikey_development: '([^']+)'/.exec(text)?.[1] ?? '',
+      production: /apikey_production: '([^']+)'/.exec(text)?.[1] ?? '',
+      text,
+    };
+  };
+
+  it('scaffolds conf/default.js with basic auth, fresh distinct keys of 32 random bytes, and a .gitignore', async () => {
+    const dir = tempDir();
+    const result = await runCli(['init', dir]);
+    expect(result.code).toBe(0);
+    const { development, production, text } = keysOf(path.join(dir, 'conf/default.js'));
+    expect(text).toContain("APIKeyAuthType: 'basic'");
+    expect(Buffer.from(development, 'base64url')).toHaveLength(32);
+    expect(Buffer.from(production, 'base64url')).toHaveLength(32);
+    expect(development).not.toBe(production);
+    const gitignore = readFileSync(path.join(dir, '.gitignore'), 'utf8');
+    for (const line of ['data/', 'conf/tls/', 'conf/production.*', '.env', '*.pem'])
+      expect(gitignore).toContain(line);
+  });
+
+  it('generates different keys on every run', async () => {
+    const [a, b] = [tempDir(), tempDir()];
+    await runCli(['init', a]);
+    await runCli(['init', b]);
+    expect(keysOf(path.join(a, 'conf/default.js')).development).not.toBe(
+      keysOf(path.join(b, 'conf/default.js')).development,
+    );
+  });
+
+  it('writes a config that check-config accepts', async () => {
+    const dir = tempDir();
+    await runCli(['init', dir]);
+    const result = await runCli(['check-config'], { cwd: dir });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('config ok (development): 1 APIs, APIKeyAuthType basic, store memory');
+  });
+
+  it('never overwrites an existing config (exit 2)', async () => {
+    const dir = tempDir();
+    await runCli(['init', dir]);
+    const before = readFileSync(path.join(dir, 'conf/default.js'), 'utf8');
+    const again = await runCli(['init', dir]);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('already exists; nothing was changed');
+    expect(readFileSync(path.join(dir, 'conf/default.js'), 'utf8')).toBe(before);
+  });
+
+  it('writes default.cjs in an ESM package, and keeps existing .gitignore lines', async () => {
+    const dir = tempDir();
+    writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}');
+    writeFileSync(path.join(dir, '.gitignore'), 'build/\ndata/');
+    expect((await runCli(['init', dir])).code).toBe(0);
+    expect(readFileSync(path.join(dir, 'conf/default.cjs'), 'utf8')).toContain('module.exports');
+    const gitignore = readFileSync(path.join(dir, '.gitignore'), 'utf8').split('\n');
+    expect(gitignore.slice(0, 3)).toEqual(['build/', 'data/', 'node_modules/']);
+    expect(gitignore.filter((line) => line === 'data/')).toHaveLength(1);
+    expect((await runCli(['check-config'], { cwd: dir })).code).toBe(0);
+  });
+});
+
+describe('gateway check-config', () => {
+  it('exits 2 naming file, key and reason, without a stack trace', async () => {
+    const result = await runCli([
+      'check-config',
+      '--config-dir',
+      'test/fixtures/bad-config/upstream-not-http',
+    ]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'test/fixtures/bad-config/upstream-not-http/default.mjs: apis[1].upstream: must be an http(s) URL\n',
+    );
+  });
+
+  it("reports Node's SyntaxError for a config that does not parse", async () => {
+    const result = await runCli(['check-config', '--config-dir', 'test/fixtures/bad-config/syntax-error']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(
+      /^test\/fixtures\/bad-config\/syntax-error\/default\.mjs: cannot load: SyntaxError: Unexpected end of input\n$/,
+    );
+  });
+
+  it('prints warnings for unknown top-level keys and exits 0', async () => {
+    const result = await runCli(['check-config', '--config-dir', 'test/fixtures/config/yaml']);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain('warning: test/fixtures/config/yaml/default.yaml: secret: unknown key');
+  });
+});
+
+describe('gateway hash-password', () => {
+  it('prints an scrypt hash of the password read from standard input', async () => {
+    const result = await runCli(['hash-password'], { input: 'correct horse\n' });
+    expect(result.code).toBe(0);
+    const hash = result.stdout.trim();
+    expect(hash).toMatch(/^scrypt\$16384\$8\$1\$[\w-]+\$[\w-]+$/);
+    expect(hash).not.toContain('correct horse');
+    expect(await verifyPassword('correct horse', hash)).toBe(true);
+    expect(await verifyPassword('wrong horse', hash)).toBe(false);
+  });
+
+  it('refuses an empty password with exit 2', async () => {
+    const result = await runCli(['hash-password'], { input: '\n' });
+    expect(result.code).toBe(2);
+  });
+});
+
+describe('gateway start', () => {
+  let upstream: TestUpstream;
+  beforeAll(async () => {
+    upstream = await startUpstream((req, res) => {
+      const delay = req.url?.includes('slow') ? 600 : 0;
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.end(`done ${req.url}`);
+      }, delay);
+    });
+  });
+  afterAll(() => upstream.close());
+
+  it('proxies a one-API config and answers a missing key with the exact 401 body', async () => {
+    const dir = writeConfigDir(petsConfig(upstream.url));
+    tempDirs.push(dir);
+    const cli = spawnCli(['start', '--config-dir', dir]);
+    try {
+      const ports = await portsOf(cli);
+      const url = `http://127.0.0.1:${ports.http}`;
+      const ok = await request(url, { path: '/pets/1', headers: { authorization: basicAuth(devKey) } });
+      expect(ok).toMatchObject({ status: 200, body: 'done /1' });
+      const denied = await request(url, { path: '/pets/1' });
+      expect(denied.status).toBe(401);
+      expect(denied.body).toBe(
+        '{"id":"com.vendor.api.unauthorized","message":"Unauthorized","success":false}',
+      );
+    } finally {
+      cli.child.kill('SIGTERM');
+      await cli.exited;
+    }
+  });
+
+  it('exits 0 on SIGTERM after letting an in-flight request finish', async () => {
+    const dir = writeConfigDir(petsConfig(upstream.url, { shutdownTimeout: 5000 }));
+    tempDirs.push(dir);
+    const cli = spawnCli(['start', '--config-dir', dir]);
+    const ports = await portsOf(cli);
+    const inFlight = request(`http://127.0.0.1:${ports.http}`, {
+      path: '/pets/slow',
+      headers: { authorization: basicAuth(devKey) },
+    });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const signalledAt = Date.now();
+    cli.child.kill('SIGTERM');
+    const [response, result] = await Promise.all([inFlight, cli.exited]);
+    expect(response).toMatchObject({ status: 200, body: 'done /slow' });
+    expect(response.headers.connection).toBe('close');
+    expect(result.code).toBe(0);
+    expect(Date.now() - signalledAt).toBeLessThan(5000);
+    expect(result.stdout).toContain('"msg":"gateway stopped"');
+  });
+
+  it('closes requests still open at the end of the grace period and exits 0', async () => {
+    const hung = await startUpstream(() => undefined);
+    const dir = writeConfigDir(petsConfig(hung.url, { shutdownTimeout: 300 }));
+    tempDirs.push(dir);
+    const cli = spawnCli(['start', '--config-dir', dir]);
+    const ports = await portsOf(cli);
+    const stuck = new Promise<string>((resolve) => {
+      http
+        .get(`http://127.0.0.1:${ports.http}/pets/1`, { headers: { authorization: basicAuth(devKey) } }, () =>
+          resolve('answered'),
+        )
+        .on('error', () => resolve('closed'));
+    });
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    cli.child.kill('SIGTERM');
+    const result = await cli.exited;
+    expect(result.code).toBe(0);
+    expect(await stuck).toBe('closed');
+    expect(result.stdout).toContain('grace period over');
+    await hung.close();
+  });
+
+  it('exits 1 with a message when its port is taken', async () => {
+    const dir = writeConfigDir(petsConfig(upstream.url, { port: upstream.port }));
+    tempDirs.push(dir);
+    const result = await runCli(['start', '--config-dir', dir]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain('EADDRINUSE');
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('exits 2 on a bad config', async () => {
+    const result = await runCli(['start', '--config-dir', 'test/fixtures/bad-config/port-out-of-range']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'test/fixtures/bad-config/port-out-of-range/default.mjs: port: must be an integer from 0 to 65535\n',
+    );
+  });
+
+  it('runs the demo of the README: the printed curl lines answer 200 and 401', async () => {
+    const cli = spawnCli(['start', '--demo'], { env: { PORT: '0', ADMIN_PORT: '0' } });
+    try {
+      await cli.waitFor('Ctrl-C stops it.');
+      const banner = cli.stderr();
+      const withKey = /curl -i -u '([^']+):' (http:\S+)/.exec(banner)!;
+      const withoutKey = /curl -i (http:\S+)/.exec(banner)!;
+      const url = new URL(withKey[2]!);
+      const ok = await request(url.origin, {
+        path: url.pathname,
+        headers: { authorization: basicAuth(withKey[1]!) },
+      });
+      expect(ok.status).toBe(200);
+      expect(JSON.parse(ok.body)).toMatchObject({ id: 1, name: 'Rex' });
+      const denied = await request(new URL(withoutKey[1]!).origin, {
+        path: new URL(withoutKey[1]!).pathname,
+      });
+      expect(denied.status).toBe(401);
+    } finally {
+      cli.child.kill('SIGTERM');
+      expect((await cli.exited).code).toBe(0);
+    }
+  });
+});

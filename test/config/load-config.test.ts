@@ -1,0 +1,180 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../src/config/config-error.js';
+import { loadConfig } from '../../src/config/load-config.js';
+
+const badConfig = (name: string) => `test/fixtures/bad-config/${name}`;
+
+async function problemsOf(configDir: string, env: NodeJS.ProcessEnv = {}): Promise<readonly string[]> {
+  try {
+    await loadConfig({ configDir, env });
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  throw new Error(`${configDir} loaded without a problem`);
+}
+
+// One fixture per rule: each changes the valid base.mjs in exactly one way.
+const rules: Array<[string, string]> = [
+  ['port-out-of-range', 'port: must be an integer from 0 to 65535'],
+  ['port-not-a-number', 'port: must be an integer from 0 to 65535'],
+  ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
+  ['current-key-missing', "apikey_development: required when APIKeyAuthType is 'basic'"],
+  ['key-too-short', 'apikey_development: must be at least 16 characters (generate one with gateway init)'],
+  ['keys-equal', 'apikey_production: duplicate of apikey_development'],
+  ['api-id-not-uuid', 'apis[0].id: must be a UUID'],
+  ['api-id-duplicate', 'apis[1].id: duplicate of apis[0].id'],
+  ['api-field-missing', 'apis[0].name: is required'],
+  [
+    'base-path-trailing-slash',
+    'apis[0].basePath: must be an absolute path like /pets (no trailing slash, no dot segments, no parameters)',
+  ],
+  ['base-path-duplicate', 'apis[1].basePath: duplicate of apis[0].basePath'],
+  ['upstream-not-http', 'apis[1].upstream: must be an http(s) URL'],
+  ['upstream-with-query', 'apis[1].upstream: must not carry a query or a fragment'],
+  ['upstream-with-credentials', 'apis[1].upstream: must not carry credentials'],
+  ['method-verb-unknown', 'apis[0].methods[0].verb: must be one of GET, POST, PUT, PATCH, DELETE, OPTIONS'],
+  ['method-path-invalid', 'apis[0].methods[0].path: must be a path template like /{petId} or /findByStatus'],
+  ['method-route-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
+  ['method-id-duplicate', 'apis[1].methods[0].id: duplicate of apis[0].methods[0].id'],
+  ['nested-key-unknown', 'admin.prot: unknown key'],
+  ['store-type-unknown', 'store.type: must be memory or redis'],
+  ['redis-url-missing', "store.url: required when store.type is 'redis' (or set store.cluster)"],
+  ['redis-url-invalid', 'store.url: must be a redis:// or rediss:// URL'],
+  ['store-on-error-unknown', 'store.onError: must be local, allow or deny'],
+  ['admin-port-clash', 'admin.port: must differ from port'],
+  ['admin-role-unknown', 'admin.users[0].role: must be admin or member'],
+  [
+    'tls-files-missing',
+    'tls.key: cannot read test/fixtures/bad-config/tls-files-missing/missing-key.pem (ENOENT)',
+  ],
+  ['apikey-without-tls', "tls: required when APIKeyAuthType is 'apikey' (keys travel over HTTPS only)"],
+  ['ldap-settings-missing', "ldap: required when APIKeyAuthType is 'ldap'"],
+  ['ldap-filter-without-placeholder', 'ldap.searchFilter: must contain the placeholder {{username}}'],
+  ['plugin-path-missing', "APIKeyAuthPlugin: required when APIKeyAuthType is 'plugin'"],
+  ['trust-proxy-bad-cidr', 'trustProxy[0]: must be an IP address or CIDR'],
+  ['proxy-timeout-negative', 'proxyTimeout: must be a positive number of milliseconds'],
+  ['headers-timeout-too-long', 'server.headersTimeout: must not exceed server.requestTimeout'],
+  ['forward-credentials-not-boolean', 'forwardCredentials: must be true or false'],
+  ['application-key-reused', 'applications[0].apikey_development: duplicate of apikey_development'],
+  ['application-id-duplicate', 'applications[1].id: duplicate of applications[0].id'],
+  ['not-an-object', 'must export an object (module.exports = { ... })'],
+];
+
+describe('loadConfig: one bad-config fixture per rule', () => {
+  it.each(rules)('rejects %s with the file, the key path and the reason', async (name, message) => {
+    const file = `${badConfig(name)}/default.mjs`;
+    expect(await problemsOf(badConfig(name))).toContain(`${file}: ${message}`);
+  });
+
+  it('rejects a folder without default.js or default.yaml', async () => {
+    expect(await problemsOf(badConfig('no-default-file'))).toEqual([
+      'test/fixtures/bad-config/no-default-file: no default.js or default.yaml here (create one with gateway init)',
+    ]);
+  });
+
+  it('rejects two default files side by side', async () => {
+    expect(await problemsOf(badConfig('two-default-files'))).toEqual([
+      'test/fixtures/bad-config/two-default-files: both default.mjs and default.yaml exist; keep one',
+    ]);
+  });
+
+  // The exact SyntaxError text is Node's; test/cli checks it through the real CLI, where vitest's module
+  // runner does not stand between the loader and Node.
+  it('rejects a JavaScript syntax error naming the file', async () => {
+    const [problem] = await problemsOf(badConfig('syntax-error'));
+    expect(problem).toMatch(/^test\/fixtures\/bad-config\/syntax-error\/default\.mjs: cannot load: /);
+  });
+
+  it('rejects a YAML syntax error naming the file and the line', async () => {
+    const [problem] = await problemsOf(badConfig('yaml-syntax-error'));
+    expect(problem).toMatch(
+      /^test\/fixtures\/bad-config\/yaml-syntax-error\/default\.yaml: cannot parse: YAMLParseError: .*line 4/,
+    );
+  });
+
+  it('rejects a plain admin password in production', async () => {
+    expect(await problemsOf(badConfig('production-plain-password'), { NODE_ENV: 'production' })).toContain(
+      'test/fixtures/bad-config/production-plain-password/default.mjs: admin.users[0].password: must be a hash from `gateway hash-password` in production, not a plain password',
+    );
+  });
+
+  it('blames the overlay file for a mistake the overlay made', async () => {
+    expect(await problemsOf(badConfig('overlay-mistake'), { NODE_ENV: 'production' })).toEqual([
+      'test/fixtures/bad-config/overlay-mistake/production.mjs: proxyTimeout: must be a whole number of milliseconds',
+    ]);
+  });
+
+  it('blames the environment for a bad PORT', async () => {
+    const configDir = 'test/fixtures/config/esm-overlay';
+    expect(await problemsOf(configDir, { PORT: 'eighty' })).toEqual([
+      'environment (PORT): port: must be an integer from 0 to 65535',
+    ]);
+  });
+
+  it('reports every problem at once, not only the first', async () => {
+    const problems = await problemsOf('test/fixtures/bad-config/upstream-not-http', { PORT: '99999' });
+    expect(problems).toHaveLength(2);
+  });
+});
+
+describe('loadConfig: valid configs', () => {
+  it('loads a CommonJS default.cjs, applies defaults and upper-cases verbs', async () => {
+    const { config, environment, warnings } = await loadConfig({
+      configDir: 'test/fixtures/config/cjs',
+      env: {},
+    });
+    expect(environment).toBe('development');
+    expect(warnings).toEqual([]);
+    expect(config.port).toBe(8080);
+    expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [] });
+    expect(config.store).toEqual({
+      type: 'memory',
+      file: 'data/quotas.json',
+      prefix: 'quotagate:',
+      onError: 'local',
+    });
+    expect(config.proxyTimeout).toBe(30_000);
+    expect(config.apis[0]?.methods[0]?.verb).toBe('GET');
+  });
+
+  it('loads YAML and warns about unknown top-level keys instead of taking them silently', async () => {
+    const { config, warnings } = await loadConfig({ configDir: 'test/fixtures/config/yaml', env: {} });
+    expect(config.port).toBe(9090);
+    expect(config.apis[0]?.methods).toEqual([]);
+    expect(warnings).toEqual([
+      'test/fixtures/config/yaml/default.yaml: secret: unknown key, ignored by the gateway (a plugin may read it)',
+    ]);
+  });
+
+  it('overlays <NODE_ENV>.mjs key by key, then PORT, ADMIN_PORT and REDIS_URL', async () => {
+    const { config, environment } = await loadConfig({
+      configDir: 'test/fixtures/config/esm-overlay',
+      env: { NODE_ENV: 'production', PORT: '7070', REDIS_URL: 'redis://127.0.0.1:6390' },
+    });
+    expect(environment).toBe('production');
+    expect(config.port).toBe(7070);
+    expect(config.admin).toEqual({ host: '127.0.0.1', port: 9191, users: [] });
+    expect(config.proxyTimeout).toBe(5000);
+    expect(config.store).toMatchObject({
+      type: 'redis',
+      url: 'redis://127.0.0.1:6390',
+      file: 'data/quotas.json',
+    });
+
+    const withAdminPort = await loadConfig({
+      configDir: 'test/fixtures/config/esm-overlay',
+      env: { ADMIN_PORT: '9292' },
+    });
+    expect(withAdminPort.config.admin.port).toBe(9292);
+  });
+
+  it('freezes the result all the way down', async () => {
+    const { config } = await loadConfig({ configDir: 'test/fixtures/config/cjs', env: {} });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.apis[0]?.methods[0])).toBe(true);
+    expect(() => {
+      (config as { port: number }).port = 1;
+    }).toThrow(TypeError);
+  });
+});

@@ -1,0 +1,144 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from '../helpers/raw-http.js';
+import {
+  basicAuth,
+  devKey,
+  petsConfig,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+let upstream: TestUpstream;
+let gateway: TestGateway;
+const auth = { authorization: basicAuth(devKey) };
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  gateway = await startTestGateway(petsConfig(`${upstream.url}/v2/pets`));
+});
+
+afterAll(async () => {
+  await gateway.close();
+  await upstream.close();
+});
+
+const lastAccessLine = () => gateway.logs.filter((line) => line.msg === 'request').at(-1);
+
+describe('routing through the catalog', () => {
+  it('forwards the normalized path under the upstream prefix, with the query', async () => {
+    const res = await request(gateway.url, { path: '/pets/1?status=sold', headers: auth });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body).url).toBe('/v2/pets/1?status=sold');
+  });
+
+  it.each(['/pets/../pets/1', '//pets/1', '/pets/./1', '/%70ets/1'])(
+    'routes %s to the getPet method and forwards /v2/pets/1',
+    async (spelling) => {
+      const res = await request(gateway.url, { path: spelling, headers: auth });
+      expect(res.status).toBe(200);
+      expect(JSON.parse(res.body).url).toBe('/v2/pets/1');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(lastAccessLine()).toMatchObject({ api: 'Pet Store', method: 'getPet', status: 200 });
+    },
+  );
+
+  it('routes /pets/%2e%2e/x out of the API, where nothing matches: 404', async () => {
+    const res = await request(gateway.url, { path: '/pets/%2e%2e/x', headers: auth });
+    expect(res.status).toBe(404);
+    expect(JSON.parse(res.body)).toEqual({
+      id: 'com.vendor.api.not_found',
+      message: 'Not Found',
+      success: false,
+    });
+  });
+
+  it.each(['/pets\\x', '/pets/%2f1', '/pets/%5c1', '/pets/%00', '/../pets/1', '/pets/%zz'])(
+    'rejects %s with 400 JSON before it reaches the upstream',
+    async (spelling) => {
+      const before = upstream.requests.length;
+      const res = await request(gateway.url, { path: spelling, headers: auth });
+      expect(res.status).toBe(400);
+      expect(res.headers['content-type']).toBe('application/json');
+      expect(JSON.parse(res.body)).toEqual({
+        id: 'com.vendor.api.bad_request',
+        message: 'Bad Request',
+        success: false,
+      });
+      expect(upstream.requests.length).toBe(before);
+    },
+  );
+
+  it('rejects an absolute-form target aimed at another host with 400', async () => {
+    const res = await request(gateway.url, { path: 'http://other.test/pets/1', headers: auth });
+    expect(res.status).toBe(400);
+  });
+
+  it('accepts an absolute-form target that names the gateway itself', async () => {
+    const host = new URL(gateway.url).host;
+    const res = await request(gateway.url, { path: `http://${host}/pets/1`, headers: auth });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body).url).toBe('/v2/pets/1');
+  });
+
+  it('answers 404 JSON for a path outside every API, without asking for credentials', async () => {
+    const res = await request(gateway.url, { path: '/store/inventory' });
+    expect(res.status).toBe(404);
+    expect(res.headers['content-type']).toBe('application/json');
+  });
+
+  it('never answers admin routes on the data port', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      expect((await request(gateway.url, { path, headers: auth })).status).toBe(404);
+    }
+  });
+
+  it('forwards a path inside the API that no method declares, logged with method null', async () => {
+    const res = await request(gateway.url, { path: '/pets/1/owners', method: 'DELETE', headers: auth });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body)).toMatchObject({ method: 'DELETE', url: '/v2/pets/1/owners' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lastAccessLine()).toMatchObject({ api: 'Pet Store', method: null });
+  });
+
+  it('matches HEAD as GET and forwards it as HEAD', async () => {
+    const res = await request(gateway.url, { path: '/pets/3', method: 'HEAD', headers: auth });
+    expect(res.status).toBe(200);
+    expect(upstream.requests.at(-1)).toMatchObject({ method: 'HEAD', url: '/v2/pets/3' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(lastAccessLine()).toMatchObject({ method: 'getPet', verb: 'HEAD' });
+  });
+});
+
+describe('basic authentication (first version)', () => {
+  const unauthorized = '{"id":"com.vendor.api.unauthorized","message":"Unauthorized","success":false}';
+
+  it('answers a request without a key with 401, the exact body and a Basic challenge', async () => {
+    const res = await request(gateway.url, { path: '/pets/1' });
+    expect(res.status).toBe(401);
+    expect(res.body).toBe(unauthorized);
+    expect(res.headers['content-type']).toBe('application/json');
+    expect(res.headers['www-authenticate']).toMatch(/^Basic realm="quotagate"/);
+  });
+
+  it.each([
+    ['the production key in development', basicAuth('prod-key-0123456789abcdef012345678')],
+    ['a key with a password', `Basic ${Buffer.from(`${devKey}:pw`).toString('base64')}`],
+    ['an unknown key', basicAuth('unknown-key-0123456789abcdef')],
+    ['malformed base64', 'Basic !!!'],
+    ['no colon', `Basic ${Buffer.from(devKey).toString('base64')}`],
+    ['another scheme', `Bearer ${devKey}`],
+  ])('rejects %s with 401', async (_case, authorization) => {
+    const res = await request(gateway.url, { path: '/pets/1', headers: { authorization } });
+    expect(res.status).toBe(401);
+    expect(res.body).toBe(unauthorized);
+  });
+
+  it('accepts the scheme name in any case', async () => {
+    const res = await request(gateway.url, {
+      path: '/pets/1',
+      headers: { authorization: basicAuth(devKey).replace('Basic', 'bAsIc') },
+    });
+    expect(res.status).toBe(200);
+  });
+});

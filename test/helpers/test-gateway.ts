@@ -1,0 +1,98 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/load-config.js';
+import { createLogger } from '../../src/log.js';
+import { startGateway, type RunningGateway } from '../../src/server.js';
+
+export const devKey = 'dev-key-0123456789abcdef0123456789';
+export const prodKey = 'prod-key-0123456789abcdef012345678';
+export const petsApiId = '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10';
+export const getPetMethodId = 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32';
+
+/** A config of one API (`/pets` → upstream) in the seed's format, ready for overrides. */
+export function petsConfig(
+  upstream: string,
+  overrides: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    port: 0,
+    APIKeyAuthType: 'basic',
+    apikey_development: devKey,
+    apikey_production: prodKey,
+    admin: { host: '127.0.0.1', port: 0, users: [] },
+    apis: [
+      {
+        id: petsApiId,
+        name: 'Pet Store',
+        basePath: '/pets',
+        upstream,
+        methods: [
+          { id: '8b0e6c1a-3f47-4f0e-a2f5-6d9c1e7b4a21', name: 'listPets', verb: 'GET', path: '/' },
+          { id: getPetMethodId, name: 'getPet', verb: 'GET', path: '/{petId}' },
+          {
+            id: '0f9e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f',
+            name: 'findByStatus',
+            verb: 'GET',
+            path: '/findByStatus',
+          },
+          { id: 'e7a3b5c9-0d14-4b2e-8f6a-9c1d3e5f7a43', name: 'addPet', verb: 'POST', path: '/' },
+        ],
+      },
+    ],
+    ...overrides,
+  };
+}
+
+/** Writes `config` as conf/default.mjs in a fresh folder and returns the folder. */
+export function writeConfigDir(config: Record<string, unknown>): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));
+  writeFileSync(path.join(dir, 'default.mjs'), `export default ${JSON.stringify(config, null, 2)};\n`);
+  return dir;
+}
+
+export interface TestGateway {
+  url: string;
+  adminUrl: string;
+  running: RunningGateway;
+  /** Every log line written so far, parsed. */
+  logs: Array<Record<string, unknown>>;
+  /** Every log line written so far, as written. */
+  rawLogs: () => string;
+  close(): Promise<void>;
+}
+
+/** Starts a gateway in this process on ephemeral ports, with its log captured. */
+export async function startTestGateway(
+  config: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = {},
+): Promise<TestGateway> {
+  const dir = writeConfigDir(config);
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(...String(chunk).split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const loaded = await loadConfig({ configDir: dir, env });
+  const running = await startGateway(loaded, { logger: createLogger({ level: 'debug', destination }) });
+  const logs: Array<Record<string, unknown>> = [];
+  return {
+    url: `http://127.0.0.1:${running.ports.http}`,
+    adminUrl: `http://127.0.0.1:${running.ports.admin}`,
+    running,
+    get logs() {
+      logs.splice(0, logs.length, ...lines.map((line) => JSON.parse(line) as Record<string, unknown>));
+      return logs;
+    },
+    rawLogs: () => lines.join('\n'),
+    async close() {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const basicAuth = (key: string) => `Basic ${Buffer.from(`${key}:`).toString('base64')}`;

@@ -1,0 +1,74 @@
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { request } from '../helpers/raw-http.js';
+import {
+  basicAuth,
+  devKey,
+  petsConfig,
+  prodKey,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+describe('credentials in logs', () => {
+  let upstream: TestUpstream;
+  let gateway: TestGateway;
+
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    gateway = await startTestGateway(petsConfig(upstream.url));
+  });
+
+  afterAll(async () => {
+    await gateway.close();
+    await upstream.close();
+  });
+
+  it('never writes keys or Authorization headers to the log, at debug level, accepted or rejected', async () => {
+    const authorization = basicAuth(devKey);
+    await request(gateway.url, { path: '/pets/1', headers: { authorization, apikey: devKey } });
+    await request(gateway.url, { path: '/pets/1', headers: { authorization: basicAuth(prodKey) } });
+    await request(gateway.url, { path: '/pets/%2f', headers: { authorization } });
+    await new Promise((resolve) => setImmediate(resolve));
+    const logs = gateway.rawLogs();
+    expect(logs).toContain('"msg":"request"');
+    for (const secret of [
+      devKey,
+      prodKey,
+      authorization,
+      authorization.slice(6),
+      basicAuth(prodKey).slice(6),
+    ]) {
+      expect(logs).not.toContain(secret);
+    }
+  });
+
+  it('redacts credential fields of anything logged as an object', () => {
+    const lines: string[] = [];
+    const destination = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', destination });
+    logger.info(
+      {
+        req: {
+          headers: { authorization: 'Basic c2VjcmV0Og==', apikey: 'k-123', 'proxy-authorization': 'p' },
+        },
+        ldap: { adminPassword: 'ldap-secret' },
+        user: { password: 'pw-secret' },
+        config: { apikey_development: 'dev-secret', apikey_production: 'prod-secret' },
+      },
+      'object with secrets',
+    );
+    const line = lines.join('');
+    for (const secret of ['c2VjcmV0Og==', 'k-123', 'ldap-secret', 'pw-secret', 'dev-secret', 'prod-secret']) {
+      expect(line).not.toContain(secret);
+    }
+    expect(line).toContain('[REDACTED]');
+  });
+});

@@ -1,0 +1,9 @@
+import type { LdapFixture } from './slapd-server.js';
+
+// Types the values test/support/global-setup.ts hands to `inject()`.
+declare module 'vitest' {
+  export interface ProvidedContext {
+    redisUrl: string;
+    ldap: LdapFixture;
+  }
+}
