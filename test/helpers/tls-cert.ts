@@ -1,0 +1,36 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import selfsigned from 'selfsigned';
+
+export interface TestCertificate {
+  dir: string;
+  keyFile: string;
+  certFile: string;
+  /** The certificate PEM, for clients to trust. */
+  cert: string;
+}
+
+/** A fresh self-signed certificate for localhost and 127.0.0.1, written to a temporary folder. */
+export async function createTestCertificate(): Promise<TestCertificate> {
+  const pems = await selfsigned.generate([{ name: 'commonName', value: 'localhost' }], {
+    keyType: 'ec',
+    extensions: [
+      { name: 'basicConstraints', cA: false },
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
+      {
+        name: 'subjectAltName',
+        altNames: [
+          { type: 2, value: 'localhost' },
+          { type: 7, ip: '127.0.0.1' },
+        ],
+      },
+    ],
+  });
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-tls-'));
+  const keyFile = path.join(dir, 'key.pem');
+  const certFile = path.join(dir, 'cert.pem');
+  writeFileSync(keyFile, pems.private, { mode: 0o600 });
+  writeFileSync(certFile, pems.cert);
+  return { dir, keyFile, certFile, cert: pems.cert };
+}

@@ -1,0 +1,71 @@
+import { rmSync } from 'node:fs';
+import https from 'node:https';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from '../helpers/raw-http.js';
+import {
+  basicAuth,
+  devKey,
+  petsConfig,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { createTestCertificate, type TestCertificate } from '../helpers/tls-cert.js';
+import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+let certificate: TestCertificate;
+let upstream: TestUpstream;
+let gateway: TestGateway;
+
+beforeAll(async () => {
+  certificate = await createTestCertificate();
+  upstream = await startUpstream();
+  gateway = await startTestGateway(
+    petsConfig(upstream.url, { tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile } }),
+  );
+});
+
+afterAll(async () => {
+  await gateway.close();
+  await upstream.close();
+  rmSync(certificate.dir, { recursive: true, force: true });
+});
+
+function httpsGet(path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    https
+      .get(
+        {
+          host: '127.0.0.1',
+          port: gateway.running.ports.https,
+          path,
+          ca: certificate.cert,
+          headers: { authorization: basicAuth(devKey) },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (chunk) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      )
+      .on('error', reject);
+  });
+}
+
+describe('HTTPS listener', () => {
+  it('serves the same routes over TLS and tells the upstream the client used https', async () => {
+    const res = await httpsGet('/pets/1');
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body).url).toBe('/1');
+    expect(upstream.requests.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+  });
+
+  it('keeps the plain HTTP listener open beside it', async () => {
+    expect(gateway.running.ports.https).not.toBe(gateway.running.ports.http);
+    const res = await request(gateway.url, {
+      path: '/pets/1',
+      headers: { authorization: basicAuth(devKey) },
+    });
+    expect(res.status).toBe(200);
+    expect(upstream.requests.at(-1)!.headers['x-forwarded-proto']).toBe('http');
+  });
+});
