@@ -1,23 +1,24 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   { ignores: ['dist/', 'coverage/', 'bench/results/', 'test/fixtures/bad-config/syntax-error/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
+  { languageOptions: { globals: globals.node } },
   {
-    files: ['**/*.ts'],
     rules: {
-      '@typescript-eslint/consistent-type-imports': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', ignoreRestSiblings: true }],
     },
   },
   {
-    files: ['conf/**/*.js', 'examples/**/*.js', 'test/fixtures/**/*.cjs'],
-    languageOptions: {
-      sourceType: 'commonjs',
-      globals: { module: 'writable', require: 'readonly', process: 'readonly', __dirname: 'readonly' },
-    },
+    files: ['**/*.ts'],
+    rules: { '@typescript-eslint/consistent-type-imports': 'error' },
+  },
+  {
+    files: ['conf/**/*.js', 'examples/**/*.js', 'test/fixtures/plugins/**/*.js'],
+    languageOptions: { sourceType: 'commonjs' },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -10,6 +10,7 @@ export const dataPlaneErrors = {
   not_found: { status: 404, message: 'Not Found' },
   internal_error: { status: 500, message: 'Internal Server Error' },
   bad_gateway: { status: 502, message: 'Bad Gateway' },
+  service_unavailable: { status: 503, message: 'Service Unavailable' },
   gateway_timeout: { status: 504, message: 'Gateway Timeout' },
 } as const;
 

@@ -27,6 +27,8 @@ interface RequestRecord {
   id: string;
   route: RouteMatch | null;
   principal: Principal | null;
+  /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
+  unvalidated: boolean;
   exchange: Exchange | null;
 }
 
@@ -67,7 +69,13 @@ export class Gateway {
     const startedAt = performance.now();
     const closed = new Promise<void>((resolve) => res.once('close', resolve));
     this.inFlight += 1;
-    const record: RequestRecord = { id: requestIdOf(req), route: null, principal: null, exchange: null };
+    const record: RequestRecord = {
+      id: requestIdOf(req),
+      route: null,
+      principal: null,
+      unvalidated: false,
+      exchange: null,
+    };
     res.setHeader('x-request-id', record.id);
     if (this.draining) res.setHeader('connection', 'close');
     try {
@@ -93,9 +101,11 @@ export class Gateway {
     const auth = await this.parts.authenticator.authenticate(req, res);
     if (res.headersSent || res.writableEnded) return;
     if (!auth.ok) {
-      return sendError(res, 'unauthorized', auth.challenge ? { 'www-authenticate': auth.challenge } : {});
+      const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
+      return sendError(res, auth.reject, challenge ? { 'www-authenticate': challenge } : {});
     }
     record.principal = auth.principal;
+    record.unvalidated = auth.unvalidated === true;
 
     this.prepareUpstreamHeaders(req, record.id);
     record.exchange = await this.parts.proxy.forward(req, res, record.route.api, record.route.upstreamTarget);
@@ -125,6 +135,7 @@ export class Gateway {
         api: route?.api.config.name ?? null,
         method: route?.method?.name ?? null,
         subject: record.principal?.subject ?? null,
+        ...(record.unvalidated ? { unvalidated: true } : {}),
         status,
         bytesIn: exchange?.bytesIn ?? 0,
         bytesOut: exchange?.bytesOut ?? 0,

@@ -24,8 +24,10 @@ export interface RunningGateway {
 
 export interface StartOptions {
   logger: Logger;
-  /** Folder that relative paths of the config (tls.key, store.file) are resolved against. */
+  /** Folder that relative paths of the config (tls.key, store.file, APIKeyAuthPlugin) are resolved against. */
   cwd?: string;
+  /** Clock for caches, in milliseconds (tests move it). */
+  now?: () => number;
 }
 
 function listen(server: Server, port: number, host: string | undefined): Promise<number> {
@@ -46,11 +48,15 @@ function serverOptions(config: Readonly<Config>): http.ServerOptions {
 
 /** Builds every part from the config and starts the data-plane and admin listeners. */
 export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<RunningGateway> {
-  const { config, environment } = loaded;
+  const { config } = loaded;
   const { logger } = options;
   const cwd = options.cwd ?? process.cwd();
   const metrics = createMetrics();
-  const authenticator = createAuthenticator(config, environment);
+  const authenticator = await createAuthenticator(loaded, {
+    logger,
+    cwd,
+    ...(options.now ? { now: options.now } : {}),
+  });
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
@@ -75,7 +81,14 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   }
 
   let draining = false;
-  const admin = createAdminServer({ logger, metrics, readiness, isDraining: () => draining });
+  const admin = createAdminServer({
+    logger,
+    metrics,
+    readiness,
+    isDraining: () => draining,
+    apis: config.apis,
+    authDocumentation: authenticator.documentation,
+  });
   const dataServers: Server[] = [http.createServer(serverOptions(config), gateway.handle)];
   if (config.tls) {
     const read = (file: string) => readFileSync(path.resolve(cwd, file));

@@ -1,6 +1,9 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { AuthDocumentation } from '../auth/authenticator.js';
+import type { ApiConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import { catalogOpenApi } from './catalog-openapi.js';
 
 /** Something `/readyz` asks before it says the gateway can take traffic. */
 export interface ReadinessCheck {
@@ -14,9 +17,14 @@ export interface AdminServerParts {
   readiness: ReadinessCheck[];
   /** True once shutdown has begun: load balancers should stop sending traffic. */
   isDraining(): boolean;
+  apis: readonly ApiConfig[];
+  authDocumentation: AuthDocumentation;
 }
 
-/** The admin listener: health, readiness and metrics. It never shares a port with the data plane. */
+/**
+ * The admin listener: health, readiness, metrics and the OpenAPI description of the proxied APIs. It never
+ * shares a port with the data plane.
+ */
 export function createAdminServer(parts: AdminServerParts): FastifyInstance {
   const app = Fastify({
     loggerInstance: parts.logger.child({ plane: 'admin' }) as FastifyBaseLogger,
@@ -41,6 +49,9 @@ export function createAdminServer(parts: AdminServerParts): FastifyInstance {
     const body = await parts.metrics.registry.metrics();
     return reply.type(parts.metrics.registry.contentType).send(body);
   });
+
+  const catalogDocument = catalogOpenApi(parts.apis, parts.authDocumentation);
+  app.get('/api/portal/v1.3/apis/openapi.json', async () => catalogDocument);
 
   app.setNotFoundHandler((_request, reply) =>
     reply.code(404).send({ errors: [{ code: 404, message: 'Not Found' }] }),

@@ -4,19 +4,39 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 export interface Principal {
   subject: string;
   application?: string;
+  /** Directory groups (LDAP group entry DNs) of the subject, when the scheme looks them up. */
+  groups?: string[];
 }
 
 export type AuthResult =
-  | { ok: true; principal: Principal | null }
+  | {
+      ok: true;
+      /** null: nobody in particular (scheme `none`, or a URL the plugin does not validate). */
+      principal: Principal | null;
+      /** True when the plugin declined to validate this URL, so it passes unauthenticated. */
+      unvalidated?: boolean;
+    }
+  | { ok: false; reject: 'unauthorized'; challenge?: string }
   | {
       ok: false;
-      /** `WWW-Authenticate` value to send with the 401, if the scheme has one. */
-      challenge?: string;
+      /** service_unavailable: the directory or the plugin did not answer; internal_error: it failed. */
+      reject: 'service_unavailable' | 'internal_error';
     };
 
-/** One authentication scheme (`APIKeyAuthType`). It never throws for bad credentials: it answers ok: false. */
+/** Hooks a custom plugin may offer the admin port: Swagger security, and the console's test requests. */
+export interface AuthDocumentation {
+  /** Swagger 2.0 `{ securityDefinitions, security }` of the scheme. */
+  swaggerSecurity(): { securityDefinitions: Record<string, unknown>; security: unknown[] };
+  applyCredentialsForTest?(options: Record<string, unknown>): void;
+  applyResponseForTest?(response: unknown, body: unknown): unknown;
+}
+
+/**
+ * One authentication scheme (`APIKeyAuthType`). Bad credentials are an answer (ok: false), never a throw.
+ */
 export interface Authenticator {
   readonly scheme: string;
   authenticate(req: IncomingMessage, res: ServerResponse): AuthResult | Promise<AuthResult>;
+  readonly documentation: AuthDocumentation;
   close?(): Promise<void>;
 }

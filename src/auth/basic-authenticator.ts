@@ -1,6 +1,7 @@
 import type { Authenticator } from './authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import type { KeyRing } from './key-ring.js';
+import { builtInSecurity } from './swagger-security.js';
 
 export const basicChallenge = 'Basic realm="quotagate", charset="UTF-8"';
 
@@ -14,7 +15,10 @@ export function createBasicAuthenticator(keys: KeyRing): Authenticator {
         credentials && credentials.password === '' && credentials.username !== ''
           ? keys.lookup(credentials.username)
           : null;
-      return principal ? { ok: true, principal } : { ok: false, challenge: basicChallenge };
+      return principal
+        ? { ok: true, principal }
+        : { ok: false, reject: 'unauthorized', challenge: basicChallenge };
     },
+    documentation: { swaggerSecurity: builtInSecurity.basic },
   };
 }

@@ -1,21 +1,62 @@
-import type { Environment } from '../config/cross-field-rules.js';
+import type { LoadedConfig } from '../config/load-config.js';
 import { ConfigError } from '../config/config-error.js';
-import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { createApiKeyAuthenticator } from './apikey-authenticator.js';
 import type { Authenticator } from './authenticator.js';
 import { createBasicAuthenticator } from './basic-authenticator.js';
 import { KeyRing } from './key-ring.js';
+import { createLdapAuthenticator } from './ldap-authenticator.js';
 import { createNoneAuthenticator } from './none-authenticator.js';
+import { createPluginAuthenticator } from './plugin-authenticator.js';
+import { loadAuthPlugin } from './plugin-loader.js';
 
-/** The authenticator of `APIKeyAuthType`, built once at startup. */
-export function createAuthenticator(config: Readonly<Config>, environment: Environment): Authenticator {
+export interface AuthenticatorContext {
+  logger: Logger;
+  /** The project folder: a plugin path is relative to it. */
+  cwd: string;
+  /** Clock for caches, in milliseconds (tests move it). */
+  now?: () => number;
+}
+
+/**
+ * The authenticator of `APIKeyAuthType`, built once at startup. A plugin is constructed here, before any
+ * listener starts, with `{ config, logger }` as the seed's "server".
+ * @throws ConfigError when the plugin cannot be loaded or constructed.
+ */
+export async function createAuthenticator(
+  loaded: LoadedConfig,
+  context: AuthenticatorContext,
+): Promise<Authenticator> {
+  const { config, environment } = loaded;
+  const logger = context.logger.child({ component: 'auth' });
   switch (config.APIKeyAuthType) {
     case 'none':
       return createNoneAuthenticator();
     case 'basic':
       return createBasicAuthenticator(new KeyRing(config, environment));
-    default:
-      throw new ConfigError([
-        `APIKeyAuthType: '${config.APIKeyAuthType}' is not available in this build yet (use 'basic' or 'none')`,
-      ]);
+    case 'apikey':
+      return createApiKeyAuthenticator(new KeyRing(config, environment));
+    case 'ldap':
+      return createLdapAuthenticator(config.ldap!, { logger, ...(context.now ? { now: context.now } : {}) });
+    case 'plugin': {
+      const spec = config.APIKeyAuthPlugin!;
+      const Plugin = await loadAuthPlugin(spec, context.cwd);
+      const server = Object.freeze({
+        config: Object.freeze({ ...loaded.extras, ...config }),
+        logger: logger.child({ plugin: spec }),
+      });
+      let plugin;
+      try {
+        plugin = new Plugin(server);
+      } catch (error) {
+        throw new ConfigError([
+          `APIKeyAuthPlugin: constructing '${spec}' failed: ${(error as Error).message}`,
+        ]);
+      }
+      return createPluginAuthenticator(plugin, {
+        timeout: config.pluginTimeout,
+        logger: logger.child({ plugin: spec }),
+      });
+    }
   }
 }

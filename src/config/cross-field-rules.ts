@@ -90,6 +90,21 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
   if (scheme === 'ldap' && !config.ldap) {
     problems.push({ path: ['ldap'], message: "required when APIKeyAuthType is 'ldap'" });
   }
+  if (config.ldap) {
+    const secure = config.ldap.url.startsWith('ldaps:');
+    if (secure && config.ldap.startTLS) {
+      problems.push({
+        path: ['ldap', 'startTLS'],
+        message: 'upgrades a plain ldap:// connection; ldaps:// is TLS already',
+      });
+    }
+    if (config.ldap.tlsOptions && !secure && !config.ldap.startTLS) {
+      problems.push({
+        path: ['ldap', 'tlsOptions'],
+        message: 'apply only to an ldaps:// url or with startTLS: true',
+      });
+    }
+  }
   if (scheme === 'plugin' && !config.APIKeyAuthPlugin) {
     problems.push({ path: ['APIKeyAuthPlugin'], message: "required when APIKeyAuthType is 'plugin'" });
   }

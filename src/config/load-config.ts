@@ -25,6 +25,8 @@ export interface LoadedConfig {
   environment: Environment;
   /** Lines worth a warning that do not stop the start, such as unknown top-level keys. */
   warnings: string[];
+  /** Unknown top-level keys and their values: not the gateway's, but a plugin may read them. */
+  extras: Readonly<Record<string, unknown>>;
 }
 
 interface Layer {
@@ -86,13 +88,12 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   const problems = [...crossFieldProblems(config, environment), ...unreadableFiles(config, cwd)];
   if (problems.length > 0) throw new ConfigError(problems.map(describe));
 
-  const warnings = Object.keys(merged)
-    .filter((key) => !knownTopLevelKeys.has(key))
-    .map(
-      (key) =>
-        `${sourceOf([key]).source}: ${key}: unknown key, ignored by the gateway (a plugin may read it)`,
-    );
-  return { config: deepFreeze(config), environment, warnings };
+  const unknownKeys = Object.keys(merged).filter((key) => !knownTopLevelKeys.has(key));
+  const warnings = unknownKeys.map(
+    (key) => `${sourceOf([key]).source}: ${key}: unknown key, ignored by the gateway (a plugin may read it)`,
+  );
+  const extras = Object.fromEntries(unknownKeys.map((key) => [key, merged[key]]));
+  return { config: deepFreeze(config), environment, warnings, extras: deepFreeze(extras) };
 }
 
 function environmentLayer(env: NodeJS.ProcessEnv): Layer {

@@ -51,6 +51,8 @@ const rules: Array<[string, string]> = [
   ['apikey-without-tls', "tls: required when APIKeyAuthType is 'apikey' (keys travel over HTTPS only)"],
   ['ldap-settings-missing', "ldap: required when APIKeyAuthType is 'ldap'"],
   ['ldap-filter-without-placeholder', 'ldap.searchFilter: must contain the placeholder {{username}}'],
+  ['ldap-tls-options-unused', 'ldap.tlsOptions: apply only to an ldaps:// url or with startTLS: true'],
+  ['ldap-start-tls-on-ldaps', 'ldap.startTLS: upgrades a plain ldap:// connection; ldaps:// is TLS already'],
   ['plugin-path-missing', "APIKeyAuthPlugin: required when APIKeyAuthType is 'plugin'"],
   ['trust-proxy-bad-cidr', 'trustProxy[0]: must be an IP address or CIDR'],
   ['proxy-timeout-negative', 'proxyTimeout: must be a positive number of milliseconds'],

@@ -45,6 +45,13 @@ export function petsConfig(
   };
 }
 
+/** Writes `config` in the seed's format (CommonJS conf/default.js) in a fresh folder and returns the folder. */
+export function writeSeedConfigDir(config: Record<string, unknown>): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));
+  writeFileSync(path.join(dir, 'default.js'), `module.exports = ${JSON.stringify(config, null, 2)};\n`);
+  return dir;
+}
+
 /** Writes `config` as conf/default.mjs in a fresh folder and returns the folder. */
 export function writeConfigDir(config: Record<string, unknown>): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { request } from '../helpers/raw-http.js';
 import {
@@ -43,6 +43,45 @@ describe('credentials in logs', () => {
     ]) {
       expect(logs).not.toContain(secret);
     }
+  });
+
+  it('never writes LDAP passwords to the log, accepted, rejected or with the directory down', async () => {
+    const ldap = inject('ldap');
+    const alice = ldap.users.find((user) => user.uid === 'alice')!;
+    const ldapSettings = {
+      url: ldap.url,
+      adminDn: ldap.adminDn,
+      adminPassword: ldap.adminPassword,
+      searchBase: ldap.peopleDn,
+      searchFilter: '(uid={{username}})',
+    };
+    const ldapGateway = await startTestGateway(
+      petsConfig(upstream.url, { APIKeyAuthType: 'ldap', ldap: ldapSettings }),
+    );
+    const downGateway = await startTestGateway(
+      petsConfig(upstream.url, {
+        APIKeyAuthType: 'ldap',
+        ldap: { ...ldapSettings, url: 'ldap://127.0.0.1:1' },
+      }),
+    );
+    const credentials = (password: string) => ({
+      authorization: `Basic ${Buffer.from(`alice:${password}`).toString('base64')}`,
+    });
+    expect(
+      (await request(ldapGateway.url, { path: '/pets/1', headers: credentials(alice.password) })).status,
+    ).toBe(200);
+    expect(
+      (await request(ldapGateway.url, { path: '/pets/1', headers: credentials('wrong-secret-pw') })).status,
+    ).toBe(401);
+    expect(
+      (await request(downGateway.url, { path: '/pets/1', headers: credentials(alice.password) })).status,
+    ).toBe(503);
+    await ldapGateway.close();
+    await downGateway.close();
+    const logs = ldapGateway.rawLogs() + downGateway.rawLogs();
+    expect(downGateway.rawLogs()).toContain('ldap directory did not answer');
+    for (const secret of [alice.password, 'wrong-secret-pw', ldap.adminPassword])
+      expect(logs).not.toContain(secret);
   });
 
   it('redacts credential fields of anything logged as an object', () => {

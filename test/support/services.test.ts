@@ -12,12 +12,7 @@ function seededUser(uid: string): LdapFixture['users'][number] {
 }
 
 async function withLdapClient<T>(use: (client: Client) => Promise<T>): Promise<T> {
-  const client = new Client({ url: ldap.url });
-  try {
-    return await use(client);
-  } finally {
-    await client.unbind();
-  }
+  return withClient(new Client({ url: ldap.url }), use);
 }
 
 async function searchAsAdmin(base: string, filter: string, attributes: string[] = []): Promise<Entry[]> {
@@ -30,6 +25,27 @@ async function searchAsAdmin(base: string, filter: string, attributes: string[] 
 
 function sortedValues(value: Entry[string] | undefined): string[] {
   return [value ?? []].flat().map(String).sort();
+}
+
+// The throwaway slapd and the Docker container always serve TLS; a directory given by LDAP_URL
+// does so only if LDAPS_URL / LDAP_CA_FILE say how (see startSlapd).
+const { ldapsUrl, caCert } = ldap;
+
+function required<T>(value: T | undefined, name: string): T {
+  if (value === undefined) throw new Error(`The LDAP fixture has no ${name}`);
+  return value;
+}
+
+// Node's codes for a certificate chain that ends in no trusted CA; the first is a self-signed one.
+const UNTRUSTED_CERTIFICATE_CODES =
+  /^(DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|UNABLE_TO_VERIFY_LEAF_SIGNATURE)$/;
+
+async function withClient<T>(client: Client, use: (client: Client) => Promise<T>): Promise<T> {
+  try {
+    return await use(client);
+  } finally {
+    await client.unbind();
+  }
 }
 
 describe('test services', () => {
@@ -73,6 +89,49 @@ describe('test services', () => {
     expect(membersByGroup).toEqual({
       'api-users': [alice.dn],
       readers: [alice.dn, bob.dn].sort(),
+    });
+  });
+
+  it.skipIf(ldapsUrl === undefined || caCert === undefined)(
+    'serves ldaps:// to a client that trusts its certificate',
+    async () => {
+      const alice = seededUser('alice');
+      const client = new Client({
+        url: required(ldapsUrl, 'ldapsUrl'),
+        tlsOptions: { ca: [required(caCert, 'caCert')] },
+      });
+
+      await withClient(client, async () => {
+        await client.bind(alice.dn, alice.password);
+        expect(client.isBound).toBe(true);
+      });
+    },
+  );
+
+  // A directory that needs caCert has a certificate Node's own trust store cannot vouch for.
+  it.skipIf(ldapsUrl === undefined || caCert === undefined)(
+    'rejects an ldaps:// client that does not trust the certificate',
+    async () => {
+      const alice = seededUser('alice');
+      const client = new Client({ url: required(ldapsUrl, 'ldapsUrl') });
+
+      await withClient(client, async () => {
+        await expect(client.bind(alice.dn, alice.password)).rejects.toMatchObject({
+          code: expect.stringMatching(UNTRUSTED_CERTIFICATE_CODES),
+        });
+        expect(client.isConnected).toBe(false);
+      });
+    },
+  );
+
+  it.skipIf(caCert === undefined)('upgrades ldap:// with StartTLS', async () => {
+    const alice = seededUser('alice');
+    const client = new Client({ url: ldap.url });
+
+    await withClient(client, async () => {
+      await client.startTLS({ ca: [required(caCert, 'caCert')] });
+      await client.bind(alice.dn, alice.password);
+      expect(client.isBound).toBe(true);
     });
   });
 });

@@ -1,15 +1,29 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'ldapts';
+import selfsigned from 'selfsigned';
 import { dockerIsAvailable } from './docker.js';
-import { freePort } from './free-port.js';
+import { freePorts } from './free-port.js';
 import { findExecutable, startServer, waitUntilReady } from './local-server.js';
 
 export interface LdapFixture {
+  /** Plain ldap://, which also accepts StartTLS wherever `caCert` is set. */
   url: string;
+  /**
+   * The same directory over ldaps://. Always set for the throwaway slapd and the Docker
+   * container; with LDAP_URL it comes from LDAPS_URL and is absent when that is unset.
+   */
+  ldapsUrl?: string;
+  /**
+   * PEM certificate that clients must trust for ldaps:// and StartTLS (the servers here use a
+   * fresh self-signed one). Always set for the throwaway slapd and the Docker container; with
+   * LDAP_URL it is read from the file LDAP_CA_FILE names and is absent when that is unset.
+   */
+  caCert?: string;
   baseDn: string;
   adminDn: string;
   adminPassword: string;
@@ -44,10 +58,13 @@ const SEED_GROUPS = [
  *   LDAP_BASE_DN         default dc=example,dc=org
  *   LDAP_ADMIN_DN        default cn=admin,<LDAP_BASE_DN>
  *   LDAP_ADMIN_PASSWORD  required
+ *   LDAPS_URL            optional, e.g. ldaps://localhost:636; sets `ldapsUrl`
+ *   LDAP_CA_FILE         optional PEM file of the CA that signed the directory's certificate;
+ *                        sets `caCert`, needed for ldaps:// and StartTLS
  */
 export async function startSlapd(): Promise<LdapService> {
   const url = process.env['LDAP_URL'];
-  if (url) return { ...fixtureFromEnv(url), stop: async () => {} };
+  if (url) return { ...(await fixtureFromEnv(url)), stop: async () => {} };
   const [slapd, slapadd] = await Promise.all([findExecutable('slapd'), findExecutable('slapadd')]);
   if (slapd && slapadd) return startLocalSlapd(slapd, slapadd);
   if (await dockerIsAvailable()) return startSlapdContainer();
@@ -56,11 +73,20 @@ export async function startSlapd(): Promise<LdapService> {
   );
 }
 
-function fixtureFromEnv(url: string): LdapFixture {
+async function fixtureFromEnv(url: string): Promise<LdapFixture> {
   const baseDn = process.env['LDAP_BASE_DN'] ?? BASE_DN;
   const adminPassword = process.env['LDAP_ADMIN_PASSWORD'];
   if (adminPassword === undefined) throw new Error('LDAP_URL is set, so LDAP_ADMIN_PASSWORD must be set too');
-  return ldapFixture(url, baseDn, process.env['LDAP_ADMIN_DN'] ?? `cn=admin,${baseDn}`, adminPassword);
+  const fixture = ldapFixture(
+    url,
+    baseDn,
+    process.env['LDAP_ADMIN_DN'] ?? `cn=admin,${baseDn}`,
+    adminPassword,
+  );
+  const ldapsUrl = process.env['LDAPS_URL'] || undefined;
+  const caFile = process.env['LDAP_CA_FILE'] || undefined;
+  const caCert = caFile === undefined ? undefined : await readFile(caFile, 'utf8');
+  return { ...fixture, ...(ldapsUrl && { ldapsUrl }), ...(caCert && { caCert }) };
 }
 
 function ldapFixture(url: string, baseDn: string, adminDn: string, adminPassword: string): LdapFixture {
@@ -111,7 +137,12 @@ function seedLdif(fixture: LdapFixture): string {
   return entries.map((lines) => `${lines.join('\n')}\n`).join('\n');
 }
 
-function slapdConf(dir: string, fixture: LdapFixture): string {
+interface TlsFiles {
+  certFile: string;
+  keyFile: string;
+}
+
+function slapdConf(dir: string, fixture: LdapFixture, tls: TlsFiles): string {
   return [
     ...['core', 'cosine', 'inetorgperson', 'nis'].map(
       (schema) => `include /etc/ldap/schema/${schema}.schema`,
@@ -121,6 +152,9 @@ function slapdConf(dir: string, fixture: LdapFixture): string {
     `pidfile "${join(dir, 'slapd.pid')}"`,
     // Keeps per-operation stats out of the host's syslog; startup errors still reach stderr.
     'loglevel 0',
+    // Serves ldaps:// and StartTLS; slapd refuses to start if it cannot load these.
+    `TLSCertificateFile "${tls.certFile}"`,
+    `TLSCertificateKeyFile "${tls.keyFile}"`,
     'database mdb',
     `suffix "${fixture.baseDn}"`,
     `rootdn "${fixture.adminDn}"`,
@@ -137,14 +171,24 @@ async function startLocalSlapd(slapd: string, slapadd: string): Promise<LdapServ
   const dir = await mkdtemp(join(tmpdir(), 'quotagate-slapd-'));
   const removeDir = (): Promise<void> => rm(dir, { recursive: true, force: true });
   try {
-    const fixture = ldapFixture(`ldap://127.0.0.1:${await freePort()}`, BASE_DN, ADMIN_DN, ADMIN_PASSWORD);
-    const conf = await createDatabase(dir, fixture, slapadd);
+    const [ldapPort, ldapsPort] = await freePorts(2);
+    const fixture = {
+      ...ldapFixture(`ldap://127.0.0.1:${ldapPort}`, BASE_DN, ADMIN_DN, ADMIN_PASSWORD),
+      ldapsUrl: `ldaps://127.0.0.1:${ldapsPort}`,
+    };
+    const tls = { certFile: join(dir, 'tls-cert.pem'), keyFile: join(dir, 'tls-key.pem') };
+    // The key is generated while slapadd loads the seed; only slapd itself reads the files.
+    const [conf, caCert] = await Promise.all([
+      createDatabase(dir, fixture, tls, slapadd),
+      writeCertificate(tls, LOCAL_HOST_NAMES),
+    ]);
     // `-d none` keeps slapd in the foreground, quiet while serving, but still prints startup
     // failures; `-d 0` would also stay in the foreground but send those failures only to syslog.
-    const args = ['-f', conf, '-h', fixture.url, '-d', 'none'];
+    const args = ['-f', conf, '-h', `${fixture.url} ${fixture.ldapsUrl}`, '-d', 'none'];
     const server = await startServer('slapd', slapd, args, () => canBind(fixture));
     return {
       ...fixture,
+      caCert,
       stop: async () => {
         await server.stop();
         await removeDir();
@@ -157,14 +201,58 @@ async function startLocalSlapd(slapd: string, slapadd: string): Promise<LdapServ
 }
 
 /** Writes slapd.conf, loads the seed with slapadd and returns the config path. */
-async function createDatabase(dir: string, fixture: LdapFixture, slapadd: string): Promise<string> {
+async function createDatabase(
+  dir: string,
+  fixture: LdapFixture,
+  tls: TlsFiles,
+  slapadd: string,
+): Promise<string> {
   const conf = join(dir, 'slapd.conf');
   const ldif = join(dir, 'seed.ldif');
   await mkdir(join(dir, 'db'));
-  await writeFile(conf, slapdConf(dir, fixture));
+  await writeFile(conf, slapdConf(dir, fixture, tls));
   await writeFile(ldif, seedLdif(fixture));
   await promisify(execFile)(slapadd, ['-f', conf, '-l', ldif]);
   return conf;
+}
+
+const LOCAL_HOST_NAMES = ['localhost', '127.0.0.1'];
+
+/**
+ * Creates a self-signed server certificate for `hostNames` (the first is its common name) and
+ * returns the certificate PEM, which clients trust as their CA. Node checks a StartTLS upgrade of
+ * ldapts against the name "localhost", so that must be among `hostNames`.
+ *
+ * An ECDSA P-256 key in PKCS#8 PEM loads in Debian's GnuTLS-built slapd (2.5) as well as in the
+ * OpenSSL-built one in the container image, and takes milliseconds to generate where RSA 2048
+ * added about a quarter of a second to every test run.
+ */
+async function selfSignedCertificate(hostNames: readonly string[]): Promise<{ cert: string; key: string }> {
+  const [commonName = 'localhost'] = hostNames;
+  const pems = await selfsigned.generate([{ name: 'commonName', value: commonName }], {
+    keyType: 'ec',
+    curve: 'P-256',
+    algorithm: 'sha256',
+    extensions: [
+      { name: 'basicConstraints', cA: false },
+      { name: 'keyUsage', digitalSignature: true },
+      { name: 'extKeyUsage', serverAuth: true },
+      {
+        name: 'subjectAltName',
+        altNames: [...new Set(hostNames)].map((name) =>
+          isIP(name) === 0 ? { type: 2, value: name } : { type: 7, ip: name },
+        ),
+      },
+    ],
+  });
+  return { cert: pems.cert, key: pems.private };
+}
+
+/** Writes a fresh self-signed certificate and its key (owner-only) and returns the certificate. */
+async function writeCertificate(files: TlsFiles, hostNames: readonly string[]): Promise<string> {
+  const { cert, key } = await selfSignedCertificate(hostNames);
+  await Promise.all([writeFile(files.certFile, cert), writeFile(files.keyFile, key, { mode: 0o600 })]);
+  return cert;
 }
 
 async function canBind(fixture: LdapFixture): Promise<boolean> {
@@ -182,9 +270,15 @@ async function canBind(fixture: LdapFixture): Promise<boolean> {
 // bitnami/openldap left Docker Hub in 2025; the frozen bitnamilegacy copy is still public.
 const OPENLDAP_IMAGE = 'bitnamilegacy/openldap:2.6';
 const OPENLDAP_PORT = 1389;
+const OPENLDAPS_PORT = 1636;
+const OPENLDAP_CERT = '/opt/bitnami/openldap/certs/tls-cert.pem';
+const OPENLDAP_KEY = '/opt/bitnami/openldap/certs/tls-key.pem';
 
 async function startSlapdContainer(): Promise<LdapService> {
-  const { GenericContainer, Wait } = await import('testcontainers');
+  const { GenericContainer, Wait, getContainerRuntimeClient } = await import('testcontainers');
+  // The certificate must name the host clients dial, which is the runtime's (maybe remote) host.
+  const host = (await getContainerRuntimeClient()).info.containerRuntime.host;
+  const { cert, key } = await selfSignedCertificate([...LOCAL_HOST_NAMES, host]);
   const seed = ldapFixture('', BASE_DN, ADMIN_DN, ADMIN_PASSWORD);
   const container = await new GenericContainer(OPENLDAP_IMAGE)
     .withEnvironment({
@@ -192,13 +286,30 @@ async function startSlapdContainer(): Promise<LdapService> {
       LDAP_ADMIN_USERNAME: 'admin',
       LDAP_ADMIN_PASSWORD: ADMIN_PASSWORD,
       LDAP_CUSTOM_LDIF_DIR: '/ldifs',
+      // Adds ldaps:// on LDAP_LDAPS_PORT_NUMBER; StartTLS on the plain port works as well.
+      LDAP_ENABLE_TLS: 'yes',
+      LDAP_LDAPS_PORT_NUMBER: String(OPENLDAPS_PORT),
+      LDAP_TLS_CERT_FILE: OPENLDAP_CERT,
+      LDAP_TLS_KEY_FILE: OPENLDAP_KEY,
+      // The image insists on a CA file; a self-signed certificate is its own CA.
+      LDAP_TLS_CA_FILE: OPENLDAP_CERT,
     })
-    .withCopyContentToContainer([{ content: seedLdif(seed), target: '/ldifs/seed.ldif' }])
-    .withExposedPorts(OPENLDAP_PORT)
+    .withCopyContentToContainer([
+      { content: seedLdif(seed), target: '/ldifs/seed.ldif' },
+      { content: cert, target: OPENLDAP_CERT, mode: 0o644 },
+      // slapd in the image runs as an unprivileged user, which must be able to read the key.
+      { content: key, target: OPENLDAP_KEY, mode: 0o644 },
+    ])
+    .withExposedPorts(OPENLDAP_PORT, OPENLDAPS_PORT)
     // The image loads the seed through a temporary slapd; only the final one prints this.
     .withWaitStrategy(Wait.forLogMessage(/slapd starting/))
     .start();
-  const fixture = { ...seed, url: `ldap://${container.getHost()}:${container.getMappedPort(OPENLDAP_PORT)}` };
+  const fixture = {
+    ...seed,
+    url: `ldap://${container.getHost()}:${container.getMappedPort(OPENLDAP_PORT)}`,
+    ldapsUrl: `ldaps://${container.getHost()}:${container.getMappedPort(OPENLDAPS_PORT)}`,
+    caCert: cert,
+  };
   const stop = async (): Promise<void> => {
     await container.stop();
   };

@@ -1,0 +1,91 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { beforeDeadline, deadlinePassed } from '../deadline.js';
+import type { Logger } from '../log.js';
+import type { Authenticator, AuthResult, Principal } from './authenticator.js';
+import type { AuthPlugin } from './plugin-loader.js';
+import { builtInSecurity } from './swagger-security.js';
+
+export interface PluginAuthenticatorOptions {
+  /** Milliseconds a plugin has to decide before the request gets 503. */
+  timeout: number;
+  logger: Logger;
+}
+
+/** The id a plugin gave the caller: a non-empty string, or an object's id, username or name. */
+function nameOf(value: unknown): string | undefined {
+  if (typeof value === 'string' && value !== '') return value;
+  if (typeof value !== 'object' || value === null) return undefined;
+  const record = value as Record<string, unknown>;
+  return [record.id, record.username, record.name].find(
+    (field): field is string => typeof field === 'string' && field !== '',
+  );
+}
+
+/** The caller named by the plugin through `req.application` or `req.user`, so application quotas count per caller. */
+function principalOf(req: IncomingMessage): Principal {
+  const named = req as IncomingMessage & { application?: unknown; user?: unknown };
+  const application = nameOf(named.application);
+  const user = nameOf(named.user);
+  const id = application ?? user;
+  return id ? { subject: user ?? id, application: id } : { subject: 'plugin' };
+}
+
+/**
+ * Runs validateRequest in whichever form the plugin implements: the callback form when the function
+ * declares three parameters, else the synchronous form, whose result may also be a Promise.
+ */
+function validate(plugin: AuthPlugin, req: IncomingMessage, res: ServerResponse): Promise<boolean> {
+  const validateRequest = plugin.validateRequest!;
+  return new Promise((resolve, reject) => {
+    if (validateRequest.length >= 3) {
+      validateRequest.call(plugin, req, res, (error: unknown, passed?: boolean) =>
+        error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve(passed === true),
+      );
+      return;
+    }
+    const result = validateRequest.call(plugin, req, res);
+    if (result && typeof (result as PromiseLike<unknown>).then === 'function') {
+      (result as PromiseLike<unknown>).then((passed) => resolve(passed === true), reject);
+    } else {
+      resolve(result === true);
+    }
+  });
+}
+
+/** `APIKeyAuthType: 'plugin'`: the seed's custom plugin contract around one plugin instance. */
+export function createPluginAuthenticator(
+  plugin: AuthPlugin,
+  options: PluginAuthenticatorOptions,
+): Authenticator {
+  const { logger } = options;
+  const applyResponseForTest = plugin.applyResponseForTest ?? plugin.applyRequestsForTest;
+  return {
+    scheme: 'plugin',
+    async authenticate(req, res): Promise<AuthResult> {
+      try {
+        if (plugin.matchURL && !plugin.matchURL(req)) {
+          logger.debug({ url: req.url }, 'the plugin does not validate this URL: passing it unauthenticated');
+          return { ok: true, principal: null, unvalidated: true };
+        }
+        const passed = await beforeDeadline(validate(plugin, req, res), options.timeout);
+        if (passed === deadlinePassed) {
+          logger.error({ timeout: options.timeout }, 'the auth plugin did not answer in time');
+          return { ok: false, reject: 'service_unavailable' };
+        }
+        return passed ? { ok: true, principal: principalOf(req) } : { ok: false, reject: 'unauthorized' };
+      } catch (error) {
+        logger.error({ err: error }, 'the auth plugin failed');
+        return { ok: false, reject: 'internal_error' };
+      }
+    },
+    documentation: {
+      swaggerSecurity: () => plugin.getSwaggerSecurity?.() ?? builtInSecurity.none(),
+      ...(plugin.applyCredentialsForTest
+        ? { applyCredentialsForTest: (testOptions) => plugin.applyCredentialsForTest!(testOptions) }
+        : {}),
+      ...(applyResponseForTest
+        ? { applyResponseForTest: (response, body) => applyResponseForTest.call(plugin, response, body) }
+        : {}),
+    },
+  };
+}
