@@ -1,13 +1,19 @@
 // The configuration `npm start` runs: the seed's format (see README, "Configuration").
-// This checkout commits no key: the keys come from the environment, and `gateway start --demo` makes up
-// a development key for the run when APIKEY_DEVELOPMENT is unset. A project made with `gateway init`
-// has its own generated keys in its conf/default.js instead.
+// This checkout commits no secret: the keys and the admin password come from the environment, and
+// `gateway start --demo` makes up a development key and an admin password for the run when they are
+// unset. A project made with `gateway init` has its own generated keys in its conf/default.js instead.
 module.exports = {
   port: 8080,
   APIKeyAuthType: 'basic',
   apikey_development: process.env.APIKEY_DEVELOPMENT,
   apikey_production: process.env.APIKEY_PRODUCTION,
-  admin: { host: '127.0.0.1', port: 8081, users: [] },
+  admin: {
+    host: '127.0.0.1',
+    port: 8081,
+    users: process.env.QUOTAGATE_ADMIN_PASSWORD
+      ? [{ username: 'admin', password: process.env.QUOTAGATE_ADMIN_PASSWORD, role: 'admin' }]
+      : [],
+  },
   store: { type: 'memory', file: 'data/quotas.json' },
   apis: [
     {

@@ -13,6 +13,7 @@ import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
+import { openQuotaRepository } from './quota/open-quota-repository.js';
 import { connectRedis, firstConnection, redisAnswers } from './redis/connect-redis.js';
 
 export interface RunningGateway {
@@ -81,13 +82,15 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   }
 
   let draining = false;
-  const admin = createAdminServer({
+  const repository = await openQuotaRepository(config, redis, { logger, cwd });
+  const admin = await createAdminServer({
+    config,
     logger,
     metrics,
     readiness,
     isDraining: () => draining,
-    apis: config.apis,
     authDocumentation: authenticator.documentation,
+    repository,
   });
   const dataServers: Server[] = [http.createServer(serverOptions(config), gateway.handle)];
   if (config.tls) {
@@ -103,6 +106,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
 
   const closeResources = async () => {
     await admin.close();
+    await repository.close();
     proxy.close();
     await authenticator.close?.();
     if (redis) await redis.quit().catch(() => redis.disconnect());

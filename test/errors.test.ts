@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { adminErrorStatuses, errorsBody } from '../src/admin/admin-errors.js';
 import { dataPlaneErrors, errorBody } from '../src/errors.js';
 
 function sourceFiles(dir: string): string[] {
@@ -32,5 +33,24 @@ describe('the data-plane error table', () => {
     expect(errorBody('unauthorized')).toBe(
       '{"id":"com.vendor.api.unauthorized","message":"Unauthorized","success":false}',
     );
+  });
+});
+
+describe('the admin API error table', () => {
+  const readme = readFileSync('README.md', 'utf8');
+  const section = readme.slice(readme.indexOf('## Portal Quota API'));
+
+  it.each(Object.keys(adminErrorStatuses))(
+    'documents status %s in the Quota API section of the README',
+    (status) => {
+      expect(section).toMatch(new RegExp(`\\n\\|\\s*${status}\\s*\\|`));
+    },
+  );
+
+  it('builds the documented body', () => {
+    expect(errorsBody(404, ["no quota with id 'x'"])).toEqual({
+      errors: [{ code: 404, message: "no quota with id 'x'" }],
+    });
+    expect(errorsBody(401)).toEqual({ errors: [{ code: 401, message: 'Unauthorized' }] });
   });
 });

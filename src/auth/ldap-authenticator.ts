@@ -6,7 +6,7 @@ import type { Authenticator, AuthResult, Principal } from './authenticator.js';
 import { basicChallenge } from './basic-authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import { fillFilter } from './ldap-filter.js';
-import { LdapSessionCache } from './ldap-session-cache.js';
+import { CredentialCache } from './credential-cache.js';
 import { builtInSecurity } from './swagger-security.js';
 
 type LdapSettings = NonNullable<Config['ldap']>;
@@ -29,7 +29,14 @@ export function createLdapAuthenticator(
   settings: LdapSettings,
   options: LdapAuthenticatorOptions,
 ): Authenticator {
-  const cache = settings.cache ? new LdapSessionCache(options.now) : null;
+  // The seed's `cache: true`: at most 100 sessions, for five minutes each.
+  const cache = settings.cache
+    ? new CredentialCache<Principal>({
+        max: 100,
+        ttlMs: 5 * 60_000,
+        ...(options.now ? { now: options.now } : {}),
+      })
+    : null;
   const logger = options.logger;
 
   async function lookUp(username: string, password: string): Promise<Principal | null> {

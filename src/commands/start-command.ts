@@ -22,6 +22,15 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
   const api = config.apis[0];
   const sample = api ? `${api.basePath === '/' ? '' : api.basePath}/1` : '/';
   const base = `http://127.0.0.1:${running.ports.http}`;
+  const admin = config.admin.users[0];
+  const adminLines = admin
+    ? [
+        `  admin user  ${admin.username} / ${admin.password}`,
+        '  the quotas, from the portal Quota API:',
+        `    curl -u '${admin.username}:${admin.password}' http://127.0.0.1:${running.ports.admin}/api/portal/v1.3/quotas`,
+        '',
+      ]
+    : [];
   return [
     '',
     'quotagate is running (demo)',
@@ -33,6 +42,7 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
     '  without it, the gateway refuses (401):',
     `    curl -i ${base}${sample}`,
     '',
+    ...adminLines,
     '  Ctrl-C stops it.',
     '',
   ].join('\n');
@@ -65,9 +75,11 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
       process.stdout.write(`${this.help}\n`);
       return exitCode.ok;
     }
-    // The demo config reads its keys from the environment, so that no key is ever committed.
-    if (values.demo && process.env.NODE_ENV !== 'production')
+    // The demo config reads its secrets from the environment, so that none is ever committed.
+    if (values.demo && process.env.NODE_ENV !== 'production') {
       process.env.APIKEY_DEVELOPMENT ??= generateApiKey();
+      process.env.QUOTAGATE_ADMIN_PASSWORD ??= generateApiKey().slice(0, 24);
+    }
     const loaded = await loadConfig({ configDir: values['config-dir'] });
     const logger = createLogger();
     for (const warning of loaded.warnings) logger.warn(warning);

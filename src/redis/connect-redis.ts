@@ -64,3 +64,8 @@ export function firstConnection(connection: RedisConnection, timeoutMs: number):
     connection.once('error', onError);
   });
 }
+
+/** A second connection with the same settings, e.g. for a subscription (a subscribed connection can do nothing else). */
+export function duplicateConnection(connection: RedisConnection): RedisConnection {
+  return connection instanceof Cluster ? connection.duplicate() : connection.duplicate();
+}

@@ -64,7 +64,11 @@ describe('basic scheme: keys per environment and applications', () => {
   });
 
   it('uses the production keys when NODE_ENV=production and rejects the development ones', async () => {
-    const gateway = await gatewayWith({}, { NODE_ENV: 'production' });
+    // Production refuses plain admin passwords, so this gateway has no admin users.
+    const gateway = await gatewayWith(
+      { admin: { host: '127.0.0.1', port: 0, users: [] } },
+      { NODE_ENV: 'production' },
+    );
     const status = async (key: string) =>
       (await request(gateway.url, { path: '/pets/1', headers: { authorization: basicAuth(key) } })).status;
     expect(await status(prodKey)).toBe(200);

@@ -5,7 +5,14 @@ import { ConfigError } from '../../src/config/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/log.js';
 import { request } from '../helpers/raw-http.js';
-import { petsConfig, startTestGateway, writeConfigDir, type TestGateway } from '../helpers/test-gateway.js';
+import {
+  memberUser,
+  petsConfig,
+  startTestGateway,
+  userAuth,
+  writeConfigDir,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const unauthorizedBody = '{"id":"com.vendor.api.unauthorized","message":"Unauthorized","success":false}';
@@ -127,7 +134,9 @@ describe('plugin scheme: the seed sample X-Secret plugin', () => {
 
   it('describes its Swagger security in the OpenAPI document of the proxied APIs', async () => {
     const gateway = await pluginGateway('./examples/plugins/x-secret.js', { secret });
-    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/apis/openapi.json`);
+    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/apis/openapi.json`, {
+      headers: { authorization: userAuth(memberUser) },
+    });
     const document = (await res.json()) as {
       components: { securitySchemes: Record<string, unknown> };
       security: unknown[];

@@ -11,6 +11,10 @@ export const prodKey = 'prod-key-0123456789abcdef012345678';
 export const petsApiId = '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10';
 export const getPetMethodId = 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32';
 
+/** Admin users of every test config (plain passwords are allowed outside production). */
+export const adminUser = { username: 'ann', password: 'ann-admin-password', role: 'admin' } as const;
+export const memberUser = { username: 'max', password: 'max-member-password', role: 'member' } as const;
+
 /** A config of one API (`/pets` → upstream) in the seed's format, ready for overrides. */
 export function petsConfig(
   upstream: string,
@@ -21,7 +25,7 @@ export function petsConfig(
     APIKeyAuthType: 'basic',
     apikey_development: devKey,
     apikey_production: prodKey,
-    admin: { host: '127.0.0.1', port: 0, users: [] },
+    admin: { host: '127.0.0.1', port: 0, users: [adminUser, memberUser] },
     apis: [
       {
         id: petsApiId,
@@ -48,14 +52,23 @@ export function petsConfig(
 /** Writes `config` in the seed's format (CommonJS conf/default.js) in a fresh folder and returns the folder. */
 export function writeSeedConfigDir(config: Record<string, unknown>): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));
-  writeFileSync(path.join(dir, 'default.js'), `module.exports = ${JSON.stringify(config, null, 2)};\n`);
+  const text = JSON.stringify(withPrivateStore(config, dir), null, 2);
+  writeFileSync(path.join(dir, 'default.js'), `module.exports = ${text};\n`);
   return dir;
+}
+
+/** Without a store of its own, a test config keeps its quota file in its own folder, not in data/. */
+function withPrivateStore(config: Record<string, unknown>, dir: string): Record<string, unknown> {
+  return config.store
+    ? config
+    : { ...config, store: { type: 'memory', file: path.join(dir, 'quotas.json') } };
 }
 
 /** Writes `config` as conf/default.mjs in a fresh folder and returns the folder. */
 export function writeConfigDir(config: Record<string, unknown>): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));
-  writeFileSync(path.join(dir, 'default.mjs'), `export default ${JSON.stringify(config, null, 2)};\n`);
+  const text = JSON.stringify(withPrivateStore(config, dir), null, 2);
+  writeFileSync(path.join(dir, 'default.mjs'), `export default ${text};\n`);
   return dir;
 }
 
@@ -103,3 +116,7 @@ export async function startTestGateway(
 }
 
 export const basicAuth = (key: string) => `Basic ${Buffer.from(`${key}:`).toString('base64')}`;
+
+/** The Authorization header of an admin user. */
+export const userAuth = (user: { username: string; password: string }) =>
+  `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;

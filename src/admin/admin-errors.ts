@@ -1,0 +1,38 @@
+/**
+ * Every status the admin API answers with an error, and its default message. Bodies are
+ * `{"errors":[{"code":<status>,"message":"..."}]}`; the README lists each status.
+ */
+export const adminErrorStatuses = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  412: 'Precondition Failed',
+  413: 'Payload Too Large',
+  415: 'Unsupported Media Type',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+} as const;
+
+export type AdminErrorStatus = keyof typeof adminErrorStatuses;
+
+export interface ErrorsBody {
+  errors: Array<{ code: number; message: string }>;
+}
+
+export function errorsBody(status: AdminErrorStatus, messages: readonly string[] = []): ErrorsBody {
+  const list = messages.length > 0 ? messages : [adminErrorStatuses[status]];
+  return { errors: list.map((message) => ({ code: status, message })) };
+}
+
+/** An admin API error: thrown by handlers, turned into a response by the error handler. */
+export class AdminError extends Error {
+  constructor(
+    readonly status: AdminErrorStatus,
+    readonly messages: readonly string[] = [],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(messages.join('; ') || adminErrorStatuses[status]);
+  }
+}

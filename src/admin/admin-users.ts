@@ -1,0 +1,48 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { CredentialCache } from '../auth/credential-cache.js';
+import { parseBasicCredentials } from '../auth/basic-credentials.js';
+import type { Config } from '../config/schema.js';
+import { hashPassword, verifyPassword } from '../password-hash.js';
+
+export type AdminRole = 'admin' | 'member';
+
+export interface AdminUser {
+  username: string;
+  role: AdminRole;
+}
+
+const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * Checks HTTP basic credentials against `admin.users`. Passwords are scrypt hashes (plain text is
+ * allowed outside production); a verified pair is remembered for five minutes so that scrypt's cost is
+ * paid once per session, not once per request. An unknown user costs a hash check too, so timing does
+ * not tell which usernames exist.
+ */
+export class AdminUsers {
+  private readonly users: Map<string, Config['admin']['users'][number]>;
+  private readonly verified = new CredentialCache<AdminUser>({ max: 100, ttlMs: 5 * 60_000 });
+  private readonly decoy = hashPassword('decoy password');
+
+  constructor(users: Config['admin']['users']) {
+    this.users = new Map(users.map((user) => [user.username, user]));
+  }
+
+  async authenticate(req: IncomingMessage): Promise<AdminUser | null> {
+    const credentials = parseBasicCredentials(req);
+    if (!credentials || credentials.password === '') return null;
+    const { username, password } = credentials;
+    const remembered = this.verified.get(username, password);
+    if (remembered) return remembered;
+    const user = this.users.get(username);
+    const stored = user?.password ?? (await this.decoy);
+    const matches = stored.startsWith('scrypt$')
+      ? await verifyPassword(password, stored)
+      : timingSafeEqual(digest(password), digest(stored));
+    if (!user || !matches) return null;
+    const result: AdminUser = { username, role: user.role };
+    this.verified.set(username, password, result);
+    return result;
+  }
+}

@@ -1,0 +1,16 @@
+import { projectApplicationId } from '../auth/key-ring.js';
+import type { Config } from '../config/schema.js';
+
+const dynamicId = /^[\w.@:+-]{1,200}$/;
+
+/**
+ * The id of the application `id` names, spelt as principals carry it, or null when there is none.
+ * With key schemes the applications are those of the config plus the project's own; with ldap and
+ * plugin they are the usernames and callers that authenticate, which nobody can list in advance.
+ */
+export function applicationIdOf(config: Readonly<Config>, id: string): string | null {
+  if (config.APIKeyAuthType === 'ldap' || config.APIKeyAuthType === 'plugin')
+    return dynamicId.test(id) ? id : null;
+  if (id === projectApplicationId) return id;
+  return config.applications.find((app) => app.id.toLowerCase() === id.toLowerCase())?.id ?? null;
+}

@@ -1,0 +1,30 @@
+import { open, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * Replaces `file` with `text` so that a crash at any moment leaves either the old or the new content,
+ * complete: write a temporary file, fsync it, rename it over `file`, fsync the folder (so the rename
+ * itself survives a power cut). On failure the temporary file is removed and `file` is untouched.
+ */
+export async function writeFileDurably(file: string, text: string): Promise<void> {
+  const temporary = `${file}.tmp`;
+  try {
+    const handle = await open(temporary, 'w', 0o600);
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, file);
+  } catch (error) {
+    await rm(temporary, { force: true }).catch(() => undefined);
+    throw error;
+  }
+  const folder = await open(path.dirname(file), 'r');
+  try {
+    await folder.sync();
+  } finally {
+    await folder.close();
+  }
+}

@@ -1,0 +1,142 @@
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from '../log.js';
+import { serializeRecord, wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
+import { writeFileDurably } from './durable-file.js';
+import {
+  QuotaConflict,
+  QuotaNotFound,
+  QuotaPreconditionFailed,
+  QuotaStoreCorrupt,
+  QuotaWriteFailed,
+  type QuotaRepository,
+} from './quota-repository.js';
+import { QuotaSnapshot } from './quota-snapshot.js';
+import { parseRecord, stored } from './stored-records.js';
+
+const formatVersion = 1;
+
+/**
+ * `store.type: "memory"`: definitions in this process, persisted to one JSON file. Writes are
+ * serialized, and each is on disk (temp file, fsync, rename, fsync of the folder) before it resolves;
+ * a failed write leaves both the file and the definitions in memory as they were.
+ */
+export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepository {
+  private writes: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly file: string,
+    private readonly logger: Logger,
+  ) {
+    super();
+  }
+
+  async open(): Promise<void> {
+    const text = await readFile(this.file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return null;
+      throw new QuotaStoreCorrupt(`${this.file}: cannot read (${error.code ?? error.message})`);
+    });
+    const records = text === null ? [] : this.parse(text);
+    const missing = wellKnownQuotas().filter(
+      (known) => !records.some((record) => record.quota.id === known.quota.id),
+    );
+    const all = [...missing, ...records];
+    if (text === null || missing.length > 0) {
+      await mkdir(path.dirname(this.file), { recursive: true });
+      await writeFileDurably(this.file, this.serialize(all));
+    }
+    this.records = new Map(all.map((record) => [record.quota.id, stored(record)]));
+    this.logger.info({ file: this.file, quotas: this.records.size }, 'quota definitions loaded');
+  }
+
+  create(record: QuotaRecord): Promise<StoredQuota> {
+    return this.write((records) => {
+      if (
+        record.application &&
+        [...records.values()].some((existing) => existing.application === record.application)
+      ) {
+        throw new QuotaConflict(`application '${record.application}' already has a quota`);
+      }
+      const created = stored(record);
+      records.set(record.quota.id, created);
+      return created;
+    });
+  }
+
+  replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota> {
+    return this.write((records) => {
+      const current = this.current(records, record.quota.id, ifMatch);
+      const replaced = stored({
+        quota: record.quota,
+        ...(current.application ? { application: current.application } : {}),
+      });
+      records.set(record.quota.id, replaced);
+      return replaced;
+    });
+  }
+
+  remove(id: string, ifMatch?: string): Promise<void> {
+    return this.write((records) => {
+      this.current(records, id, ifMatch);
+      records.delete(id);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.writes.catch(() => undefined);
+  }
+
+  private current(records: Map<string, StoredQuota>, id: string, ifMatch: string | undefined): StoredQuota {
+    const current = records.get(id);
+    if (!current) throw new QuotaNotFound(id);
+    if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
+    return current;
+  }
+
+  /** Applies `change` to a copy, persists the copy, and only then makes it the current set. */
+  private write<T>(change: (records: Map<string, StoredQuota>) => T): Promise<T> {
+    const run = async () => {
+      const next = new Map(this.records);
+      const result = change(next);
+      try {
+        await writeFileDurably(this.file, this.serialize([...next.values()]));
+      } catch (error) {
+        const { code, message } = error as NodeJS.ErrnoException;
+        this.logger.error({ err: { code, message }, file: this.file }, 'writing quota definitions failed');
+        throw new QuotaWriteFailed(
+          `cannot write quota definitions (${code ?? message}); nothing was changed`,
+        );
+      }
+      this.publish(next);
+      return result;
+    };
+    const result = this.writes.then(run, run);
+    this.writes = result.catch(() => undefined);
+    return result;
+  }
+
+  private serialize(records: QuotaRecord[]): string {
+    const body = records.map((record) => `    ${serializeRecord(record)}`).join(',\n');
+    return `{\n  "version": ${formatVersion},\n  "quotas": [\n${body}\n  ]\n}\n`;
+  }
+
+  private parse(text: string): QuotaRecord[] {
+    try {
+      const document = JSON.parse(text) as { version?: unknown; quotas?: unknown };
+      if (document.version !== formatVersion || !Array.isArray(document.quotas)) {
+        throw new Error(`expected {"version": ${formatVersion}, "quotas": [...]}`);
+      }
+      return document.quotas.map((value, i) => {
+        try {
+          return parseRecord(value);
+        } catch (error) {
+          throw new Error(`quotas[${i}].${(error as Error).message}`);
+        }
+      });
+    } catch (error) {
+      throw new QuotaStoreCorrupt(
+        `${this.file}: not a quota file: ${(error as Error).message} (nothing was changed; restore it from a backup or move it away)`,
+      );
+    }
+  }
+}

@@ -1,0 +1,16 @@
+-- Deletes a quota definition if it is still the version the caller read, and unlinks its application.
+-- KEYS[1] definitions hash, KEYS[2] applications hash
+-- ARGV[1] id, ARGV[2] expected ETag, ARGV[3] application or '', ARGV[4] change channel
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if not current then
+  return 'NOT_FOUND'
+end
+if redis.sha1hex(current) ~= ARGV[2] then
+  return 'PRECONDITION'
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[2], ARGV[3]) == ARGV[1] then
+  redis.call('HDEL', KEYS[2], ARGV[3])
+end
+redis.call('PUBLISH', ARGV[4], ARGV[1])
+return 'OK'

@@ -1,0 +1,49 @@
+import type { QuotaRecord, StoredQuota } from './model.js';
+
+/**
+ * Where quota definitions live. Reads come from this process's copy, which follows every change (its
+ * own and, for a shared store, other processes'); writes are atomic and durable before they resolve.
+ */
+export interface QuotaRepository {
+  /** Loads the definitions, creating the well-known quotas where missing, and starts following changes. */
+  open(): Promise<void>;
+  all(): StoredQuota[];
+  get(id: string): StoredQuota | undefined;
+  /** The own quota of an application, if it has one. */
+  ofApplication(application: string): StoredQuota | undefined;
+  /** @throws QuotaConflict when the record's application already has a quota. */
+  create(record: QuotaRecord): Promise<StoredQuota>;
+  /**
+   * Replaces the quota with the record's id, keeping the application it belongs to.
+   * @throws QuotaNotFound, QuotaPreconditionFailed when `ifMatch` is given and is not the current ETag.
+   */
+  replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota>;
+  /** @throws QuotaNotFound, QuotaPreconditionFailed */
+  remove(id: string, ifMatch?: string): Promise<void>;
+  /** Called with the whole set after every change this process learns of. */
+  onChange(listener: (quotas: StoredQuota[]) => void): void;
+  close(): Promise<void>;
+}
+
+export class QuotaNotFound extends Error {
+  constructor(id: string) {
+    super(`no quota with id '${id}'`);
+  }
+}
+
+export class QuotaPreconditionFailed extends Error {
+  constructor(id: string) {
+    super(`quota '${id}' has changed since you read it (If-Match does not match its ETag)`);
+  }
+}
+
+export class QuotaConflict extends Error {}
+
+/** The store cannot be reached (Redis down); nothing changed, and trying again later may work. */
+export class QuotaStoreUnavailable extends Error {}
+
+/** The store failed to take the write (disk full, permissions); nothing changed. */
+export class QuotaWriteFailed extends Error {}
+
+/** The stored definitions cannot be read as quotas; the store is left as it is. */
+export class QuotaStoreCorrupt extends Error {}

@@ -1,0 +1,271 @@
+import { readFileSync } from 'node:fs';
+import type { Logger } from '../log.js';
+import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
+import { etagOf, serializeRecord, wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
+import {
+  QuotaConflict,
+  QuotaNotFound,
+  QuotaPreconditionFailed,
+  QuotaStoreUnavailable,
+  type QuotaRepository,
+} from './quota-repository.js';
+import { QuotaSnapshot } from './quota-snapshot.js';
+import { parseRecord, stored } from './stored-records.js';
+
+type ScriptReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION';
+
+interface QuotaScripts {
+  quotaCreate(
+    defs: string,
+    apps: string,
+    id: string,
+    json: string,
+    application: string,
+    channel: string,
+  ): Promise<ScriptReply>;
+  quotaReplace(defs: string, id: string, json: string, etag: string, channel: string): Promise<ScriptReply>;
+  quotaRemove(
+    defs: string,
+    apps: string,
+    id: string,
+    etag: string,
+    application: string,
+    channel: string,
+  ): Promise<ScriptReply>;
+}
+
+const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
+
+/** Retries of a write that raced with another writer and carried no If-Match of its own. */
+const casAttempts = 5;
+
+/**
+ * `store.type: "redis"`: definitions shared by every gateway on one Redis. Each write is one Lua script
+ * (atomic, compare-and-set on the ETag) that also publishes the change; every process reloads the set
+ * when told, and whenever its subscription (re)connects.
+ */
+export class RedisQuotaRepository extends QuotaSnapshot implements QuotaRepository {
+  private readonly keys: { defs: string; apps: string; channel: string };
+  private subscriber: RedisConnection | null = null;
+  private reloading: Promise<void> | null = null;
+  private reloadAgain = false;
+
+  constructor(
+    private readonly redis: RedisConnection,
+    prefix: string,
+    private readonly logger: Logger,
+  ) {
+    super();
+    // One hash tag for both keys, so that the scripts run on Redis Cluster too.
+    this.keys = {
+      defs: `${prefix}{quotas}:definitions`,
+      apps: `${prefix}{quotas}:applications`,
+      channel: `${prefix}quotas:changes`,
+    };
+    redis.defineCommand('quotaCreate', { numberOfKeys: 2, lua: lua('quota-create') });
+    redis.defineCommand('quotaReplace', { numberOfKeys: 1, lua: lua('quota-replace') });
+    redis.defineCommand('quotaRemove', { numberOfKeys: 2, lua: lua('quota-remove') });
+    this.records = new Map(wellKnownQuotas().map((record) => [record.quota.id, stored(record)]));
+  }
+
+  private get scripts(): QuotaScripts {
+    return this.redis as unknown as QuotaScripts;
+  }
+
+  async open(): Promise<void> {
+    const subscriber = duplicateConnection(this.redis);
+    this.subscriber = subscriber;
+    let subscribed = false;
+    const subscribe = async () => {
+      if (subscribed) return;
+      await subscriber.subscribe(this.keys.channel);
+      // ioredis subscribes again by itself after later reconnections.
+      subscribed = true;
+    };
+    subscriber.on('message', () => this.scheduleReload());
+    subscriber.on('ready', () => {
+      // A (re)connected subscriber may have missed changes: load the whole set again.
+      subscribe().then(
+        () => this.scheduleReload(),
+        () => undefined,
+      );
+    });
+    subscriber.on('error', () => undefined);
+    if (await firstConnection(subscriber, 2_000)) {
+      await subscribe().catch((error: Error) =>
+        this.logger.error({ err: { message: error.message } }, 'cannot subscribe to quota changes yet'),
+      );
+    }
+    try {
+      await this.ensureWellKnown();
+      await this.reload();
+    } catch (error) {
+      this.logger.error(
+        { err: { message: (error as Error).message } },
+        'cannot load quota definitions from redis yet; serving the well-known quotas until it answers',
+      );
+    }
+    await this.warnAboutDurability();
+  }
+
+  async create(record: QuotaRecord): Promise<StoredQuota> {
+    const json = serializeRecord(record);
+    const reply = await this.run(() =>
+      this.scripts.quotaCreate(
+        this.keys.defs,
+        this.keys.apps,
+        record.quota.id,
+        json,
+        record.application ?? '',
+        this.keys.channel,
+      ),
+    );
+    if (reply === 'CONFLICT')
+      throw new QuotaConflict(`application '${record.application}' already has a quota`);
+    return this.applied(record);
+  }
+
+  async replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota> {
+    const id = record.quota.id;
+    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
+      const current = await this.read(id);
+      if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
+      const next: QuotaRecord = {
+        quota: record.quota,
+        ...(current.application ? { application: current.application } : {}),
+      };
+      const reply = await this.run(() =>
+        this.scripts.quotaReplace(this.keys.defs, id, serializeRecord(next), current.etag, this.keys.channel),
+      );
+      if (reply === 'OK') return this.applied(next);
+      if (reply === 'NOT_FOUND') throw new QuotaNotFound(id);
+      if (ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
+    }
+    throw new QuotaStoreUnavailable(`quota '${id}' keeps changing under concurrent writers; try again`);
+  }
+
+  async remove(id: string, ifMatch?: string): Promise<void> {
+    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
+      const current = await this.read(id);
+      if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
+      const reply = await this.run(() =>
+        this.scripts.quotaRemove(
+          this.keys.defs,
+          this.keys.apps,
+          id,
+          current.etag,
+          current.application ?? '',
+          this.keys.channel,
+        ),
+      );
+      if (reply === 'OK') {
+        const next = new Map(this.records);
+        next.delete(id);
+        this.publish(next);
+        return;
+      }
+      if (reply === 'NOT_FOUND') throw new QuotaNotFound(id);
+      if (ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
+    }
+    throw new QuotaStoreUnavailable(`quota '${id}' keeps changing under concurrent writers; try again`);
+  }
+
+  async close(): Promise<void> {
+    await this.reloading?.catch(() => undefined);
+    if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
+  }
+
+  /** The authoritative current record, read from Redis (not from this process's copy). */
+  private async read(id: string): Promise<StoredQuota> {
+    const json = await this.run(() => this.redis.hget(this.keys.defs, id));
+    if (json === null) throw new QuotaNotFound(id);
+    return { ...parseRecord(JSON.parse(json)), etag: etagOf(json) };
+  }
+
+  /** Makes a write visible to this process at once: its admin reads its own writes. */
+  private applied(record: QuotaRecord): StoredQuota {
+    const result = stored(record);
+    this.publish(new Map(this.records).set(record.quota.id, result));
+    return result;
+  }
+
+  private async run<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (error) {
+      this.logger.error({ err: { message: (error as Error).message } }, 'redis did not take a quota write');
+      throw new QuotaStoreUnavailable('the quota store (redis) is unavailable; nothing was changed');
+    }
+  }
+
+  private async ensureWellKnown(): Promise<void> {
+    for (const record of wellKnownQuotas()) {
+      const created = await this.redis.hsetnx(this.keys.defs, record.quota.id, serializeRecord(record));
+      if (created === 1) await this.redis.publish(this.keys.channel, record.quota.id);
+    }
+  }
+
+  private scheduleReload(): void {
+    if (this.reloading) {
+      this.reloadAgain = true;
+      return;
+    }
+    this.reloading = this.reload()
+      .catch((error: Error) =>
+        this.logger.warn({ err: { message: error.message } }, 'reloading quota definitions failed'),
+      )
+      .finally(() => {
+        this.reloading = null;
+        if (this.reloadAgain) {
+          this.reloadAgain = false;
+          this.scheduleReload();
+        }
+      });
+  }
+
+  private async reload(): Promise<void> {
+    const entries = await this.redis.hgetall(this.keys.defs);
+    const records = new Map<string, StoredQuota>();
+    for (const [id, json] of Object.entries(entries)) {
+      try {
+        records.set(id, { ...parseRecord(JSON.parse(json)), etag: etagOf(json) });
+      } catch (error) {
+        this.logger.error(
+          { id, problem: (error as Error).message },
+          'skipping a quota definition that cannot be read',
+        );
+      }
+    }
+    for (const record of wellKnownQuotas()) {
+      if (!records.has(record.quota.id)) records.set(record.quota.id, stored(record));
+    }
+    this.publish(records);
+  }
+
+  /** Definitions must outlive a Redis restart and must never be evicted: say so when they might not. */
+  private async warnAboutDurability(): Promise<void> {
+    try {
+      const node = 'nodes' in this.redis ? this.redis.nodes('master')[0] : this.redis;
+      if (!node) return;
+      const [, appendonly] = (await node.config('GET', 'appendonly')) as [string, string];
+      const [, save] = (await node.config('GET', 'save')) as [string, string];
+      const [, policy] = (await node.config('GET', 'maxmemory-policy')) as [string, string];
+      if (appendonly !== 'yes' && save.trim() === '') {
+        this.logger.warn(
+          'redis persistence is off (no AOF, no RDB snapshots): quota definitions will not survive a Redis restart',
+        );
+      }
+      if (policy.startsWith('allkeys-')) {
+        this.logger.warn(
+          { policy },
+          'redis maxmemory-policy may evict quota definitions; use noeviction or a volatile-* policy',
+        );
+      }
+    } catch (error) {
+      this.logger.warn(
+        { err: { message: (error as Error).message } },
+        'cannot check redis persistence settings (CONFIG GET refused)',
+      );
+    }
+  }
+}

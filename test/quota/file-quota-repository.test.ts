@@ -1,0 +1,86 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
+import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
+import { QuotaStoreCorrupt, QuotaWriteFailed } from '../../src/quota/quota-repository.js';
+import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';
+
+const logger = createLogger({ level: 'silent' });
+const dirs: string[] = [];
+const freshFile = () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-store-'));
+  dirs.push(dir);
+  return path.join(dir, 'nested', 'quotas.json');
+};
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describeQuotaRepositoryContract('file', async () => {
+  const file = freshFile();
+  const repository = new FileQuotaRepository(file, logger);
+  await repository.open();
+  return {
+    repository,
+    reopen: async () => {
+      const next = new FileQuotaRepository(file, logger);
+      await next.open();
+      return next;
+    },
+    close: () => repository.close(),
+  };
+});
+
+describe('FileQuotaRepository', () => {
+  it('refuses a corrupt file at open and leaves it untouched', async () => {
+    const file = freshFile();
+    mkdirSync(path.dirname(file), { recursive: true });
+    for (const text of [
+      '{"version": 1, "quotas": [',
+      '{"quotas": []}',
+      '{"version":1,"quotas":[{"id":"x"}]}',
+      '',
+    ]) {
+      writeFileSync(file, text);
+      const failure = await new FileQuotaRepository(file, logger).open().catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(QuotaStoreCorrupt);
+      expect((failure as Error).message).toContain(`${file}: not a quota file:`);
+      expect(readFileSync(file, 'utf8')).toBe(text);
+    }
+  });
+
+  it('answers a failed write with QuotaWriteFailed and changes neither file nor memory', async () => {
+    const file = freshFile();
+    const repository = new FileQuotaRepository(file, logger);
+    await repository.open();
+    const kept = sampleQuota();
+    await repository.create({ quota: kept });
+    const before = readFileSync(file, 'utf8');
+    // A folder where the temporary file must go makes the write fail, as a full or read-only disk would.
+    mkdirSync(`${file}.tmp`);
+    await expect(repository.create({ quota: sampleQuota() })).rejects.toBeInstanceOf(QuotaWriteFailed);
+    await expect(repository.replace({ quota: { ...kept, name: 'not saved' } })).rejects.toBeInstanceOf(
+      QuotaWriteFailed,
+    );
+    await expect(repository.remove(kept.id)).rejects.toBeInstanceOf(QuotaWriteFailed);
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect(repository.all()).toHaveLength(3);
+    expect(repository.get(kept.id)?.quota.name).toBe(kept.name);
+    rmSync(`${file}.tmp`, { recursive: true });
+    await repository.replace({ quota: { ...kept, name: 'saved' } });
+    expect(JSON.parse(readFileSync(file, 'utf8')).quotas[2].name).toBe('saved');
+  });
+
+  it('serializes concurrent writes: none is lost', async () => {
+    const file = freshFile();
+    const repository = new FileQuotaRepository(file, logger);
+    await repository.open();
+    const quotas = Array.from({ length: 20 }, () => sampleQuota());
+    await Promise.all(quotas.map((quota) => repository.create({ quota })));
+    const next = new FileQuotaRepository(file, logger);
+    await next.open();
+    expect(next.all()).toHaveLength(22);
+  });
+});

@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import {
+  applicationDefaultQuotaId,
+  etagOf,
+  serializeRecord,
+  systemQuotaId,
+  type Quota,
+  type StoredQuota,
+} from '../../src/quota/model.js';
+import {
+  QuotaConflict,
+  QuotaNotFound,
+  QuotaPreconditionFailed,
+  type QuotaRepository,
+} from '../../src/quota/quota-repository.js';
+
+/** A repository under test, and a way to open a second one on the same storage. */
+export interface RepositoryFixture {
+  repository: QuotaRepository;
+  reopen(): Promise<QuotaRepository>;
+  close(): Promise<void>;
+}
+
+let counter = 0;
+export function sampleQuota(overrides: Partial<Quota> = {}): Quota {
+  counter += 1;
+  return {
+    id: `11111111-2222-4333-8444-${String(counter).padStart(12, '0')}`,
+    type: 'API',
+    name: `Quota ${counter}`,
+    description: '',
+    restrictions: [
+      { api: '*', method: '*', type: 'throttle', config: { messages: '10', per: '1', period: 'second' } },
+    ],
+    system: false,
+    ...overrides,
+  };
+}
+
+/** The behaviour every QuotaRepository must show; run once per implementation. */
+export function describeQuotaRepositoryContract(name: string, open: () => Promise<RepositoryFixture>): void {
+  describe(`QuotaRepository contract: ${name}`, () => {
+    const withRepository = (test: (fixture: RepositoryFixture) => Promise<void>) => async () => {
+      const fixture = await open();
+      try {
+        await test(fixture);
+      } finally {
+        await fixture.close();
+      }
+    };
+
+    it(
+      'starts with the System and Application Default quotas, without restrictions',
+      withRepository(async ({ repository }) => {
+        expect(repository.get(systemQuotaId)?.quota).toMatchObject({
+          type: 'API',
+          name: 'System',
+          system: true,
+          restrictions: [],
+        });
+        expect(repository.get(applicationDefaultQuotaId)?.quota).toMatchObject({
+          type: 'APPLICATION',
+          system: true,
+          restrictions: [],
+        });
+      }),
+    );
+
+    it(
+      'creates a quota that get and all return, with the ETag of its stored form',
+      withRepository(async ({ repository }) => {
+        const quota = sampleQuota();
+        const created = await repository.create({ quota });
+        expect(created.etag).toBe(etagOf(serializeRecord({ quota })));
+        expect(repository.get(quota.id)).toEqual(created);
+        expect(repository.all().map((record) => record.quota.id)).toContain(quota.id);
+      }),
+    );
+
+    it(
+      'keeps one quota per application and finds it by application',
+      withRepository(async ({ repository }) => {
+        const quota = sampleQuota({ type: 'APPLICATION' });
+        await repository.create({ quota, application: 'mobile' });
+        expect(repository.ofApplication('mobile')?.quota.id).toBe(quota.id);
+        await expect(
+          repository.create({ quota: sampleQuota({ type: 'APPLICATION' }), application: 'mobile' }),
+        ).rejects.toBeInstanceOf(QuotaConflict);
+      }),
+    );
+
+    it(
+      'replaces a quota, keeping its application, and refuses a stale If-Match',
+      withRepository(async ({ repository }) => {
+        const quota = sampleQuota({ type: 'APPLICATION' });
+        const created = await repository.create({ quota, application: 'web' });
+        const replaced = await repository.replace({ quota: { ...quota, name: 'renamed' } }, created.etag);
+        expect(replaced.application).toBe('web');
+        expect(replaced.etag).not.toBe(created.etag);
+        expect(repository.get(quota.id)?.quota.name).toBe('renamed');
+        await expect(
+          repository.replace({ quota: { ...quota, name: 'lost update' } }, created.etag),
+        ).rejects.toBeInstanceOf(QuotaPreconditionFailed);
+        expect(repository.get(quota.id)?.quota.name).toBe('renamed');
+        await expect(repository.replace({ quota: sampleQuota() })).rejects.toBeInstanceOf(QuotaNotFound);
+      }),
+    );
+
+    it(
+      'removes a quota and frees its application, refusing a stale If-Match',
+      withRepository(async ({ repository }) => {
+        const quota = sampleQuota({ type: 'APPLICATION' });
+        const created = await repository.create({ quota, application: 'tv' });
+        await repository.replace({ quota: { ...quota, name: 'changed' } });
+        await expect(repository.remove(quota.id, created.etag)).rejects.toBeInstanceOf(
+          QuotaPreconditionFailed,
+        );
+        await repository.remove(quota.id);
+        expect(repository.get(quota.id)).toBeUndefined();
+        expect(repository.ofApplication('tv')).toBeUndefined();
+        await expect(repository.remove(quota.id)).rejects.toBeInstanceOf(QuotaNotFound);
+        await repository.create({ quota: sampleQuota({ type: 'APPLICATION' }), application: 'tv' });
+      }),
+    );
+
+    it(
+      'tells its listeners the whole set after each change',
+      withRepository(async ({ repository }) => {
+        const seen: StoredQuota[][] = [];
+        repository.onChange((quotas) => seen.push(quotas));
+        const quota = sampleQuota();
+        await repository.create({ quota });
+        await expect.poll(() => seen.at(-1)?.some((record) => record.quota.id === quota.id)).toBe(true);
+        await repository.remove(quota.id);
+        await expect.poll(() => seen.at(-1)?.some((record) => record.quota.id === quota.id)).toBe(false);
+      }),
+    );
+
+    it(
+      'keeps every acknowledged write for the next process',
+      withRepository(async ({ repository, reopen }) => {
+        const kept = sampleQuota();
+        const removed = sampleQuota();
+        await repository.create({ quota: kept });
+        await repository.create({ quota: removed, application: 'gone' });
+        await repository.replace({ quota: { ...kept, description: 'second version' } });
+        await repository.remove(removed.id);
+        const next = await reopen();
+        try {
+          expect(next.get(kept.id)?.quota.description).toBe('second version');
+          expect(next.get(removed.id)).toBeUndefined();
+          expect(next.ofApplication('gone')).toBeUndefined();
+          expect(next.get(systemQuotaId)).toBeDefined();
+        } finally {
+          await next.close();
+        }
+      }),
+    );
+  });
+}
