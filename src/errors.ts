@@ -8,6 +8,7 @@ export const dataPlaneErrors = {
   bad_request: { status: 400, message: 'Bad Request' },
   unauthorized: { status: 401, message: 'Unauthorized' },
   not_found: { status: 404, message: 'Not Found' },
+  quota_exceeded: { status: 429, message: 'Too Many Requests' },
   internal_error: { status: 500, message: 'Internal Server Error' },
   bad_gateway: { status: 502, message: 'Bad Gateway' },
   service_unavailable: { status: 503, message: 'Service Unavailable' },

@@ -10,6 +10,10 @@ import { applyForwardedHeaders } from './proxy/forwarded-headers.js';
 import { stripRequestHopByHop } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
 import type { Exchange, UpstreamProxy } from './proxy/upstream-proxy.js';
+import type { CounterSpec } from './limiter/counter-store.js';
+import type { Limiter } from './limiter/limiter.js';
+import { closestToLimit, rateLimitHeaders } from './limiter/rate-limit-headers.js';
+import type { ApplicableRestriction, QuotaIndex } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 
 export interface GatewayParts {
@@ -18,6 +22,9 @@ export interface GatewayParts {
   proxy: UpstreamProxy;
   trustedPeers: TrustedPeers;
   forwardCredentials: boolean;
+  /** The quota definitions as compiled now; they change while the gateway runs. */
+  quotas: () => QuotaIndex;
+  limiter: Limiter;
   logger: Logger;
   metrics: Metrics;
 }
@@ -30,6 +37,8 @@ interface RequestRecord {
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
   unvalidated: boolean;
   exchange: Exchange | null;
+  /** How the quota check ended, for the access log. */
+  quota: 'allowed' | 'rejected' | 'unavailable' | null;
 }
 
 /**
@@ -75,6 +84,7 @@ export class Gateway {
       principal: null,
       unvalidated: false,
       exchange: null,
+      quota: null,
     };
     res.setHeader('x-request-id', record.id);
     if (this.draining) res.setHeader('connection', 'close');
@@ -107,8 +117,87 @@ export class Gateway {
     record.principal = auth.principal;
     record.unvalidated = auth.unvalidated === true;
 
+    const declaredBytes = declaredLength(req);
+    const restrictions = this.parts
+      .quotas()
+      .applicableTo(
+        record.route.api.config.id.toLowerCase(),
+        record.route.method?.id.toLowerCase() ?? null,
+        verb === 'HEAD' ? 'GET' : verb,
+        auth.principal?.application,
+      );
+    if (restrictions.length > 0 && !(await this.admit(res, record, restrictions, declaredBytes))) return;
+
     this.prepareUpstreamHeaders(req, record.id);
     record.exchange = await this.parts.proxy.forward(req, res, record.route.api, record.route.upstreamTarget);
+
+    const byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
+    if (byteCounters.length > 0) {
+      // Request bytes beyond those declared (and charged) up front, and every response byte.
+      const amount = Math.max(0, record.exchange.bytesIn - declaredBytes) + record.exchange.bytesOut;
+      await this.parts.limiter.add(
+        byteCounters.map((restriction) => ({
+          key: restriction.counterKey,
+          windowMs: restriction.windowMs,
+          amount,
+        })),
+      );
+    }
+  }
+
+  /** Checks and charges every restriction in one step; answers 429 or 503 itself when it must. */
+  private async admit(
+    res: ServerResponse,
+    record: RequestRecord,
+    restrictions: ApplicableRestriction[],
+    declaredBytes: number,
+  ): Promise<boolean> {
+    const specs: CounterSpec[] = restrictions.map((restriction) =>
+      restriction.type === 'throttle'
+        ? {
+            key: restriction.counterKey,
+            limit: restriction.limit,
+            windowMs: restriction.windowMs,
+            cost: 1,
+            need: 1,
+          }
+        : {
+            key: restriction.counterKey,
+            limit: restriction.limit,
+            windowMs: restriction.windowMs,
+            cost: declaredBytes,
+            need: Math.max(declaredBytes, 1),
+          },
+    );
+    const verdict = await this.parts.limiter.consume(specs);
+    if (verdict === 'unavailable') {
+      record.quota = 'unavailable';
+      sendError(res, 'service_unavailable');
+      return false;
+    }
+    const { metrics } = this.parts;
+    restrictions.forEach((restriction, i) => {
+      const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
+      if (verdict.allowed || full) {
+        metrics.quotaDecisions.inc({
+          quota: restriction.quotaId,
+          restriction: String(restriction.index),
+          decision: verdict.allowed ? 'allowed' : 'rejected',
+        });
+      }
+    });
+    if (verdict.states.length > 0) {
+      const closest = closestToLimit(restrictions, verdict.states);
+      const headers = rateLimitHeaders(restrictions[closest]!, verdict.states[closest]!);
+      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    }
+    record.quota = verdict.allowed ? 'allowed' : 'rejected';
+    if (!verdict.allowed) {
+      sendError(res, 'quota_exceeded', {
+        'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
+      });
+    }
+    return verdict.allowed;
   }
 
   private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
@@ -142,6 +231,7 @@ export class Gateway {
         upstreamMs:
           exchange?.upstreamMs === null || !exchange ? null : Math.round(exchange.upstreamMs * 100) / 100,
         outcome: exchange?.outcome ?? null,
+        quota: record.quota,
         ms: Math.round(elapsedMs * 100) / 100,
       },
       'request',
@@ -157,4 +247,10 @@ export class Gateway {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
+}
+
+/** The request's declared body length, or 0 when it declares none (chunked) or a malformed one. */
+function declaredLength(req: IncomingMessage): number {
+  const header = req.headers['content-length'];
+  return header !== undefined && /^\d{1,15}$/.test(header) ? Number(header) : 0;
 }

@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
 export interface Metrics {
@@ -6,6 +6,9 @@ export interface Metrics {
   requests: Counter<'api' | 'method' | 'status'>;
   duration: Histogram<'api'>;
   upstreamErrors: Counter<'api' | 'outcome'>;
+  quotaDecisions: Counter<'quota' | 'restriction' | 'decision'>;
+  counterStoreShared: Gauge;
+  counterStoreSwitches: Counter<'to'>;
 }
 
 export function createMetrics(): Metrics {
@@ -30,6 +33,23 @@ export function createMetrics(): Metrics {
       name: 'quotagate_upstream_errors_total',
       help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset)',
       labelNames: ['api', 'outcome'],
+      registers: [registry],
+    }),
+    quotaDecisions: new Counter({
+      name: 'quotagate_quota_decisions_total',
+      help: 'Quota checks by quota id, restriction index and decision (allowed, rejected)',
+      labelNames: ['quota', 'restriction', 'decision'],
+      registers: [registry],
+    }),
+    counterStoreShared: new Gauge({
+      name: 'quotagate_counter_store_shared',
+      help: '1 while the shared (Redis) counters decide, 0 while store.onError does',
+      registers: [registry],
+    }),
+    counterStoreSwitches: new Counter({
+      name: 'quotagate_counter_store_switches_total',
+      help: 'Switches between the shared counters and the store.onError policy, by what took over',
+      labelNames: ['to'],
       registers: [registry],
     }),
   };

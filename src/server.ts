@@ -13,7 +13,13 @@ import type { Logger } from './log.js';
 import { createMetrics } from './metrics.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
+import { Limiter } from './limiter/limiter.js';
+import { MemoryCounterStore } from './limiter/memory-counter-store.js';
+import { RedisCounterStore } from './limiter/redis-counter-store.js';
 import { openQuotaRepository } from './quota/open-quota-repository.js';
+import { QuotaIndex } from './quota/quota-index.js';
+import type { QuotaRepository } from './quota/quota-repository.js';
+import { quotaUsage } from './quota/quota-usage.js';
 import { connectRedis, firstConnection, redisAnswers } from './redis/connect-redis.js';
 
 export interface RunningGateway {
@@ -29,6 +35,8 @@ export interface StartOptions {
   cwd?: string;
   /** Clock for caches, in milliseconds (tests move it). */
   now?: () => number;
+  /** Clock of the memory counter store, in milliseconds (tests move it). */
+  clock?: () => number;
 }
 
 function listen(server: Server, port: number, host: string | undefined): Promise<number> {
@@ -62,16 +70,6 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
   });
-  const gateway = new Gateway({
-    router: compileCatalog(config.apis),
-    authenticator,
-    proxy,
-    trustedPeers: new TrustedPeers(config.trustProxy),
-    forwardCredentials: config.forwardCredentials,
-    logger: logger.child({ component: 'access' }),
-    metrics,
-  });
-
   const readiness: ReadinessCheck[] = [];
   const redis =
     config.store.type === 'redis' ? connectRedis(config.store, logger.child({ component: 'redis' })) : null;
@@ -81,8 +79,40 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       logger.warn('redis is not reachable yet; retrying in the background');
   }
 
+  let repository: QuotaRepository;
+  try {
+    repository = await openQuotaRepository(config, redis, { logger, cwd });
+  } catch (error) {
+    redis?.disconnect();
+    throw error;
+  }
+  let quotas = new QuotaIndex(repository.all());
+  repository.onChange((records) => {
+    quotas = new QuotaIndex(records);
+  });
+  const localCounters = new MemoryCounterStore(options.clock);
+  const limiter = new Limiter({
+    shared: redis ? new RedisCounterStore(redis, config.store.prefix) : null,
+    local: localCounters,
+    onError: config.store.onError,
+    probe: () => (redis ? redisAnswers(redis) : Promise.resolve(true)),
+    logger: logger.child({ component: 'limiter' }),
+    metrics,
+  });
+
+  const gateway = new Gateway({
+    router: compileCatalog(config.apis),
+    authenticator,
+    proxy,
+    trustedPeers: new TrustedPeers(config.trustProxy),
+    forwardCredentials: config.forwardCredentials,
+    quotas: () => quotas,
+    limiter,
+    logger: logger.child({ component: 'access' }),
+    metrics,
+  });
+
   let draining = false;
-  const repository = await openQuotaRepository(config, redis, { logger, cwd });
   const admin = await createAdminServer({
     config,
     logger,
@@ -91,6 +121,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     isDraining: () => draining,
     authDocumentation: authenticator.documentation,
     repository,
+    usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
   });
   const dataServers: Server[] = [http.createServer(serverOptions(config), gateway.handle)];
   if (config.tls) {
@@ -106,6 +137,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
 
   const closeResources = async () => {
     await admin.close();
+    limiter.close();
+    await localCounters.close();
     await repository.close();
     proxy.close();
     await authenticator.close?.();

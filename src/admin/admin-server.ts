@@ -10,6 +10,7 @@ import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { quotaApiSchemas } from '../quota/quota-schema.js';
+import type { QuotaUsage } from '../quota/quota-usage.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -45,6 +46,7 @@ export interface AdminServerParts {
   isDraining(): boolean;
   authDocumentation: AuthDocumentation;
   repository: QuotaRepository;
+  usage: (quotaId: string) => Promise<QuotaUsage | null>;
 }
 
 const portalPrefix = '/api/portal/v1.3';
@@ -163,7 +165,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   const catalogDocument = catalogOpenApi(parts.config.apis, parts.authDocumentation);
   await app.register(
     async (portal) => {
-      registerQuotaRoutes(portal, { config: parts.config, repository: parts.repository });
+      registerQuotaRoutes(portal, { config: parts.config, repository: parts.repository, usage: parts.usage });
       portal.get('/apis/openapi.json', async () => catalogDocument);
       portal.get('/openapi.json', async () => app.swagger());
     },

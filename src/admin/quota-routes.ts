@@ -10,6 +10,7 @@ import {
   type StoredQuota,
 } from '../quota/model.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
+import type { QuotaUsage } from '../quota/quota-usage.js';
 import { AdminError, adminErrorStatuses } from './admin-errors.js';
 import { applicationIdOf } from './application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
@@ -17,6 +18,7 @@ import { requiredEtag, setEtag } from './entity-tags.js';
 export interface QuotaRoutesParts {
   config: Readonly<Config>;
   repository: QuotaRepository;
+  usage: (quotaId: string) => Promise<QuotaUsage | null>;
 }
 
 const errorResponses = Object.fromEntries(
@@ -170,6 +172,54 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       }
       await repository.remove(current.quota.id, requiredEtag(request, current));
       return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/quotas/:id/usage',
+    {
+      schema: {
+        summary: 'What each restriction of a quota has counted in its current window (API Administrators)',
+        tags: ['quotas'],
+        params: idParams,
+        response: {
+          200: {
+            description: 'Usage per restriction; per application for application quotas',
+            type: 'object',
+            properties: {
+              quota: { type: 'string' },
+              restrictions: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    index: { type: 'integer' },
+                    type: { type: 'string' },
+                    unit: { type: 'string', enum: ['messages', 'bytes'] },
+                    limit: { type: 'number' },
+                    windowSeconds: { type: 'number' },
+                    used: { type: 'number' },
+                    applications: {
+                      type: 'array',
+                      items: {
+                        type: 'object',
+                        properties: { application: { type: 'string' }, used: { type: 'number' } },
+                      },
+                    },
+                  },
+                },
+              },
+            },
+          },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request: IdRequest) => {
+      requireAdmin(request);
+      const usage = await parts.usage(found(request.params.id).quota.id);
+      if (!usage) throw new AdminError(404, [`no quota with id '${request.params.id}'`]);
+      return usage;
     },
   );
 

@@ -152,8 +152,18 @@ const storeSchema = z
     onError: z
       .enum(['local', 'allow', 'deny'], { error: msg('must be local, allow or deny') })
       .default('local'),
+    /** Milliseconds a Redis command may take before the gateway treats Redis as unreachable. */
+    commandTimeout: milliseconds
+      .max(10_000, { error: msg('must be at most 10000 milliseconds') })
+      .default(50),
   })
-  .default({ type: 'memory', file: 'data/quotas.json', prefix: 'quotagate:', onError: 'local' });
+  .default({
+    type: 'memory',
+    file: 'data/quotas.json',
+    prefix: 'quotagate:',
+    onError: 'local',
+    commandTimeout: 50,
+  });
 
 const tlsSchema = z.strictObject({
   host: nonEmpty.optional(),

@@ -13,7 +13,7 @@ export function connectRedis(store: Readonly<Config['store']>, logger: Logger): 
   const options = {
     enableOfflineQueue: false,
     enableAutoPipelining: true,
-    commandTimeout: 250,
+    commandTimeout: store.commandTimeout,
     connectTimeout: 2_000,
     maxRetriesPerRequest: 0,
   };

@@ -510,6 +510,7 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         '/api/portal/v1.3/applications/{id}/quota',
         '/api/portal/v1.3/quotas',
         '/api/portal/v1.3/quotas/{id}',
+        '/api/portal/v1.3/quotas/{id}/usage',
       ]);
       expect(Object.keys(document.paths['/api/portal/v1.3/quotas/{id}']!).sort()).toEqual([
         'delete',

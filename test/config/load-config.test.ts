@@ -135,6 +135,7 @@ describe('loadConfig: valid configs', () => {
       file: 'data/quotas.json',
       prefix: 'quotagate:',
       onError: 'local',
+      commandTimeout: 50,
     });
     expect(config.proxyTimeout).toBe(30_000);
     expect(config.apis[0]?.methods[0]?.verb).toBe('GET');

@@ -87,6 +87,7 @@ export interface TestGateway {
 export async function startTestGateway(
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
+  clocks: { now?: () => number; clock?: () => number } = {},
 ): Promise<TestGateway> {
   const dir = writeConfigDir(config);
   const lines: string[] = [];
@@ -97,7 +98,10 @@ export async function startTestGateway(
     },
   });
   const loaded = await loadConfig({ configDir: dir, env });
-  const running = await startGateway(loaded, { logger: createLogger({ level: 'debug', destination }) });
+  const running = await startGateway(loaded, {
+    logger: createLogger({ level: 'debug', destination }),
+    ...clocks,
+  });
   const logs: Array<Record<string, unknown>> = [];
   return {
     url: `http://127.0.0.1:${running.ports.http}`,
@@ -120,3 +124,19 @@ export const basicAuth = (key: string) => `Basic ${Buffer.from(`${key}:`).toStri
 /** The Authorization header of an admin user. */
 export const userAuth = (user: { username: string; password: string }) =>
   `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+
+/** Sets a quota through the admin API, as an administrator would: PUT for a well-known id, else POST. */
+export async function setQuota(
+  gateway: TestGateway,
+  quota: Record<string, unknown>,
+  id?: string,
+): Promise<string> {
+  const url = `${gateway.adminUrl}/api/portal/v1.3/quotas${id ? `/${id}` : ''}`;
+  const res = await fetch(url, {
+    method: id ? 'PUT' : 'POST',
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+    body: JSON.stringify(quota),
+  });
+  if (res.status >= 300) throw new Error(`setting a quota failed: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { id: string }).id;
+}

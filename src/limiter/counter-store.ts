@@ -1,0 +1,63 @@
+/**
+ * One counter of a sliding window: `limit` units in any interval of `windowMs` milliseconds.
+ * Units are messages (throttle) or bytes (throttlemb).
+ */
+export interface CounterSpec {
+  /** Store key of the counter, unique per restriction (and per application for application quotas). */
+  key: string;
+  limit: number;
+  windowMs: number;
+  /** Units charged when the check passes. */
+  cost: number;
+  /** Room the counter must have for the check to pass (at least `cost`). */
+  need: number;
+}
+
+/** The state of one counter after a decision. */
+export interface CounterState {
+  /** Units counted in the window, including this request's cost when it was admitted. */
+  used: number;
+  /** Milliseconds until the oldest counted units leave the window (0 when nothing is counted). */
+  resetMs: number;
+}
+
+export interface Decision {
+  allowed: boolean;
+  /** When not allowed: milliseconds until every full counter has room again. */
+  retryAfterMs: number;
+  /** One per counter, in the order given. */
+  states: CounterState[];
+}
+
+/** Units to add without a check: bytes measured once an exchange has ended. */
+export interface CounterAddition {
+  key: string;
+  windowMs: number;
+  amount: number;
+}
+
+/**
+ * Where sliding-window counters live. Both implementations keep, per counter, a running total and
+ * sub-buckets of 1/100 of the window, and admit a request only when every counter has room over the
+ * last 101 sub-buckets: so no interval of one window ever holds more than the limit.
+ */
+export interface CounterStore {
+  /**
+   * Checks every counter and, only if all have room, charges all of them: one atomic step, all or
+   * nothing. Rejected requests are never counted.
+   * @throws when the store cannot be reached (the caller applies store.onError).
+   */
+  consume(counters: readonly CounterSpec[]): Promise<Decision>;
+  /** Adds units to counters without checking them. */
+  add(additions: readonly CounterAddition[]): Promise<void>;
+  /** Units now counted by every counter whose key starts with `keyPrefix`. */
+  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>>;
+  close(): Promise<void>;
+}
+
+/** Sub-buckets per window: the admitted rate of a client held at its limit is at least 100/101 of it. */
+export const bucketsPerWindow = 100;
+
+export function bucketMsOf(windowMs: number): number {
+  return Math.max(1, Math.ceil(windowMs / bucketsPerWindow));
+}

@@ -1,0 +1,108 @@
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
+
+export type OnError = Config['store']['onError'];
+
+/** What to do with a request: a decision of the counters, or "the store is down and policy is deny". */
+export type LimiterVerdict = Decision | 'unavailable';
+
+export interface LimiterParts {
+  /** The fleet's store (Redis), or null when this gateway's memory store is the store. */
+  shared: CounterStore | null;
+  /** This gateway's own counters: the store itself, or the fallback of `onError: local`. */
+  local: CounterStore;
+  onError: OnError;
+  /** Answers whether the shared store is reachable again; asked while it is not. */
+  probe: () => Promise<boolean>;
+  /** Milliseconds between probes while the shared store is unreachable. */
+  probeEveryMs?: number;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+const admitted: Decision = { allowed: true, retryAfterMs: 0, states: [] };
+
+/**
+ * Puts the counter stores behind the declared failure policy (store.onError). While the shared store
+ * answers, it decides. When a call fails or times out, the gateway switches, once and loudly, to the
+ * policy: `local` (its own memory counters), `allow`, or `deny`; a background probe switches it back as
+ * soon as the shared store answers again. A request never waits for a store that is down.
+ */
+export class Limiter {
+  private sharedUp: boolean;
+  private probeTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly parts: LimiterParts) {
+    this.sharedUp = parts.shared !== null;
+    parts.metrics.counterStoreShared.set(this.sharedUp ? 1 : 0);
+  }
+
+  async consume(specs: readonly CounterSpec[]): Promise<LimiterVerdict> {
+    const { shared } = this.parts;
+    if (shared && this.sharedUp) {
+      try {
+        return await shared.consume(specs);
+      } catch (error) {
+        this.switchToFallback(error as Error);
+      }
+    }
+    if (!shared) return this.parts.local.consume(specs);
+    switch (this.parts.onError) {
+      case 'local':
+        return this.parts.local.consume(specs);
+      case 'allow':
+        return admitted;
+      case 'deny':
+        return 'unavailable';
+    }
+  }
+
+  async add(additions: readonly CounterAddition[]): Promise<void> {
+    const { shared } = this.parts;
+    if (shared && this.sharedUp) {
+      try {
+        await shared.add(additions);
+        return;
+      } catch (error) {
+        this.switchToFallback(error as Error);
+      }
+    }
+    if (!shared || this.parts.onError === 'local') await this.parts.local.add(additions);
+  }
+
+  /** Units counted now by counters under `keyPrefix`, from the store that currently decides. */
+  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+    const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
+    return store.usage(keyPrefix, windowMs);
+  }
+
+  close(): void {
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    this.probeTimer = null;
+  }
+
+  private switchToFallback(error: Error): void {
+    if (!this.sharedUp) return;
+    this.sharedUp = false;
+    this.parts.metrics.counterStoreShared.set(0);
+    this.parts.metrics.counterStoreSwitches.inc({ to: this.parts.onError });
+    this.parts.logger.error(
+      { err: { message: error.message }, onError: this.parts.onError },
+      `shared counter store unreachable: store.onError is '${this.parts.onError}' until it answers again`,
+    );
+    this.probeTimer = setInterval(() => void this.probe(), this.parts.probeEveryMs ?? 250);
+    this.probeTimer.unref();
+  }
+
+  private async probe(): Promise<void> {
+    if (this.sharedUp || !(await this.parts.probe())) return;
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    this.probeTimer = null;
+    this.sharedUp = true;
+    this.parts.metrics.counterStoreShared.set(1);
+    this.parts.metrics.counterStoreSwitches.inc({ to: 'shared' });
+    this.parts.logger.warn('shared counter store answers again: the fleet-wide counters decide again');
+  }
+}

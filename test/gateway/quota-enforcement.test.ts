@@ -1,0 +1,353 @@
+import http from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { request } from '../helpers/raw-http.js';
+import {
+  adminUser,
+  basicAuth,
+  devKey,
+  getPetMethodId,
+  petsApiId,
+  petsConfig,
+  setQuota,
+  startTestGateway,
+  userAuth,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+const systemId = '00000000-0000-0000-0000-000000000000';
+const defaultId = '00000000-0000-0000-0000-000000000001';
+const mobileId = '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e';
+const mobileKey = 'mobile-dev-key-0123456789abcdef0123';
+const webId = '5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a';
+const webKey = 'web-dev-key-0123456789abcdef01234567';
+const applications = [
+  { id: mobileId, name: 'Mobile', apikey_development: mobileKey },
+  { id: webId, name: 'Web', apikey_development: webKey },
+];
+const tooMany = '{"id":"com.vendor.api.quota_exceeded","message":"Too Many Requests","success":false}';
+
+const throttle = (messages: number, per: number, period: string, extra: Record<string, unknown> = {}) => ({
+  api: '*',
+  method: '*',
+  type: 'throttle',
+  config: { messages, per, period },
+  ...extra,
+});
+const mb = (megabytes: number, per: number, period: string) => ({
+  api: '*',
+  method: '*',
+  type: 'throttlemb',
+  config: { mb: megabytes, per, period },
+});
+
+let upstream: TestUpstream;
+beforeAll(async () => {
+  upstream = await startUpstream();
+});
+afterAll(() => upstream.close());
+
+const clock = { now: 1_800_000_000_000 };
+const gateways: TestGateway[] = [];
+afterEach(async () => {
+  for (const gateway of gateways.splice(0)) await gateway.close();
+});
+
+async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(
+    petsConfig(upstream.url, { applications, ...overrides }),
+    {},
+    { clock: () => clock.now },
+  );
+  gateways.push(gateway);
+  return gateway;
+}
+
+const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
+  request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
+
+describe('quota enforcement: which restrictions apply', () => {
+  it('rejects with 429, the seed-style body, Retry-After and RateLimit headers once the System quota is spent', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute')] },
+      systemId,
+    );
+    const before = upstream.requests.length;
+    for (let i = 0; i < 3; i += 1) {
+      const ok = await get(gateway);
+      expect(ok.status).toBe(200);
+      expect(ok.headers['ratelimit-policy']).toBe(`"${systemId}/0";q=3;w=60`);
+      expect(ok.headers.ratelimit).toMatch(new RegExp(`^"${systemId}/0";r=${2 - i};t=\\d+$`));
+    }
+    const rejected = await get(gateway);
+    expect(rejected.status).toBe(429);
+    expect(rejected.body).toBe(tooMany);
+    expect(rejected.headers['content-type']).toBe('application/json');
+    expect(Number(rejected.headers['retry-after'])).toBeGreaterThanOrEqual(60);
+    expect(Number(rejected.headers['retry-after'])).toBeLessThanOrEqual(61);
+    expect(rejected.headers.ratelimit).toMatch(/;r=0;t=\d+$/);
+    expect(upstream.requests.length - before).toBe(3);
+  });
+
+  it('counts the System quota across applications, and the Application Default per application', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(5, 1, 'minute')] },
+      systemId,
+    );
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Default', restrictions: [throttle(2, 1, 'minute')] },
+      defaultId,
+    );
+    const statuses = [];
+    for (const key of [mobileKey, mobileKey, mobileKey, webKey, webKey, webKey, devKey])
+      statuses.push((await get(gateway, key)).status);
+    // Each application gets 2 (its own Default counter); the third of each is refused; the System
+    // quota has counted 5 admitted requests, so the project's request is refused by it.
+    expect(statuses).toEqual([200, 200, 429, 200, 200, 429, 200]);
+    expect((await get(gateway, devKey)).status).toBe(429);
+  });
+
+  it("applies an application's own quota instead of the Application Default", async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Default', restrictions: [throttle(1, 1, 'minute')] },
+      defaultId,
+    );
+    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications/${mobileId}/quota`, {
+      method: 'POST',
+      headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'APPLICATION', name: 'Mobile', restrictions: [throttle(3, 1, 'minute')] }),
+    });
+    expect(res.status).toBe(201);
+    const mobile = [];
+    for (let i = 0; i < 4; i += 1) mobile.push((await get(gateway, mobileKey)).status);
+    expect(mobile).toEqual([200, 200, 200, 429]);
+    expect([(await get(gateway, webKey)).status, (await get(gateway, webKey)).status]).toEqual([200, 429]);
+  });
+
+  it('applies only API-type quotas without an application (none scheme)', async () => {
+    const gateway = await gatewayWith({ APIKeyAuthType: 'none' });
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Default', restrictions: [throttle(1, 1, 'minute')] },
+      defaultId,
+    );
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute')] },
+      systemId,
+    );
+    const statuses = [];
+    for (let i = 0; i < 4; i += 1) statuses.push((await request(gateway.url, { path: '/pets/1' })).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+  });
+
+  it('matches restrictions by API, method and verb', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(gateway, {
+      type: 'API',
+      name: 'Per method',
+      restrictions: [
+        throttle(1, 1, 'minute', { api: petsApiId, method: getPetMethodId }),
+        throttle(1, 1, 'minute', { api: petsApiId, method: '*', verb: 'POST' }),
+      ],
+    });
+    expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([200, 429]);
+    // Another method of the API (listPets) and a path no method declares are not getPet.
+    expect((await get(gateway, devKey, '/pets')).status).toBe(200);
+    expect((await get(gateway, devKey, '/pets/1/owners')).status).toBe(200);
+    // HEAD is routed and counted as GET.
+    expect(
+      (
+        await request(gateway.url, {
+          method: 'HEAD',
+          path: '/pets/2',
+          headers: { authorization: basicAuth(devKey) },
+        })
+      ).status,
+    ).toBe(429);
+    const post = () =>
+      request(gateway.url, {
+        method: 'POST',
+        path: '/pets',
+        headers: { authorization: basicAuth(devKey) },
+        body: '{}',
+      });
+    expect([(await post()).status, (await post()).status]).toEqual([200, 429]);
+  });
+
+  it('checks every matching restriction, and the headers describe the one closest to its limit', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(100, 1, 'second'), throttle(2, 1, 'day')] },
+      systemId,
+    );
+    const first = await get(gateway);
+    expect(first.headers['ratelimit-policy']).toBe(`"${systemId}/1";q=2;w=86400`);
+    expect((await get(gateway)).status).toBe(200);
+    expect((await get(gateway)).status).toBe(429);
+  });
+
+  it('takes quota changes into account at once, without a restart', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(1, 1, 'minute')] },
+      systemId,
+    );
+    expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([200, 429]);
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(5, 1, 'minute')] },
+      systemId,
+    );
+    expect((await get(gateway)).status).toBe(200);
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [] }, systemId);
+    expect((await get(gateway)).headers['ratelimit-policy']).toBeUndefined();
+  });
+});
+
+describe('quota enforcement: sliding windows on the gateway clock', () => {
+  it('gives a client over its limit steady service at the limit, not a lockout', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(10, 10, 'seconds')] },
+      systemId,
+    );
+    let admitted = 0;
+    const start = clock.now;
+    // 5 attempts every second for 60 s: 300 attempts at a limit of 10 per 10 s.
+    for (let t = 0; t < 60_000; t += 1000) {
+      clock.now = start + t;
+      for (let i = 0; i < 5; i += 1) if ((await get(gateway)).status === 200) admitted += 1;
+    }
+    expect(admitted).toBeGreaterThanOrEqual(55);
+    expect(admitted).toBeLessThanOrEqual(60);
+  });
+});
+
+describe('quota enforcement: throttlemb', () => {
+  it('rejects up front a declared body larger than what is left, before the upstream sees it', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
+      systemId,
+    );
+    const before = upstream.requests.length;
+    const res = await request(gateway.url, {
+      method: 'POST',
+      path: '/pets',
+      headers: { authorization: basicAuth(devKey), 'content-length': '2000' },
+      body: 'x'.repeat(2000),
+    });
+    expect(res.status).toBe(429);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it('counts chunked request bodies and response bodies from the streams, after the exchange', async () => {
+    const gateway = await gatewayWith();
+    // 0.01 MB = 10,485 bytes.
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemId);
+    const chunked = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.request(
+          `${gateway.url}/pets`,
+          { method: 'POST', headers: { authorization: basicAuth(devKey) } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', reject);
+        req.write('y'.repeat(3000));
+        setImmediate(() => req.end('y'.repeat(3000)));
+      });
+    expect(await chunked()).toBe(200);
+    const usage = (await (
+      await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemId}/usage`, {
+        headers: { authorization: userAuth(adminUser) },
+      })
+    ).json()) as { restrictions: Array<{ used: number; unit: string; limit: number }> };
+    // 6000 request bytes plus the echo of them (the upstream answers with the request as JSON).
+    expect(usage.restrictions[0]).toMatchObject({ unit: 'bytes', limit: 10_485 });
+    expect(usage.restrictions[0]!.used).toBeGreaterThan(12_000);
+    expect(await chunked()).toBe(429);
+  });
+});
+
+describe('quota enforcement: usage and metrics', () => {
+  it('reports usage per restriction, and per application for application quotas', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Default', restrictions: [throttle(10, 1, 'minute')] },
+      defaultId,
+    );
+    await get(gateway, mobileKey);
+    await get(gateway, mobileKey);
+    await get(gateway, webKey);
+    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${defaultId}/usage`, {
+      headers: { authorization: userAuth(adminUser) },
+    });
+    expect(await res.json()).toEqual({
+      quota: defaultId,
+      restrictions: [
+        {
+          index: 0,
+          type: 'throttle',
+          unit: 'messages',
+          limit: 10,
+          windowSeconds: 60,
+          applications: [
+            { application: mobileId, used: 2 },
+            { application: webId, used: 1 },
+          ].sort((a, b) => a.application.localeCompare(b.application)),
+        },
+      ],
+    });
+  });
+
+  it('counts allowed and rejected requests per quota and restriction in /metrics', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(1, 1, 'minute')] },
+      systemId,
+    );
+    await get(gateway);
+    await get(gateway);
+    await get(gateway);
+    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+    expect(metrics).toContain(
+      `quotagate_quota_decisions_total{quota="${systemId}",restriction="0",decision="allowed"} 1`,
+    );
+    expect(metrics).toContain(
+      `quotagate_quota_decisions_total{quota="${systemId}",restriction="0",decision="rejected"} 2`,
+    );
+  });
+});
+
+describe('quota enforcement on the Redis store', () => {
+  it('enforces the same limits with counters in Redis', async () => {
+    const gateway = await gatewayWith({
+      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:${Date.now()}:${Math.random()}:` },
+    });
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(2, 1, 'minute')] },
+      systemId,
+    );
+    const statuses = [];
+    for (let i = 0; i < 3; i += 1) statuses.push((await get(gateway)).status);
+    expect(statuses).toEqual([200, 200, 429]);
+  });
+});

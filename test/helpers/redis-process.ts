@@ -1,0 +1,95 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { findExecutable } from '../support/local-server.js';
+import { freePort } from '../support/free-port.js';
+
+/** A redis-server of a test's own, which the test may pause, kill and start again on the same port. */
+export interface RedisProcess {
+  url: string;
+  port: number;
+  /** SIGSTOP / SIGCONT the server: it keeps its connections but answers nothing. */
+  pause(): void;
+  resume(): void;
+  /** SIGKILL: no shutdown, no final save. */
+  kill(): Promise<void>;
+  /** Starts it again on the same port and folder (its append-only file brings the data back). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export const redisServerPath = () => findExecutable('redis-server');
+
+async function answers(port: number): Promise<boolean> {
+  const client = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Starts a redis-server with an fsync-always append-only file, so that a SIGKILL loses nothing. */
+export async function startRedisProcess(executable: string): Promise<RedisProcess> {
+  const port = await freePort();
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-redis-'));
+  let child: ChildProcess;
+  const launch = async () => {
+    child = spawn(
+      executable,
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+      ],
+      { stdio: 'ignore' },
+    );
+    const deadline = Date.now() + 10_000;
+    while (!(await answers(port))) {
+      if (Date.now() > deadline) throw new Error('redis-server did not start');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  };
+  await launch();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+    kill,
+    restart: launch,
+    async stop() {
+      child.kill('SIGCONT');
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,202 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import type { CounterSpec, CounterStore } from '../../src/limiter/counter-store.js';
+
+/** A store under test whose clock the test moves. */
+export interface StoreFixture {
+  store: CounterStore;
+  clock: { now: number };
+  close(): Promise<void>;
+}
+
+const second = 1000;
+const throttle = (key: string, limit: number, windowMs: number): CounterSpec => ({
+  key,
+  limit,
+  windowMs,
+  cost: 1,
+  need: 1,
+});
+
+/** The behaviour every CounterStore must show; run once per implementation. */
+export function describeCounterStoreContract(name: string, open: () => Promise<StoreFixture>): void {
+  describe(`CounterStore contract: ${name}`, () => {
+    const withStore = (test: (fixture: StoreFixture) => Promise<void>) => async () => {
+      const fixture = await open();
+      try {
+        await test(fixture);
+      } finally {
+        await fixture.close();
+      }
+    };
+    const key = () => `test-${randomUUID()}`;
+
+    it(
+      'admits up to the limit, rejects the next, and never counts a rejected request',
+      withStore(async ({ store }) => {
+        const spec = throttle(key(), 5, 60 * second);
+        for (let i = 1; i <= 5; i += 1) {
+          const decision = await store.consume([spec]);
+          expect(decision.allowed).toBe(true);
+          expect(decision.states[0]!.used).toBe(i);
+        }
+        for (let i = 0; i < 3; i += 1) {
+          const rejected = await store.consume([spec]);
+          expect(rejected.allowed).toBe(false);
+          expect(rejected.states[0]!.used).toBe(5);
+        }
+      }),
+    );
+
+    it(
+      'slides: units leave one window after they were counted, not at a fixed boundary',
+      withStore(async ({ store, clock }) => {
+        const spec = throttle(key(), 10, 10 * second);
+        clock.now += 9_500; // late in an aligned 10 s window: a fixed window would reset in 500 ms
+        for (let i = 0; i < 10; i += 1) expect((await store.consume([spec])).allowed).toBe(true);
+        clock.now += 1_000;
+        expect((await store.consume([spec])).allowed).toBe(false);
+        clock.now += 8_000;
+        expect((await store.consume([spec])).allowed).toBe(false);
+        clock.now += 1_200;
+        expect((await store.consume([spec])).allowed).toBe(true);
+      }),
+    );
+
+    it(
+      'keeps a boundary-bursting client within limit × 1.01 in every interval of one window',
+      withStore(async ({ store, clock }) => {
+        const limit = 100;
+        const windowMs = 10 * second;
+        const spec = throttle(key(), limit, windowMs);
+        const admitted: number[] = [];
+        const start = clock.now;
+        // A greedy client: a burst of 3 × limit attempts around every aligned boundary, and a trickle between.
+        for (let t = 0; t < 6 * windowMs; t += 25) {
+          clock.now = start + t;
+          const nearBoundary = t % windowMs > windowMs - 100 || t % windowMs < 100;
+          for (let attempt = 0; attempt < (nearBoundary ? 3 * limit : 1); attempt += 1) {
+            if ((await store.consume([spec])).allowed) admitted.push(clock.now);
+          }
+        }
+        let most = 0;
+        for (let i = 0, j = 0; i < admitted.length; i += 1) {
+          while (admitted[i]! - admitted[j]! >= windowMs) j += 1;
+          most = Math.max(most, i - j + 1);
+        }
+        expect(most).toBeLessThanOrEqual(limit * 1.01);
+        // And it still gets the service it is owed: about the limit per window, not a lockout.
+        expect(admitted.length).toBeGreaterThanOrEqual(5 * limit);
+      }),
+    );
+
+    it(
+      'is all or nothing: when one counter is full, none is charged',
+      withStore(async ({ store }) => {
+        const roomy = throttle(key(), 100, 60 * second);
+        const tight = throttle(key(), 1, 60 * second);
+        expect((await store.consume([roomy, tight])).allowed).toBe(true);
+        const rejected = await store.consume([roomy, tight]);
+        expect(rejected.allowed).toBe(false);
+        expect(rejected.states.map((state) => state.used)).toEqual([1, 1]);
+        expect((await store.consume([roomy])).states[0]!.used).toBe(2);
+      }),
+    );
+
+    it(
+      'answers when enough capacity frees up, not after a whole window',
+      withStore(async ({ store, clock }) => {
+        const spec = throttle(key(), 3, 10 * second);
+        await store.consume([spec]);
+        clock.now += 5_000;
+        await store.consume([spec]);
+        await store.consume([spec]);
+        const rejected = await store.consume([spec]);
+        expect(rejected.allowed).toBe(false);
+        // The first unit leaves about 5 s from now (a window, plus at most one sub-bucket, after it came).
+        expect(rejected.retryAfterMs).toBeGreaterThan(4_900);
+        expect(rejected.retryAfterMs).toBeLessThanOrEqual(5_200);
+        clock.now += rejected.retryAfterMs - 1;
+        expect((await store.consume([spec])).allowed).toBe(false);
+        clock.now += 1;
+        expect((await store.consume([spec])).allowed).toBe(true);
+      }),
+    );
+
+    it(
+      'reports used units and the time until the oldest leave',
+      withStore(async ({ store, clock }) => {
+        const spec = throttle(key(), 10, 10 * second);
+        const first = await store.consume([spec]);
+        expect(first.states[0]!.used).toBe(1);
+        expect(first.states[0]!.resetMs).toBeGreaterThan(10_000);
+        expect(first.states[0]!.resetMs).toBeLessThanOrEqual(10_200);
+        clock.now += 4_000;
+        const later = await store.consume([spec]);
+        expect(later.states[0]).toMatchObject({ used: 2 });
+        expect(later.states[0]!.resetMs).toBeLessThanOrEqual(6_200);
+      }),
+    );
+
+    it(
+      'counts bytes: a check needs room without charging, and additions count later',
+      withStore(async ({ store }) => {
+        const counter = key();
+        const bytes = (need: number, cost = 0): CounterSpec => ({
+          key: counter,
+          limit: 1000,
+          windowMs: 60 * second,
+          cost,
+          need,
+        });
+        expect((await store.consume([bytes(600, 600)])).allowed).toBe(true);
+        await store.add([{ key: counter, windowMs: 60 * second, amount: 300 }]);
+        expect((await store.consume([bytes(1)])).states[0]!.used).toBe(900);
+        expect((await store.consume([bytes(200, 200)])).allowed).toBe(false);
+        await store.add([{ key: counter, windowMs: 60 * second, amount: 100 }]);
+        const full = await store.consume([bytes(1)]);
+        expect(full.allowed).toBe(false);
+        expect(full.states[0]!.used).toBe(1000);
+      }),
+    );
+
+    it(
+      'rejects a need larger than the whole limit, with a retry after one window',
+      withStore(async ({ store }) => {
+        const decision = await store.consume([
+          { key: key(), limit: 100, windowMs: 10 * second, cost: 500, need: 500 },
+        ]);
+        expect(decision.allowed).toBe(false);
+        expect(decision.retryAfterMs).toBeGreaterThanOrEqual(10 * second);
+      }),
+    );
+
+    it(
+      'forgets everything after a long idle time',
+      withStore(async ({ store, clock }) => {
+        const spec = throttle(key(), 2, 10 * second);
+        await store.consume([spec]);
+        await store.consume([spec]);
+        clock.now += 7 * 24 * 3600 * second;
+        const decision = await store.consume([spec]);
+        expect(decision.allowed).toBe(true);
+        expect(decision.states[0]!.used).toBe(1);
+      }),
+    );
+
+    it(
+      'lists the usage of counters by key prefix',
+      withStore(async ({ store }) => {
+        const prefix = `${key()}:`;
+        await store.consume([throttle(`${prefix}a`, 10, 60 * second)]);
+        await store.consume([throttle(`${prefix}b`, 10, 60 * second)]);
+        await store.consume([throttle(`${prefix}b`, 10, 60 * second)]);
+        const usage = await store.usage(prefix, 60 * second);
+        expect(usage.sort((x, y) => x.key.localeCompare(y.key))).toEqual([
+          { key: `${prefix}a`, used: 1 },
+          { key: `${prefix}b`, used: 2 },
+        ]);
+      }),
+    );
+  });
+}
