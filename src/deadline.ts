@@ -4,11 +4,15 @@ export const deadlinePassed = Symbol('deadline passed');
 /**
  * Resolves with `work`'s value, or with `deadlinePassed` after `ms` milliseconds, whichever comes first.
  * `work` goes on in the background; its late rejection is absorbed here.
+ *
+ * When the timer fires, the verdict waits one turn of the event loop (setImmediate): Node runs due timers
+ * before it reads sockets, so on a busy process an answer that has already arrived would otherwise lose
+ * to a timer that is merely late.
  */
 export function beforeDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeof deadlinePassed> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<typeof deadlinePassed>((resolve) => {
-    timer = setTimeout(() => resolve(deadlinePassed), ms);
+    timer = setTimeout(() => setImmediate(() => resolve(deadlinePassed)), ms);
   });
   return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }

@@ -95,6 +95,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     shared: redis ? new RedisCounterStore(redis, config.store.prefix) : null,
     local: localCounters,
     onError: config.store.onError,
+    timeoutMs: config.store.commandTimeout,
     probe: () => (redis ? redisAnswers(redis) : Promise.resolve(true)),
     logger: logger.child({ component: 'limiter' }),
     metrics,

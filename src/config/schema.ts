@@ -152,7 +152,7 @@ const storeSchema = z
     onError: z
       .enum(['local', 'allow', 'deny'], { error: msg('must be local, allow or deny') })
       .default('local'),
-    /** Milliseconds a Redis command may take before the gateway treats Redis as unreachable. */
+    /** Milliseconds a counter decision may take in Redis before the gateway treats Redis as unreachable. */
     commandTimeout: milliseconds
       .max(10_000, { error: msg('must be at most 10000 milliseconds') })
       .default(50),

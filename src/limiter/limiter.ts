@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
@@ -16,6 +17,8 @@ export interface LimiterParts {
   onError: OnError;
   /** Answers whether the shared store is reachable again; asked while it is not. */
   probe: () => Promise<boolean>;
+  /** Milliseconds a call to the shared store may take before the policy decides instead. */
+  timeoutMs: number;
   /** Milliseconds between probes while the shared store is unreachable. */
   probeEveryMs?: number;
   logger: Logger;
@@ -43,7 +46,7 @@ export class Limiter {
     const { shared } = this.parts;
     if (shared && this.sharedUp) {
       try {
-        return await shared.consume(specs);
+        return await this.withinTimeout(shared.consume(specs));
       } catch (error) {
         this.switchToFallback(error as Error);
       }
@@ -63,7 +66,7 @@ export class Limiter {
     const { shared } = this.parts;
     if (shared && this.sharedUp) {
       try {
-        await shared.add(additions);
+        await this.withinTimeout(shared.add(additions));
         return;
       } catch (error) {
         this.switchToFallback(error as Error);
@@ -81,6 +84,12 @@ export class Limiter {
   close(): void {
     if (this.probeTimer) clearInterval(this.probeTimer);
     this.probeTimer = null;
+  }
+
+  private async withinTimeout<T>(work: Promise<T>): Promise<T> {
+    const result = await beforeDeadline(work, this.parts.timeoutMs);
+    if (result === deadlinePassed) throw new Error(`no answer within ${this.parts.timeoutMs} ms`);
+    return result;
   }
 
   private switchToFallback(error: Error): void {

@@ -13,15 +13,17 @@ export function connectRedis(store: Readonly<Config['store']>, logger: Logger): 
   const options = {
     enableOfflineQueue: false,
     enableAutoPipelining: true,
-    commandTimeout: store.commandTimeout,
+    // A safety net for every command; counter decisions have their own, much shorter, store.commandTimeout.
+    commandTimeout: Math.max(1_000, store.commandTimeout),
     connectTimeout: 2_000,
     maxRetriesPerRequest: 0,
   };
   const connection = store.cluster
-    ? new Cluster(
-        store.cluster.map((url) => url),
-        { redisOptions: options, enableOfflineQueue: false, enableAutoPipelining: true },
-      )
+    ? new Cluster(store.cluster.map(clusterNode), {
+        redisOptions: { ...options, ...credentialsOf(store.cluster[0]!) },
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+      })
     : new Redis(store.url as string, options);
   let up = false;
   connection.on('ready', () => {
@@ -33,6 +35,21 @@ export function connectRedis(store: Readonly<Config['store']>, logger: Logger): 
     up = false;
   });
   return connection;
+}
+
+function clusterNode(url: string): { host: string; port: number } {
+  const parsed = new URL(url);
+  return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+}
+
+/** The credentials and TLS choice of a cluster's first URL, which every node shares. */
+function credentialsOf(url: string): { username?: string; password?: string; tls?: object } {
+  const parsed = new URL(url);
+  return {
+    ...(parsed.username ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
 }
 
 /** True when Redis answers PING within the command timeout. */

@@ -23,7 +23,15 @@ export interface RedisProcess {
 
 export const redisServerPath = () => findExecutable('redis-server');
 
-async function answers(port: number): Promise<boolean> {
+/**
+ * Asks the redis-server on `port` one question on a throwaway connection that never retries;
+ * `unanswered` when it cannot be reached.
+ */
+export async function askRedis<T>(
+  port: number,
+  question: (client: Redis) => Promise<T>,
+  unanswered: T,
+): Promise<T> {
   const client = new Redis({
     port,
     host: '127.0.0.1',
@@ -34,13 +42,15 @@ async function answers(port: number): Promise<boolean> {
   client.on('error', () => undefined);
   try {
     await client.connect();
-    return (await client.ping()) === 'PONG';
+    return await question(client);
   } catch {
-    return false;
+    return unanswered;
   } finally {
     client.disconnect();
   }
 }
+
+const answers = (port: number) => askRedis(port, async (client) => (await client.ping()) === 'PONG', false);
 
 /** Starts a redis-server with an fsync-always append-only file, so that a SIGKILL loses nothing. */
 export async function startRedisProcess(executable: string): Promise<RedisProcess> {
