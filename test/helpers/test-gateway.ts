@@ -97,11 +97,17 @@ export async function startTestGateway(
       done();
     },
   });
-  const loaded = await loadConfig({ configDir: dir, env });
-  const running = await startGateway(loaded, {
-    logger: createLogger({ level: 'debug', destination }),
-    ...clocks,
-  });
+  let running: RunningGateway;
+  try {
+    const loaded = await loadConfig({ configDir: dir, env });
+    running = await startGateway(loaded, {
+      logger: createLogger({ level: 'debug', destination }),
+      ...clocks,
+    });
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   const logs: Array<Record<string, unknown>> = [];
   return {
     url: `http://127.0.0.1:${running.ports.http}`,
