@@ -27,15 +27,21 @@ export interface LimiterParts {
 
 const admitted: Decision = { allowed: true, retryAfterMs: 0, states: [] };
 
+class DecisionTimeout extends Error {}
+
 /**
  * Puts the counter stores behind the declared failure policy (store.onError). While the shared store
- * answers, it decides. When a call fails or times out, the gateway switches, once and loudly, to the
- * policy: `local` (its own memory counters), `allow`, or `deny`; a background probe switches it back as
- * soon as the shared store answers again. A request never waits for a store that is down.
+ * answers, it decides. A call that fails or misses its deadline is decided by the policy: `local` (this
+ * gateway's own memory counters), `allow`, or `deny`. A failed call (connection down) switches the
+ * gateway to the policy at once; a late one only when a PING confirms that the store is unreachable, so
+ * that a busy moment does not hand the limits to every gateway's own counters. Each switch is logged
+ * once; a background probe switches back as soon as the store answers again. A request never waits for
+ * a store that is down.
  */
 export class Limiter {
   private sharedUp: boolean;
   private probeTimer: NodeJS.Timeout | null = null;
+  private confirming = false;
 
   constructor(private readonly parts: LimiterParts) {
     this.sharedUp = parts.shared !== null;
@@ -48,7 +54,7 @@ export class Limiter {
       try {
         return await this.withinTimeout(shared.consume(specs));
       } catch (error) {
-        this.switchToFallback(error as Error);
+        this.onSharedFailure(error as Error);
       }
     }
     if (!shared) return this.parts.local.consume(specs);
@@ -69,7 +75,7 @@ export class Limiter {
         await this.withinTimeout(shared.add(additions));
         return;
       } catch (error) {
-        this.switchToFallback(error as Error);
+        this.onSharedFailure(error as Error);
       }
     }
     if (!shared || this.parts.onError === 'local') await this.parts.local.add(additions);
@@ -88,8 +94,31 @@ export class Limiter {
 
   private async withinTimeout<T>(work: Promise<T>): Promise<T> {
     const result = await beforeDeadline(work, this.parts.timeoutMs);
-    if (result === deadlinePassed) throw new Error(`no answer within ${this.parts.timeoutMs} ms`);
+    if (result === deadlinePassed) throw new DecisionTimeout(`no answer within ${this.parts.timeoutMs} ms`);
     return result;
+  }
+
+  private onSharedFailure(error: Error): void {
+    if (!(error instanceof DecisionTimeout)) {
+      this.switchToFallback(error);
+      return;
+    }
+    if (this.confirming) return;
+    this.confirming = true;
+    // A PING gets more time than a decision: it has to tell "down" from "busy".
+    const confirmMs = Math.max(200, this.parts.timeoutMs * 4);
+    void beforeDeadline(this.parts.probe(), confirmMs)
+      .then((answered) => {
+        if (answered !== true) this.switchToFallback(error);
+        else
+          this.parts.logger.warn(
+            { timeoutMs: this.parts.timeoutMs },
+            'a counter decision missed its deadline; redis still answers',
+          );
+      })
+      .finally(() => {
+        this.confirming = false;
+      });
   }
 
   private switchToFallback(error: Error): void {

@@ -17,16 +17,19 @@ interface CounterScripts {
 
 const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
 
-/** Larger than any limit: an addition is a consume that always has room. */
-const unlimited = String(Number.MAX_SAFE_INTEGER);
+/** Longest time measured units wait for a check to travel with. */
+const flushAfterMs = 50;
 
 /**
  * `store.type: "redis"`: counters shared by every gateway on one Redis (or Redis Cluster). One Lua
- * script decides a whole request in ONE round trip, with the Redis server's clock; all counter keys
- * share one hash tag, so the script runs on a cluster too; idle counters expire.
+ * script decides a whole request in ONE round trip, with the Redis server's clock, and carries the
+ * bytes measured since the previous one; all counter keys share one hash tag, so the script runs on a
+ * cluster too; idle counters expire.
  */
 export class RedisCounterStore implements CounterStore {
   private readonly keyPrefix: string;
+  private readonly pending = new Map<string, { windowMs: number; amount: number }>();
+  private flushTimer: NodeJS.Timeout | null = null;
 
   /**
    * @param clock only for tests, which move time instead of waiting: without it the Redis server's
@@ -48,20 +51,7 @@ export class RedisCounterStore implements CounterStore {
   }
 
   async consume(specs: readonly CounterSpec[]): Promise<Decision> {
-    const keys = specs.map((spec) => this.keyPrefix + spec.key);
-    const args = specs.flatMap((spec) => [
-      String(spec.limit),
-      String(bucketMsOf(spec.windowMs)),
-      String(spec.cost),
-      String(spec.need),
-    ]);
-    const reply = await this.scripts.quotagateConsume(
-      keys.length,
-      ...keys,
-      String(bucketsPerWindow),
-      this.now(),
-      ...args,
-    );
+    const reply = await this.send(specs);
     return {
       allowed: reply[0] === 1,
       retryAfterMs: Number(reply[1]),
@@ -72,20 +62,24 @@ export class RedisCounterStore implements CounterStore {
     };
   }
 
+  /**
+   * Queues the units: they travel with the next check of this gateway (so a request costs one round trip,
+   * not two), or within `flushAfterMs` when no check comes.
+   */
   async add(additions: readonly CounterAddition[]): Promise<void> {
-    const counted = additions.filter((addition) => addition.amount > 0);
-    if (counted.length === 0) return;
-    const keys = counted.map((addition) => this.keyPrefix + addition.key);
-    const args = counted.flatMap((addition) => [
-      unlimited,
-      String(bucketMsOf(addition.windowMs)),
-      String(addition.amount),
-      '0',
-    ]);
-    await this.scripts.quotagateConsume(keys.length, ...keys, String(bucketsPerWindow), this.now(), ...args);
+    for (const { key, windowMs, amount } of additions) {
+      if (amount <= 0) continue;
+      const pending = this.pending.get(key);
+      this.pending.set(key, { windowMs, amount: (pending?.amount ?? 0) + amount });
+    }
+    if (this.pending.size > 0 && !this.flushTimer) {
+      this.flushTimer = setTimeout(() => void this.flush(), flushAfterMs);
+      this.flushTimer.unref();
+    }
   }
 
   async usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+    await this.flush();
     const pattern = `${escapeGlob(this.keyPrefix + keyPrefix)}*`;
     const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
     const keys = (await Promise.all(nodes.map((node) => scanAll(node, pattern)))).flat();
@@ -99,7 +93,51 @@ export class RedisCounterStore implements CounterStore {
       .filter(({ used: units }) => units > 0);
   }
 
-  async close(): Promise<void> {}
+  /** Sends the queued units now. */
+  async flush(): Promise<void> {
+    if (this.pending.size > 0) await this.send([]).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+  }
+
+  /** One script call: the queued additions, then the check. Additions that fail to travel stay queued. */
+  private async send(specs: readonly CounterSpec[]): Promise<number[]> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const additions = [...this.pending];
+    this.pending.clear();
+    const keys = [
+      ...specs.map((spec) => this.keyPrefix + spec.key),
+      ...additions.map(([key]) => this.keyPrefix + key),
+    ];
+    const args = [
+      String(bucketsPerWindow),
+      this.now(),
+      String(specs.length),
+      ...specs.flatMap((spec) => [
+        String(spec.limit),
+        String(bucketMsOf(spec.windowMs)),
+        String(spec.cost),
+        String(spec.need),
+      ]),
+      ...additions.flatMap(([, { windowMs, amount }]) => [String(bucketMsOf(windowMs)), String(amount)]),
+    ];
+    try {
+      return await this.scripts.quotagateConsume(keys.length, ...keys, ...args);
+    } catch (error) {
+      for (const [key, addition] of additions) {
+        const pending = this.pending.get(key);
+        this.pending.set(key, {
+          windowMs: addition.windowMs,
+          amount: addition.amount + (pending?.amount ?? 0),
+        });
+      }
+      throw error;
+    }
+  }
 
   private now(): string {
     return this.clock ? String(this.clock()) : '';

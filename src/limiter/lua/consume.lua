@@ -1,31 +1,27 @@
--- Sliding-window counters: check every counter and, only if all have room, charge all of them.
+-- Sliding-window counters: add the units measured since the last call, then check every counter and,
+-- only if all have room, charge all of them.
 -- Each counter is a hash: 't' running total, 'o' oldest bucket that may hold units, and one field per
 -- bucket index (bucket = window / N). A counter admits when total + need <= limit over the last N + 1
 -- buckets, so no interval of one window ever holds more than the limit.
--- KEYS: the counters. ARGV[1]: N. ARGV[2]: '' for the Redis server's clock (one clock for the whole
--- fleet), or a time in ms that tests set. Then four per counter: limit, bucket ms, cost, need.
--- Returns {allowed (1|0), retry-after ms, used_1, reset-ms_1, used_2, reset-ms_2, ...}.
+-- KEYS: the counters to check, then the counters to add to.
+-- ARGV[1]: N. ARGV[2]: '' for the Redis server's clock (one clock for the whole fleet), or a time in ms
+-- that tests set. ARGV[3]: how many counters to check. Then four per checked counter: limit, bucket ms,
+-- cost, need; then two per added counter: bucket ms, units.
+-- Returns {allowed (1|0), retry-after ms, used_1, reset-ms_1, used_2, reset-ms_2, ...} for the checked ones.
 local N = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 if not now then
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
+local checked = tonumber(ARGV[3])
 
 local function int(n)
   return string.format('%.0f', n)
 end
 
-local count = #KEYS
-local totals, oldests, indexes, buckets = {}, {}, {}, {}
-local allowed = 1
-
-for i = 1, count do
-  local key = KEYS[i]
-  local base = 2 + (i - 1) * 4
-  local limit = tonumber(ARGV[base + 1])
-  local bucketMs = tonumber(ARGV[base + 2])
-  local need = tonumber(ARGV[base + 4])
+-- The counter's total and oldest non-empty bucket, after dropping the buckets that left the window.
+local function load(key, bucketMs)
   local index = math.floor(now / bucketMs)
   local oldestKept = index - N
   local state = redis.call('HMGET', key, 't', 'o')
@@ -59,32 +55,54 @@ for i = 1, count do
       redis.call('HSET', key, 't', int(total), 'o', int(oldest))
     end
   end
-  totals[i], oldests[i], indexes[i], buckets[i] = total, oldest, index, bucketMs
-  if total + need > limit then
+  return total, oldest, index
+end
+
+local function charge(key, bucketMs, total, oldest, index, units)
+  if total == 0 then
+    oldest = index
+  end
+  redis.call('HINCRBY', key, int(index), units)
+  total = total + tonumber(units)
+  redis.call('HSET', key, 't', int(total), 'o', int(oldest))
+  redis.call('PEXPIRE', key, (N + 1) * bucketMs)
+  return total, oldest
+end
+
+local addBase = 3 + checked * 4
+for i = checked + 1, #KEYS do
+  local base = addBase + (i - checked - 1) * 2
+  local bucketMs = tonumber(ARGV[base + 1])
+  local total, oldest, index = load(KEYS[i], bucketMs)
+  charge(KEYS[i], bucketMs, total, oldest, index, ARGV[base + 2])
+end
+
+local totals, oldests, indexes, buckets = {}, {}, {}, {}
+local allowed = 1
+for i = 1, checked do
+  local base = 3 + (i - 1) * 4
+  local limit = tonumber(ARGV[base + 1])
+  local bucketMs = tonumber(ARGV[base + 2])
+  local need = tonumber(ARGV[base + 4])
+  totals[i], oldests[i], indexes[i] = load(KEYS[i], bucketMs)
+  buckets[i] = bucketMs
+  if totals[i] + need > limit then
     allowed = 0
   end
 end
 
 local retryAfter = 0
 if allowed == 1 then
-  for i = 1, count do
-    local base = 2 + (i - 1) * 4
-    local cost = tonumber(ARGV[base + 3])
-    if cost > 0 then
-      local key = KEYS[i]
-      if totals[i] == 0 then
-        oldests[i] = indexes[i]
-      end
-      redis.call('HINCRBY', key, int(indexes[i]), ARGV[base + 3])
-      totals[i] = totals[i] + cost
-      redis.call('HSET', key, 't', int(totals[i]), 'o', int(oldests[i]))
-      redis.call('PEXPIRE', key, (N + 1) * buckets[i])
+  for i = 1, checked do
+    local base = 3 + (i - 1) * 4
+    if tonumber(ARGV[base + 3]) > 0 then
+      totals[i], oldests[i] = charge(KEYS[i], buckets[i], totals[i], oldests[i], indexes[i], ARGV[base + 3])
     end
   end
 else
   -- How long until enough of the oldest buckets leave the window for every full counter.
-  for i = 1, count do
-    local base = 2 + (i - 1) * 4
+  for i = 1, checked do
+    local base = 3 + (i - 1) * 4
     local limit = tonumber(ARGV[base + 1])
     local need = tonumber(ARGV[base + 4])
     local excess = totals[i] + need - limit
@@ -110,7 +128,7 @@ else
 end
 
 local reply = { allowed, retryAfter }
-for i = 1, count do
+for i = 1, checked do
   local reset = 0
   if totals[i] > 0 then
     reset = (oldests[i] + N + 1) * buckets[i] - now
