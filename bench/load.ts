@@ -1,0 +1,69 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
+export interface LoadResult {
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  non2xx: number;
+}
+
+export interface LoadOptions {
+  url: string;
+  connections: number;
+  seconds: number;
+  headers: Record<string, string>;
+}
+
+const toMs = (value: string, unit: string) =>
+  Number(value) * ({ us: 0.001, ms: 1, s: 1000, m: 60_000 } as Record<string, number>)[unit]!;
+
+/** Load with wrk: one thread (the machine has two cores, and the servers need one). */
+async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
+  const headers = Object.entries(options.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+  const args = [
+    '-t1',
+    `-c${options.connections}`,
+    `-d${options.seconds}s`,
+    '--latency',
+    ...headers,
+    options.url,
+  ];
+  const { stdout } = await promisify(execFile)(binary, args, { timeout: (options.seconds + 30) * 1000 });
+  const latency = (percentile: string) => {
+    const match = new RegExp(`^\\s*${percentile}%\\s+([\\d.]+)(us|ms|s|m)`, 'm').exec(stdout);
+    return match ? toMs(match[1]!, match[2]!) : NaN;
+  };
+  const requests = Number(/(\d+) requests in/.exec(stdout)?.[1] ?? 0);
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(stdout)?.[1] ?? 0),
+    p50Ms: latency('50'),
+    p99Ms: latency('99'),
+    requests,
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0),
+  };
+}
+
+/** Load with autocannon, when wrk is not installed. */
+async function autocannon(options: LoadOptions): Promise<LoadResult> {
+  const { default: run } = await import('autocannon');
+  const result = await run({
+    url: options.url,
+    connections: options.connections,
+    duration: options.seconds,
+    headers: options.headers,
+  });
+  return {
+    rps: result.requests.average,
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+  };
+}
+
+/** Runs one load; wrk when `wrkBinary` is given, else autocannon. */
+export function runLoad(wrkBinary: string | null, options: LoadOptions): Promise<LoadResult> {
+  return wrkBinary ? wrk(wrkBinary, options) : autocannon(options);
+}

@@ -1,0 +1,82 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { freePort, listening, start, type Running } from './processes.js';
+
+export const benchKey = 'bench-key-0123456789abcdef0123456789';
+const admin = { username: 'bench', password: 'bench-admin-password' };
+const adminAuth = `Basic ${Buffer.from(`${admin.username}:${admin.password}`).toString('base64')}`;
+const systemQuota = '00000000-0000-0000-0000-000000000000';
+
+export interface Gateway extends Running {
+  url: string;
+  adminUrl: string;
+  pid: number;
+}
+
+/** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
+export async function startQuotagate(
+  dir: string,
+  upstream: string,
+  store: Record<string, unknown>,
+): Promise<Gateway> {
+  const [port, adminPort] = [await freePort(), await freePort()];
+  mkdirSync(dir, { recursive: true });
+  const config = {
+    port,
+    APIKeyAuthType: 'basic',
+    apikey_development: benchKey,
+    apikey_production: `${benchKey}-production`,
+    admin: { host: '127.0.0.1', port: adminPort, users: [{ ...admin, role: 'admin' }] },
+    store: { file: path.join(dir, 'quotas.json'), ...store },
+    apis: [
+      {
+        id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',
+        name: 'Pet Store',
+        basePath: '/pets',
+        upstream: `${upstream}/pets`,
+        methods: [
+          { id: 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32', name: 'getPet', verb: 'GET', path: '/{petId}' },
+        ],
+      },
+    ],
+  };
+  writeFileSync(path.join(dir, 'default.js'), `module.exports = ${JSON.stringify(config, null, 2)};\n`);
+  // Access logs off, as for nginx and the peer: the bench measures the request path, not log shipping.
+  const running = await start(
+    'quotagate',
+    process.execPath,
+    ['dist/cli.js', 'start', '--config-dir', dir],
+    () => listening(adminPort),
+    {
+      LOG_LEVEL: 'warn',
+    },
+  );
+  return {
+    ...running,
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    pid: running.child.pid!,
+  };
+}
+
+/** Sets the System quota's restrictions through the admin API. */
+export async function setSystemRestrictions(gateway: Gateway, restrictions: unknown[]): Promise<void> {
+  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuota}`, {
+    method: 'PUT',
+    headers: { authorization: adminAuth, 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'API', name: 'System', restrictions }),
+  });
+  if (res.status !== 200)
+    throw new Error(`setting the System quota failed: ${res.status} ${await res.text()}`);
+}
+
+/** Two restrictions that match every request and never reject: a throttle and a throttlemb. */
+export const neverRejecting = [
+  {
+    api: '*',
+    method: '*',
+    type: 'throttle',
+    config: { messages: 1_000_000_000_000, per: 1, period: 'hour' },
+  },
+  { api: '*', method: '*', type: 'throttlemb', config: { mb: 1_000_000_000, per: 1, period: 'hour' } },
+];

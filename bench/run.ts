@@ -1,0 +1,271 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os, { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { runAccuracyBench } from './accuracy.js';
+import { runLoad, type LoadResult } from './load.js';
+import { freePort, listening, start, type Running } from './processes.js';
+import { benchKey, neverRejecting, setSystemRestrictions, startQuotagate } from './quotagate.js';
+import { markdownTable, median, svgChart, type Row } from './report.js';
+
+const { values } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '8' },
+    rounds: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '50' },
+    'soak-seconds': { type: 'string', default: '60' },
+    'skip-accuracy': { type: 'boolean', default: false },
+  },
+});
+const seconds = Number(values.seconds);
+const rounds = Math.max(3, Number(values.rounds));
+const connections = Number(values.connections);
+
+const say = (line: string) => process.stderr.write(`${line}\n`);
+const which = (name: string) => {
+  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/usr/local/sbin']) {
+    try {
+      execFileSync('test', ['-x', path.join(dir, name)]);
+      return path.join(dir, name);
+    } catch {
+      // not in this folder
+    }
+  }
+  return null;
+};
+const versionOf = (command: string, args: string[]) => {
+  // wrk -v exits 1 and nginx -v prints to stderr: take the first line of whatever they print.
+  const { stdout, stderr } = spawnSync(command, args, { encoding: 'utf8' });
+  return `${stdout}${stderr}`.split('\n')[0]!.trim();
+};
+
+const wrk = which('wrk');
+const nginx = which('nginx');
+const redisServer = which('redis-server');
+if (!redisServer) throw new Error('bench: redis-server is needed (apt-get install -y redis-server)');
+say(wrk ? `load: wrk (${versionOf(wrk, ['-v'])})` : 'load: wrk not found, using autocannon');
+say(
+  nginx
+    ? `nginx: ${versionOf(nginx, ['-v'])}`
+    : 'nginx: not found, skipping the nginx reference and using a Node upstream',
+);
+
+const work = mkdtempSync(path.join(tmpdir(), 'quotagate-bench-'));
+const running: Running[] = [];
+const startTracked = async <T extends Running>(what: Promise<T>): Promise<T> => {
+  const started = await what;
+  running.push(started);
+  return started;
+};
+
+async function startNginx(name: string, server: string): Promise<number> {
+  const port = await freePort();
+  const dir = path.join(work, name);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    path.join(dir, 'nginx.conf'),
+    `worker_processes 1;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log warn;\nevents { worker_connections 1024; }\n` +
+      `http {\n  access_log off;\n  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;\n` +
+      `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;\n` +
+      `  keepalive_requests 1000000;\n  server {\n    listen 127.0.0.1:${port};\n${server}\n  }\n}\n`,
+  );
+  await startTracked(
+    start(name, nginx!, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], () =>
+      listening(port),
+    ),
+  );
+  return port;
+}
+
+async function main(): Promise<void> {
+  const redisPort = await freePort();
+  await startTracked(
+    start(
+      'redis-server',
+      redisServer!,
+      ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      () => listening(redisPort),
+    ),
+  );
+  const redisUrl = `redis://127.0.0.1:${redisPort}`;
+
+  const upstreamPort = nginx
+    ? await startNginx(
+        'upstream',
+        `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
+      )
+    : await (async () => {
+        const port = await freePort();
+        await startTracked(
+          start(
+            'node upstream',
+            process.execPath,
+            ['dist/bench/servers/node-upstream.js', String(port)],
+            () => listening(port),
+          ),
+        );
+        return port;
+      })();
+  const upstream = `http://127.0.0.1:${upstreamPort}`;
+
+  const targets: Array<{ name: string; url: string }> = [
+    { name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`, url: `${upstream}/pets/1` },
+  ];
+  if (nginx) {
+    const port = await startNginx(
+      'proxy',
+      `    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }\n  }\n  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64;`,
+    );
+    targets.push({ name: 'nginx proxy_pass, keep-alive', url: `http://127.0.0.1:${port}/pets/1` });
+  }
+  const barePort = await freePort();
+  await startTracked(
+    start(
+      'bare proxy',
+      process.execPath,
+      ['dist/bench/servers/bare-proxy.js', String(barePort), upstream],
+      () => listening(barePort),
+    ),
+  );
+  targets.push({ name: 'bare http-proxy-3, keep-alive', url: `http://127.0.0.1:${barePort}/pets/1` });
+
+  const memory = await startTracked(startQuotagate(path.join(work, 'memory'), upstream, { type: 'memory' }));
+  await setSystemRestrictions(memory, neverRejecting);
+  targets.push({ name: 'quotagate, memory store', url: `${memory.url}/pets/1` });
+
+  const shared = await startTracked(
+    startQuotagate(path.join(work, 'redis'), upstream, { type: 'redis', url: redisUrl, prefix: 'bench:' }),
+  );
+  await setSystemRestrictions(shared, neverRejecting);
+  targets.push({ name: 'quotagate, Redis store', url: `${shared.url}/pets/1` });
+
+  const peerPort = await freePort();
+  await startTracked(
+    start(
+      'peer gateway',
+      process.execPath,
+      ['dist/bench/servers/peer-gateway.js', String(peerPort), upstream, redisUrl, benchKey],
+      () => listening(peerPort),
+    ),
+  );
+  targets.push({
+    name: 'fast-gateway + rate-limiter-flexible (Redis)',
+    url: `http://127.0.0.1:${peerPort}/pets/1`,
+  });
+
+  const headers = { authorization: `Basic ${Buffer.from(`${benchKey}:`).toString('base64')}` };
+  const load = (url: string, duration = seconds) =>
+    runLoad(wrk, { url, connections, seconds: duration, headers });
+
+  say(`warming up ${targets.length} setups`);
+  for (const target of targets) await load(target.url, 2);
+
+  const results = new Map<string, LoadResult[]>(targets.map((target) => [target.name, []]));
+  for (let round = 1; round <= rounds; round += 1) {
+    for (const target of targets) {
+      say(`round ${round}/${rounds}: ${target.name} (${seconds} s)`);
+      const result = await load(target.url);
+      if (result.non2xx > 0) throw new Error(`${target.name}: ${result.non2xx} responses were not 2xx`);
+      results.get(target.name)!.push(result);
+    }
+  }
+  const rows: Row[] = targets.map((target) => {
+    const runs = results.get(target.name)!;
+    return {
+      name: target.name,
+      rps: median(runs.map((r) => r.rps)),
+      p50Ms: median(runs.map((r) => r.p50Ms)),
+      p99Ms: median(runs.map((r) => r.p99Ms)),
+    };
+  });
+
+  say('counting Redis round trips per request (INFO commandstats)');
+  const admin = new Redis(redisUrl);
+  const scriptCalls = async () =>
+    [...(await admin.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce(
+      (sum, m) => sum + Number(m[1]),
+      0,
+    );
+  const callsBefore = await scriptCalls();
+  const counted = await load(`${shared.url}/pets/1`, 5);
+  const roundTrips = (await scriptCalls()) - callsBefore;
+
+  const soakSeconds = Number(values['soak-seconds']);
+  say(`steady memory: quotagate (Redis store) under full load for ${soakSeconds} s`);
+  const rss = () =>
+    Number(execFileSync('ps', ['-o', 'rss=', '-p', String(shared.pid)], { encoding: 'utf8' }).trim()) * 1024;
+  await load(`${shared.url}/pets/1`, 5);
+  const rssWarm = rss();
+  await load(`${shared.url}/pets/1`, soakSeconds);
+  const rssAfter = rss();
+  await admin.quit();
+
+  const accuracy = values['skip-accuracy']
+    ? null
+    : await runAccuracyBench(path.join(work, 'accuracy'), upstream, redisUrl, say);
+
+  const machine = {
+    cores: os.cpus().length,
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    redis: versionOf(redisServer!, ['--version']),
+    nginx: nginx ? versionOf(nginx, ['-v']) : null,
+    load: wrk ? versionOf(wrk, ['-v']) : 'autocannon',
+    connections,
+    seconds,
+    rounds,
+  };
+  const bareName = 'bare http-proxy-3, keep-alive';
+  const table = markdownTable(rows, bareName, nginx ? 'nginx proxy_pass, keep-alive' : null);
+  const extra = [
+    `Redis round trips: ${roundTrips} script calls for ${counted.requests} requests (${(roundTrips / Math.max(1, counted.requests)).toFixed(3)} per request).`,
+    `RSS of quotagate (Redis store): ${(rssWarm / 2 ** 20).toFixed(1)} MiB after warm-up, ${(rssAfter / 2 ** 20).toFixed(1)} MiB after ${soakSeconds} s at full load (${(((rssAfter - rssWarm) / rssWarm) * 100).toFixed(1)}%).`,
+    ...(accuracy
+      ? [
+          `Accuracy (3 gateways, one Redis, boundary bursts): at most ${accuracy.most} admitted in any ${accuracy.windowSeconds} s interval for a limit of ${accuracy.limit} (${accuracy.attempts} attempts, ${accuracy.admitted} admitted, ${accuracy.fallbacks} switches to store.onError).`,
+        ]
+      : []),
+  ];
+  const markdown = [
+    `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}, load by ${machine.load}; ${connections} connections, ${rounds} interleaved rounds of ${seconds} s, medians.`,
+    '',
+    table,
+    '',
+    ...extra.map((line) => `- ${line}`),
+    '',
+  ].join('\n');
+  const resultsDir = path.resolve('bench/results');
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(
+    path.join(resultsDir, 'latest.json'),
+    `${JSON.stringify({ machine, rows, roundTrips, requestsCounted: counted.requests, rssWarm, rssAfter, accuracy, runs: Object.fromEntries(results) }, null, 2)}\n`,
+  );
+  writeFileSync(path.join(resultsDir, 'latest.md'), markdown);
+  writeFileSync(
+    path.join(resultsDir, 'chart.svg'),
+    svgChart(rows, `req/s at ${connections} connections (median of ${rounds} rounds)`),
+  );
+  process.stdout.write(`\n${markdown}\n`);
+  say(`written: bench/results/latest.json, latest.md, chart.svg`);
+}
+
+async function stopAll(): Promise<void> {
+  for (const child of running.splice(0).reverse()) await child.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+
+// Ctrl-C stops every server the bench started, by its pid, before the bench exits.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`${signal}: stopping the bench servers`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+try {
+  await main();
+} finally {
+  await stopAll();
+}

@@ -1,0 +1,57 @@
+import { timingSafeEqual } from 'node:crypto';
+import { once } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import gateway from 'fast-gateway';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+
+// The Node peer doing the same job: fast-gateway (restana + fast-proxy-lite) with basic auth and two
+// rate-limiter-flexible limits in Redis (requests, and bytes of the declared body), both fixed windows.
+const [port = '0', target = '', redisUrl = '', key = ''] = process.argv.slice(2);
+const expected = Buffer.from(`Basic ${Buffer.from(`${key}:`).toString('base64')}`);
+const redis = new Redis(redisUrl, { enableOfflineQueue: false });
+const requests = new RateLimiterRedis({
+  storeClient: redis,
+  keyPrefix: 'peer-req',
+  points: 1e9,
+  duration: 3600,
+});
+const bytes = new RateLimiterRedis({
+  storeClient: redis,
+  keyPrefix: 'peer-mb',
+  points: 1e12,
+  duration: 3600,
+});
+
+type Next = (error?: unknown) => void;
+
+async function authAndLimit(req: IncomingMessage, res: ServerResponse, next: Next): Promise<void> {
+  const offered = Buffer.from(req.headers.authorization ?? '');
+  if (offered.length !== expected.length || !timingSafeEqual(offered, expected)) {
+    res.statusCode = 401;
+    res.end('{"message":"Unauthorized"}');
+    return;
+  }
+  try {
+    await Promise.all([
+      requests.consume('all', 1),
+      bytes.consume('all', Number(req.headers['content-length'] ?? 0) + 1),
+    ]);
+    next();
+  } catch {
+    res.statusCode = 429;
+    res.end('{"message":"Too Many Requests"}');
+  }
+}
+
+const server = gateway({
+  middlewares: [(req: IncomingMessage, res: ServerResponse, next: Next) => void authAndLimit(req, res, next)],
+  routes: [{ prefix: '/pets', target, prefixRewrite: '/pets' }],
+});
+if (redis.status !== 'ready') await once(redis, 'ready');
+await server.start(Number(port), '127.0.0.1');
+const address = server.getServer().address() as { port: number };
+process.stdout.write(`listening ${address.port}\n`);
+process.on('SIGTERM', () => {
+  void server.close().then(() => redis.quit().finally(() => process.exit(0)));
+});
