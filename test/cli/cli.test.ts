@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../src/password-hash.js';
 import { request } from '../helpers/raw-http.js';
-import { runCli, spawnCli, type CliProcess } from '../helpers/run-cli.js';
+import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
@@ -19,16 +19,6 @@ const tempDir = () => {
 afterAll(() => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
-
-/** The ports a started gateway logged. */
-async function portsOf(cli: CliProcess): Promise<{ http: number; admin: number }> {
-  await cli.waitFor('"msg":"gateway started"');
-  const line = cli
-    .stdout()
-    .split('\n')
-    .find((text) => text.includes('"msg":"gateway started"'))!;
-  return (JSON.parse(line) as { ports: { http: number; admin: number } }).ports;
-}
 
 describe('gateway (no command)', () => {
   it('prints the commands with --help and exits 0', async () => {
@@ -189,7 +179,7 @@ describe('gateway start', () => {
     tempDirs.push(dir);
     const cli = spawnCli(['start', '--config-dir', dir]);
     try {
-      const ports = await portsOf(cli);
+      const ports = await startedPorts(cli);
       const url = `http://127.0.0.1:${ports.http}`;
       const ok = await request(url, { path: '/pets/1', headers: { authorization: basicAuth(devKey) } });
       expect(ok).toMatchObject({ status: 200, body: 'done /1' });
@@ -208,7 +198,7 @@ describe('gateway start', () => {
     const dir = writeConfigDir(petsConfig(upstream.url, { shutdownTimeout: 5000 }));
     tempDirs.push(dir);
     const cli = spawnCli(['start', '--config-dir', dir]);
-    const ports = await portsOf(cli);
+    const ports = await startedPorts(cli);
     const inFlight = request(`http://127.0.0.1:${ports.http}`, {
       path: '/pets/slow',
       headers: { authorization: basicAuth(devKey) },
@@ -229,7 +219,7 @@ describe('gateway start', () => {
     const dir = writeConfigDir(petsConfig(hung.url, { shutdownTimeout: 300 }));
     tempDirs.push(dir);
     const cli = spawnCli(['start', '--config-dir', dir]);
-    const ports = await portsOf(cli);
+    const ports = await startedPorts(cli);
     const stuck = new Promise<string>((resolve) => {
       http
         .get(`http://127.0.0.1:${ports.http}/pets/1`, { headers: { authorization: basicAuth(devKey) } }, () =>

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { request } from '../helpers/raw-http.js';
-import { spawnCli, type CliProcess } from '../helpers/run-cli.js';
+import { spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, writeSeedConfigDir } from '../helpers/test-gateway.js';
 import { createTestCertificate, type TestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
@@ -33,12 +33,7 @@ async function start(overrides: Record<string, unknown>, cwd = process.cwd()): P
   const dir = writeSeedConfigDir(petsConfig(upstream.url, overrides));
   dirs.push(dir);
   const cli = spawnCli(['start', '--config-dir', dir], { cwd });
-  await cli.waitFor('"msg":"gateway started"');
-  const line = cli
-    .stdout()
-    .split('\n')
-    .find((text) => text.includes('"msg":"gateway started"'))!;
-  const { ports } = JSON.parse(line) as { ports: { http: number; https?: number } };
+  const ports = await startedPorts(cli);
   return { cli, http: `http://127.0.0.1:${ports.http}`, ...(ports.https ? { https: ports.https } : {}) };
 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { spawnCli, type CliProcess } from '../helpers/run-cli.js';
+import { spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 import { adminUser, petsConfig, userAuth, writeSeedConfigDir } from '../helpers/test-gateway.js';
 
 const dirs: string[] = [];
@@ -21,12 +21,7 @@ async function startGateway(prefix: string): Promise<string> {
   dirs.push(dir);
   const cli = spawnCli(['start', '--config-dir', dir]);
   processes.push(cli);
-  await cli.waitFor('"msg":"gateway started"');
-  const line = cli
-    .stdout()
-    .split('\n')
-    .find((text) => text.includes('"msg":"gateway started"'))!;
-  const { ports } = JSON.parse(line) as { ports: { admin: number } };
+  const ports = await startedPorts(cli);
   return `http://127.0.0.1:${ports.admin}/api/portal/v1.3`;
 }
 

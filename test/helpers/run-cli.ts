@@ -87,3 +87,19 @@ export function runCli(
 ) {
   return spawnCli(args, options).exited;
 }
+
+export interface StartedPorts {
+  http: number;
+  admin: number;
+  https?: number;
+}
+
+/** Waits for a started gateway's "gateway started" log line and answers the ports it bound. */
+export async function startedPorts(cli: CliProcess, timeoutMs = 10_000): Promise<StartedPorts> {
+  await cli.waitFor('"msg":"gateway started"', timeoutMs);
+  const line = cli
+    .stdout()
+    .split('\n')
+    .find((text) => text.includes('"msg":"gateway started"'))!;
+  return (JSON.parse(line) as { ports: StartedPorts }).ports;
+}

@@ -3,7 +3,7 @@ import http from 'node:http';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { clusterTools, startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
-import { spawnCli, type CliProcess } from '../helpers/run-cli.js';
+import { spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 import {
   adminUser,
   basicAuth,
@@ -43,12 +43,7 @@ async function startFleet(store: Record<string, unknown>, size: number): Promise
       Array.from({ length: size }, async () => {
         const cli = spawnCli(['start', '--config-dir', dir]);
         processes.push(cli);
-        await cli.waitFor('"msg":"gateway started"', 20_000);
-        const line = cli
-          .stdout()
-          .split('\n')
-          .find((text) => text.includes('"msg":"gateway started"'))!;
-        const { ports } = JSON.parse(line) as { ports: { http: number; admin: number } };
+        const ports = await startedPorts(cli, 20_000);
         return {
           url: `http://127.0.0.1:${ports.http}`,
           admin: `http://127.0.0.1:${ports.admin}/api/portal/v1.3`,
