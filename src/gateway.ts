@@ -7,7 +7,7 @@ import { sendError } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
 import { applyForwardedHeaders } from './proxy/forwarded-headers.js';
-import { stripRequestHopByHop } from './proxy/hop-by-hop.js';
+import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
 import type { Exchange, UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
@@ -50,7 +50,14 @@ export class Gateway {
   private draining = false;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly parts: GatewayParts) {}
+  /** Request fields that never go upstream, besides the hop-by-hop ones. */
+  private readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
+
+  constructor(private readonly parts: GatewayParts) {
+    // The gateway already answered any `Expect: 100-continue`; the upstream must not answer it again.
+    const always = ['expect', ...(parts.forwardCredentials ? [] : ['authorization', 'apikey'])];
+    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, 'forwarded']) };
+  }
 
   /** The `request` listener of the data-plane servers. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
@@ -201,15 +208,11 @@ export class Gateway {
   }
 
   private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
-    stripRequestHopByHop(req.headers);
-    // The gateway already answered any `Expect: 100-continue`; the upstream must not answer it again.
-    delete req.headers.expect;
-    if (!this.parts.forwardCredentials) {
-      delete req.headers.authorization;
-      delete req.headers.apikey;
-    }
-    applyForwardedHeaders(req, this.parts.trustedPeers);
-    req.headers['x-request-id'] = requestId;
+    const peerTrusted = this.parts.trustedPeers.trusts(req.socket.remoteAddress);
+    const headers = endToEndRequestHeaders(req.headers, this.dropped[peerTrusted ? 'trusted' : 'untrusted']);
+    applyForwardedHeaders(req, headers, peerTrusted);
+    headers['x-request-id'] = requestId;
+    req.headers = headers;
   }
 
   private finish(req: IncomingMessage, res: ServerResponse, record: RequestRecord, elapsedMs: number): void {

@@ -40,21 +40,11 @@ export interface UpstreamProxyOptions {
  * to the client.
  */
 export class UpstreamProxy {
-  private readonly server: ProxyServer;
-  private readonly agents = new Map<string, http.Agent>();
-  private readonly targets = new Map<string, URL>();
+  /** One http-proxy-3 server per upstream origin, its target and agent set once, not per request. */
+  private readonly servers = new Map<string, { server: ProxyServer; agent: http.Agent }>();
   private readonly exchanges = new WeakMap<IncomingMessage, ExchangeState>();
 
-  constructor(private readonly options: UpstreamProxyOptions) {
-    // selfHandleResponse: the response is written here, so hop-by-hop hygiene and byte counting are ours.
-    this.server = createProxyServer({ changeOrigin: true, selfHandleResponse: true, xfwd: false });
-    this.server.on('proxyReq', (proxyReq) => {
-      proxyReq.setTimeout(options.proxyTimeout, () =>
-        proxyReq.destroy(new UpstreamTimeoutError('upstream timeout')),
-      );
-    });
-    this.server.on('proxyRes', (proxyRes, req, res) => this.respond(proxyRes, req, res));
-  }
+  constructor(private readonly options: UpstreamProxyOptions) {}
 
   /** Forwards `req` to `api`'s upstream at `upstreamTarget`; resolves when the client response has closed. */
   forward(
@@ -83,16 +73,14 @@ export class UpstreamProxy {
         resolve(exchange);
       });
       req.url = upstreamTarget;
-      this.server.web(req, res, { target: this.targetFor(api), agent: this.agentFor(api) }, (error) =>
-        this.fail(error, req, res, state),
-      );
+      this.serverFor(api).web(req, res);
     });
   }
 
   /** Closes idle upstream connections; call after the last exchange. */
   close(): void {
-    for (const agent of this.agents.values()) agent.destroy();
-    this.agents.clear();
+    for (const { agent } of this.servers.values()) agent.destroy();
+    this.servers.clear();
   }
 
   private respond(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
@@ -141,22 +129,32 @@ export class UpstreamProxy {
     sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway');
   }
 
-  private targetFor(api: CompiledApi): URL {
-    let target = this.targets.get(api.upstreamOrigin);
-    if (!target) {
-      target = new URL(api.upstreamOrigin);
-      this.targets.set(api.upstreamOrigin, target);
-    }
-    return target;
-  }
-
-  private agentFor(api: CompiledApi): http.Agent {
-    let agent = this.agents.get(api.upstreamOrigin);
-    if (!agent) {
-      const options = { keepAlive: true, scheduling: 'lifo' as const };
-      agent = api.upstreamOrigin.startsWith('https:') ? new https.Agent(options) : new http.Agent(options);
-      this.agents.set(api.upstreamOrigin, agent);
-    }
-    return agent;
+  private serverFor(api: CompiledApi): ProxyServer {
+    const existing = this.servers.get(api.upstreamOrigin);
+    if (existing) return existing.server;
+    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const };
+    const agent = api.upstreamOrigin.startsWith('https:')
+      ? new https.Agent(agentOptions)
+      : new http.Agent(agentOptions);
+    // selfHandleResponse: the response is written here, so hop-by-hop hygiene and byte counting are ours.
+    const server = createProxyServer({
+      target: new URL(api.upstreamOrigin),
+      agent,
+      changeOrigin: true,
+      selfHandleResponse: true,
+      xfwd: false,
+    });
+    server.on('proxyReq', (proxyReq) => {
+      proxyReq.setTimeout(this.options.proxyTimeout, () =>
+        proxyReq.destroy(new UpstreamTimeoutError('upstream timeout')),
+      );
+    });
+    server.on('proxyRes', (proxyRes, req, res) => this.respond(proxyRes, req, res));
+    server.on('error', (error, req, res) => {
+      const state = this.exchanges.get(req);
+      if (state && 'writeHead' in res) this.fail(error, req, res, state);
+    });
+    this.servers.set(api.upstreamOrigin, { server, agent });
+    return server;
   }
 }
