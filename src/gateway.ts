@@ -159,23 +159,17 @@ export class Gateway {
     restrictions: ApplicableRestriction[],
     declaredBytes: number,
   ): Promise<boolean> {
-    const specs: CounterSpec[] = restrictions.map((restriction) =>
-      restriction.type === 'throttle'
-        ? {
-            key: restriction.counterKey,
-            limit: restriction.limit,
-            windowMs: restriction.windowMs,
-            cost: 1,
-            need: 1,
-          }
-        : {
-            key: restriction.counterKey,
-            limit: restriction.limit,
-            windowMs: restriction.windowMs,
-            cost: declaredBytes,
-            need: Math.max(declaredBytes, 1),
-          },
-    );
+    // A throttle charges one message; a throttlemb charges the declared body and needs room for at least a byte.
+    const specs: CounterSpec[] = restrictions.map(({ counterKey, limit, windowMs, type }) => {
+      const bytes = type === 'throttlemb';
+      return {
+        key: counterKey,
+        limit,
+        windowMs,
+        cost: bytes ? declaredBytes : 1,
+        need: bytes ? Math.max(declaredBytes, 1) : 1,
+      };
+    });
     const verdict = await this.parts.limiter.consume(specs);
     if (verdict === 'unavailable') {
       record.quota = 'unavailable';

@@ -223,6 +223,22 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     },
   );
 
+  /** An application's own quota: always of type APPLICATION. */
+  const buildOwn = (dto: QuotaDto, id: string): Quota => {
+    const quota = build(dto, id, false);
+    if (quota.type !== 'APPLICATION')
+      throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
+    return quota;
+  };
+
+  const ownQuota = (id: string): StoredQuota => {
+    const applicationId = application(id);
+    const own = repository.ofApplication(applicationId);
+    if (!own)
+      throw new AdminError(404, [`application '${applicationId}' has no quota of its own; POST creates one`]);
+    return own;
+  };
+
   const applicationSchema = (summary: string, success: Record<string, unknown>, body = false) => ({
     schema: {
       summary,
@@ -255,9 +271,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const applicationId = application(request.params.id);
-      const quota = build(request.body, randomUUID(), false);
-      if (quota.type !== 'APPLICATION')
-        throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
+      const quota = buildOwn(request.body, randomUUID());
       if (repository.ofApplication(applicationId)) {
         throw new AdminError(409, [`application '${applicationId}' already has a quota; PUT updates it`]);
       }
@@ -274,15 +288,8 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     ),
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
-      const applicationId = application(request.params.id);
-      const current = repository.ofApplication(applicationId);
-      if (!current)
-        throw new AdminError(404, [
-          `application '${applicationId}' has no quota of its own; POST creates one`,
-        ]);
-      const quota = build(request.body, current.quota.id, false);
-      if (quota.type !== 'APPLICATION')
-        throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
+      const current = ownQuota(request.params.id);
+      const quota = buildOwn(request.body, current.quota.id);
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
     },
   );
@@ -294,9 +301,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     }),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
-      const applicationId = application(request.params.id);
-      const current = repository.ofApplication(applicationId);
-      if (!current) throw new AdminError(404, [`application '${applicationId}' has no quota of its own`]);
+      const current = ownQuota(request.params.id);
       await repository.remove(current.quota.id, requiredEtag(request, current));
       return reply.code(204).send();
     },

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import { Cluster, type Redis } from 'ioredis';
 import type { RedisConnection } from '../redis/connect-redis.js';
+import { readLuaScript } from '../redis/lua-script.js';
 import {
   bucketMsOf,
   bucketsPerWindow,
@@ -14,8 +14,6 @@ interface CounterScripts {
   quotagateConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number[]>;
   quotagateUsage(key: string, buckets: string, bucketMs: string, now: string): Promise<number>;
 }
-
-const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
 
 /** Longest time measured units wait for a check to travel with. */
 const flushAfterMs = 50;
@@ -42,8 +40,8 @@ export class RedisCounterStore implements CounterStore {
   ) {
     this.keyPrefix = `${prefix}{counters}:`;
     // numberOfKeys is left out: each call says how many counters it checks.
-    redis.defineCommand('quotagateConsume', { lua: lua('consume') });
-    redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: lua('usage') });
+    redis.defineCommand('quotagateConsume', { lua: readLuaScript(import.meta.url, 'consume') });
+    redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: readLuaScript(import.meta.url, 'usage') });
   }
 
   private get scripts(): CounterScripts {
@@ -68,9 +66,7 @@ export class RedisCounterStore implements CounterStore {
    */
   async add(additions: readonly CounterAddition[]): Promise<void> {
     for (const { key, windowMs, amount } of additions) {
-      if (amount <= 0) continue;
-      const pending = this.pending.get(key);
-      this.pending.set(key, { windowMs, amount: (pending?.amount ?? 0) + amount });
+      if (amount > 0) this.queue(key, windowMs, amount);
     }
     if (this.pending.size > 0 && !this.flushTimer) {
       this.flushTimer = setTimeout(() => void this.flush(), flushAfterMs);
@@ -103,6 +99,10 @@ export class RedisCounterStore implements CounterStore {
     if (this.flushTimer) clearTimeout(this.flushTimer);
   }
 
+  private queue(key: string, windowMs: number, amount: number): void {
+    this.pending.set(key, { windowMs, amount: (this.pending.get(key)?.amount ?? 0) + amount });
+  }
+
   /** One script call: the queued additions, then the check. Additions that fail to travel stay queued. */
   private async send(specs: readonly CounterSpec[]): Promise<number[]> {
     if (this.flushTimer) clearTimeout(this.flushTimer);
@@ -128,13 +128,7 @@ export class RedisCounterStore implements CounterStore {
     try {
       return await this.scripts.quotagateConsume(keys.length, ...keys, ...args);
     } catch (error) {
-      for (const [key, addition] of additions) {
-        const pending = this.pending.get(key);
-        this.pending.set(key, {
-          windowMs: addition.windowMs,
-          amount: addition.amount + (pending?.amount ?? 0),
-        });
-      }
+      for (const [key, { windowMs, amount }] of additions) this.queue(key, windowMs, amount);
       throw error;
     }
   }

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import type { Logger } from '../log.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
+import { readLuaScript } from '../redis/lua-script.js';
 import { etagOf, serializeRecord, wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
 import {
   QuotaConflict,
@@ -34,8 +34,6 @@ interface QuotaScripts {
   ): Promise<ScriptReply>;
 }
 
-const lua = (name: string) => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
-
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
 const casAttempts = 5;
 
@@ -62,9 +60,18 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       apps: `${prefix}{quotas}:applications`,
       channel: `${prefix}quotas:changes`,
     };
-    redis.defineCommand('quotaCreate', { numberOfKeys: 2, lua: lua('quota-create') });
-    redis.defineCommand('quotaReplace', { numberOfKeys: 1, lua: lua('quota-replace') });
-    redis.defineCommand('quotaRemove', { numberOfKeys: 2, lua: lua('quota-remove') });
+    redis.defineCommand('quotaCreate', {
+      numberOfKeys: 2,
+      lua: readLuaScript(import.meta.url, 'quota-create'),
+    });
+    redis.defineCommand('quotaReplace', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'quota-replace'),
+    });
+    redis.defineCommand('quotaRemove', {
+      numberOfKeys: 2,
+      lua: readLuaScript(import.meta.url, 'quota-remove'),
+    });
     this.records = new Map(wellKnownQuotas().map((record) => [record.quota.id, stored(record)]));
   }
 
