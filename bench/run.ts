@@ -13,7 +13,8 @@ import { markdownTable, median, svgChart, type Row } from './report.js';
 const { values } = parseArgs({
   options: {
     seconds: { type: 'string', default: '8' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
+    'warmup-seconds': { type: 'string', default: '10' },
     connections: { type: 'string', default: '50' },
     'soak-seconds': { type: 'string', default: '60' },
     'skip-accuracy': { type: 'boolean', default: false },
@@ -159,8 +160,13 @@ async function main(): Promise<void> {
   const load = (url: string, duration = seconds) =>
     runLoad(wrk, { url, connections, seconds: duration, headers });
 
-  say(`warming up ${targets.length} setups`);
-  for (const target of targets) await load(target.url, 2);
+  // The JIT of a Node proxy settles only after several seconds of load; unwarmed, the first round of the
+  // setups with the most JavaScript would understate them.
+  const warmupSeconds = Number(values['warmup-seconds']);
+  for (const target of targets) {
+    say(`warming up: ${target.name} (${warmupSeconds} s)`);
+    await load(target.url, warmupSeconds);
+  }
 
   const results = new Map<string, LoadResult[]>(targets.map((target) => [target.name, []]));
   for (let round = 1; round <= rounds; round += 1) {

@@ -10,9 +10,18 @@ export const deadlinePassed = Symbol('deadline passed');
  * to a timer that is merely late.
  */
 export function beforeDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeof deadlinePassed> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<typeof deadlinePassed>((resolve) => {
-    timer = setTimeout(() => setImmediate(() => resolve(deadlinePassed)), ms);
+  // One promise and one timer per call: this runs once per request on the Redis path.
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => setImmediate(resolve, deadlinePassed), ms);
+    work.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }

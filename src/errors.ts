@@ -29,19 +29,25 @@ export function errorBody(code: DataPlaneErrorCode): string {
   return bodies.get(code) as string;
 }
 
-/** Ends `res` with the error's status and body; does nothing when the response has already started. */
+/**
+ * Ends `res` with the error's status and body; does nothing when the response has already started.
+ * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
+ */
 export function sendError(
   res: ServerResponse,
   code: DataPlaneErrorCode,
-  headers: Record<string, string> = {},
+  fields: readonly string[] = [],
 ): void {
   if (res.headersSent) return;
   const body = errorBody(code);
-  res.writeHead(dataPlaneErrors[code].status, {
-    ...headers,
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(body),
-    'cache-control': 'no-store',
-  });
+  res.writeHead(dataPlaneErrors[code].status, [
+    ...fields,
+    'content-type',
+    'application/json',
+    'content-length',
+    String(Buffer.byteLength(body)),
+    'cache-control',
+    'no-store',
+  ]);
   res.end(body);
 }

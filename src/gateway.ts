@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { Authenticator, Principal } from './auth/authenticator.js';
+import type { AuthResult, Authenticator, Principal } from './auth/authenticator.js';
 import { normalizeTarget } from './catalog/normalize-path.js';
 import type { RouteMatch, Router } from './catalog/router.js';
 import { sendError } from './errors.js';
@@ -9,10 +9,10 @@ import type { Metrics } from './metrics.js';
 import { applyForwardedHeaders } from './proxy/forwarded-headers.js';
 import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
-import type { Exchange, UpstreamProxy } from './proxy/upstream-proxy.js';
+import { outcomeOf, type Exchange, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
-import type { Limiter } from './limiter/limiter.js';
-import { closestToLimit, rateLimitHeaders } from './limiter/rate-limit-headers.js';
+import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
+import { closestToLimit, rateLimitFields } from './limiter/rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 
@@ -30,20 +30,34 @@ export interface GatewayParts {
 }
 
 /** What one request did, for the access log and the metrics. */
-interface RequestRecord {
-  id: string;
-  route: RouteMatch | null;
-  principal: Principal | null;
+class RequestRecord {
+  route: RouteMatch | null = null;
+  principal: Principal | null = null;
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
-  unvalidated: boolean;
-  exchange: Exchange | null;
+  unvalidated = false;
+  exchange: Exchange | null = null;
   /** How the quota check ended, for the access log. */
-  quota: 'allowed' | 'rejected' | 'unavailable' | null;
+  quota: 'allowed' | 'rejected' | 'unavailable' | null = null;
+  /** Response fields the gateway adds, as name, value pairs (lower-case names). */
+  readonly fields: string[];
+  /** Byte counters (throttlemb) to charge with what the exchange moved beyond the declared body. */
+  byteCounters: readonly ApplicableRestriction[] = [];
+  declaredBytes = 0;
+
+  constructor(
+    readonly id: string,
+    readonly startedAt: number,
+  ) {
+    this.fields = ['x-request-id', id];
+  }
 }
+
+const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 /**
  * The per-request pipeline of the data plane, in order: request id, path normalization, routing,
- * authentication, forwarding; then one access-log line.
+ * authentication, quota check, forwarding; then, once the response has closed, the byte charge and one
+ * access-log line. Work that can finish at once does: no promise is awaited that is not pending.
  */
 export class Gateway {
   private inFlight = 0;
@@ -61,7 +75,16 @@ export class Gateway {
 
   /** The `request` listener of the data-plane servers. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
-    void this.serve(req, res);
+    const record = new RequestRecord(requestIdOf(req), performance.now());
+    this.inFlight += 1;
+    res.once('close', () => this.finish(req, res, record));
+    if (this.draining) record.fields.push('connection', 'close');
+    try {
+      const pending = this.pipeline(req, res, record);
+      if (pending) pending.catch((error: unknown) => this.failed(res, record, error));
+    } catch (error) {
+      this.failed(res, record, error);
+    }
   };
 
   /** From now on every response asks the client to close its connection. */
@@ -81,122 +104,104 @@ export class Gateway {
     });
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const startedAt = performance.now();
-    const closed = new Promise<void>((resolve) => res.once('close', resolve));
-    this.inFlight += 1;
-    const record: RequestRecord = {
-      id: requestIdOf(req),
-      route: null,
-      principal: null,
-      unvalidated: false,
-      exchange: null,
-      quota: null,
-    };
-    res.setHeader('x-request-id', record.id);
-    if (this.draining) res.setHeader('connection', 'close');
-    try {
-      await this.pipeline(req, res, record);
-    } catch (error) {
-      this.parts.logger.error({ err: error, requestId: record.id }, 'request pipeline failed');
-      sendError(res, 'internal_error');
-    }
-    await closed;
-    this.finish(req, res, record, performance.now() - startedAt);
+  private failed(res: ServerResponse, record: RequestRecord, error: unknown): void {
+    this.parts.logger.error({ err: error, requestId: record.id }, 'request pipeline failed');
+    sendError(res, 'internal_error', record.fields);
   }
 
-  private async pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> {
+  /** Routes and authenticates; returns a promise only when authentication has to wait. */
+  private pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> | void {
     const target = normalizeTarget(req.url ?? '', req.headers.host);
     if (!target.ok) {
       this.parts.logger.debug({ requestId: record.id, reason: target.reason }, 'request target rejected');
-      return sendError(res, 'bad_request');
+      return sendError(res, 'bad_request', record.fields);
     }
-    const verb = req.method ?? 'GET';
-    record.route = this.parts.router.match(verb, target.segments, target.trailingSlash, target.query);
-    if (!record.route) return sendError(res, 'not_found');
+    record.route = this.parts.router.match(
+      req.method ?? 'GET',
+      target.segments,
+      target.trailingSlash,
+      target.query,
+    );
+    if (!record.route) return sendError(res, 'not_found', record.fields);
 
-    const auth = await this.parts.authenticator.authenticate(req, res);
+    const auth = this.parts.authenticator.authenticate(req, res);
+    if (isPromise(auth)) return auth.then((result) => this.authenticated(req, res, record, result));
+    return this.authenticated(req, res, record, auth);
+  }
+
+  /** Checks the quotas, then forwards; returns a promise only when the quota check has to wait. */
+  private authenticated(
+    req: IncomingMessage,
+    res: ServerResponse,
+    record: RequestRecord,
+    auth: AuthResult,
+  ): Promise<void> | void {
     if (res.headersSent || res.writableEnded) return;
     if (!auth.ok) {
       const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-      return sendError(res, auth.reject, challenge ? { 'www-authenticate': challenge } : {});
+      return sendError(
+        res,
+        auth.reject,
+        challenge ? [...record.fields, 'www-authenticate', challenge] : record.fields,
+      );
     }
     record.principal = auth.principal;
     record.unvalidated = auth.unvalidated === true;
 
-    const declaredBytes = declaredLength(req);
+    const route = record.route!;
+    const verb = req.method ?? 'GET';
     const restrictions = this.parts
       .quotas()
       .applicableTo(
-        record.route.api.config.id.toLowerCase(),
-        record.route.method?.id.toLowerCase() ?? null,
+        route.api.config.id.toLowerCase(),
+        route.method?.id.toLowerCase() ?? null,
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
-    if (restrictions.length > 0 && !(await this.admit(res, record, restrictions, declaredBytes))) return;
-
-    this.prepareUpstreamHeaders(req, record.id);
-    record.exchange = await this.parts.proxy.forward(req, res, record.route.api, record.route.upstreamTarget);
-
-    const byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
-    if (byteCounters.length > 0) {
-      // Request bytes beyond those declared (and charged) up front, and every response byte.
-      const amount = Math.max(0, record.exchange.bytesIn - declaredBytes) + record.exchange.bytesOut;
-      await this.parts.limiter.add(
-        byteCounters.map((restriction) => ({
-          key: restriction.counterKey,
-          windowMs: restriction.windowMs,
-          amount,
-        })),
-      );
+    if (restrictions.length === 0) return this.forward(req, res, record);
+    record.declaredBytes = declaredLength(req);
+    record.byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
+    const verdict = this.parts.limiter.consume(counterSpecs(restrictions, record.declaredBytes));
+    if (isPromise(verdict)) {
+      return verdict.then((settled) => {
+        if (this.admitted(res, record, restrictions, settled)) this.forward(req, res, record);
+      });
     }
+    if (this.admitted(res, record, restrictions, verdict)) this.forward(req, res, record);
   }
 
-  /** Checks and charges every restriction in one step; answers 429 or 503 itself when it must. */
-  private async admit(
+  private forward(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
+    const route = record.route!;
+    this.prepareUpstreamHeaders(req, record.id);
+    record.exchange = this.parts.proxy.forward(req, res, route.api, route.upstreamTarget, record.fields);
+  }
+
+  /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
+  private admitted(
     res: ServerResponse,
     record: RequestRecord,
-    restrictions: ApplicableRestriction[],
-    declaredBytes: number,
-  ): Promise<boolean> {
-    // A throttle charges one message; a throttlemb charges the declared body and needs room for at least a byte.
-    const specs: CounterSpec[] = restrictions.map(({ counterKey, limit, windowMs, type }) => {
-      const bytes = type === 'throttlemb';
-      return {
-        key: counterKey,
-        limit,
-        windowMs,
-        cost: bytes ? declaredBytes : 1,
-        need: bytes ? Math.max(declaredBytes, 1) : 1,
-      };
-    });
-    const verdict = await this.parts.limiter.consume(specs);
+    restrictions: readonly ApplicableRestriction[],
+    verdict: LimiterVerdict,
+  ): boolean {
     if (verdict === 'unavailable') {
       record.quota = 'unavailable';
-      sendError(res, 'service_unavailable');
+      sendError(res, 'service_unavailable', record.fields);
       return false;
     }
     const { metrics } = this.parts;
     restrictions.forEach((restriction, i) => {
-      const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
-      if (verdict.allowed || full) {
-        metrics.quotaDecisions.inc({
-          quota: restriction.quotaId,
-          restriction: String(restriction.index),
-          decision: verdict.allowed ? 'allowed' : 'rejected',
-        });
-      }
+      const need = restriction.type === 'throttlemb' ? Math.max(record.declaredBytes, 1) : 1;
+      const full = (verdict.states[i]?.used ?? 0) + need > restriction.limit;
+      if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
     });
     if (verdict.states.length > 0) {
       const closest = closestToLimit(restrictions, verdict.states);
-      const headers = rateLimitHeaders(restrictions[closest]!, verdict.states[closest]!);
-      for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+      record.fields.push(...rateLimitFields(restrictions[closest]!, verdict.states[closest]!));
     }
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (!verdict.allowed) {
-      sendError(res, 'quota_exceeded', {
-        'retry-after': String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000))),
-      });
+      const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
+      sendError(res, 'quota_exceeded', [...record.fields, 'retry-after', retryAfter]);
     }
     return verdict.allowed;
   }
@@ -209,41 +214,73 @@ export class Gateway {
     req.headers = headers;
   }
 
-  private finish(req: IncomingMessage, res: ServerResponse, record: RequestRecord, elapsedMs: number): void {
+  /** Once the response has closed: charges the bytes it moved, then logs and counts it. */
+  private finish(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
+    const elapsedMs = performance.now() - record.startedAt;
     const { route, exchange } = record;
+    const outcome = exchange ? outcomeOf(exchange, res) : null;
+    if (exchange && record.byteCounters.length > 0) this.chargeBytes(record, exchange);
     const status = exchange?.status || res.statusCode;
+    const { logger, metrics } = this.parts;
+    if (logger.isLevelEnabled('info')) {
+      logger.info(
+        {
+          requestId: record.id,
+          verb: req.method,
+          api: route?.api.config.name ?? null,
+          method: route?.method?.name ?? null,
+          subject: record.principal?.subject ?? null,
+          ...(record.unvalidated ? { unvalidated: true } : {}),
+          status,
+          bytesIn: exchange?.bytesIn ?? 0,
+          bytesOut: exchange?.bytesOut ?? 0,
+          upstreamMs:
+            exchange?.upstreamMs === null || !exchange ? null : Math.round(exchange.upstreamMs * 100) / 100,
+          outcome,
+          quota: record.quota,
+          ms: Math.round(elapsedMs * 100) / 100,
+        },
+        'request',
+      );
+    }
     const apiId = route?.api.config.id ?? 'none';
-    const methodId = route?.method?.id ?? 'none';
-    this.parts.logger.info(
-      {
-        requestId: record.id,
-        verb: req.method,
-        api: route?.api.config.name ?? null,
-        method: route?.method?.name ?? null,
-        subject: record.principal?.subject ?? null,
-        ...(record.unvalidated ? { unvalidated: true } : {}),
-        status,
-        bytesIn: exchange?.bytesIn ?? 0,
-        bytesOut: exchange?.bytesOut ?? 0,
-        upstreamMs:
-          exchange?.upstreamMs === null || !exchange ? null : Math.round(exchange.upstreamMs * 100) / 100,
-        outcome: exchange?.outcome ?? null,
-        quota: record.quota,
-        ms: Math.round(elapsedMs * 100) / 100,
-      },
-      'request',
-    );
-    const { metrics } = this.parts;
-    metrics.requests.inc({ api: apiId, method: methodId, status: String(status) });
-    metrics.duration.observe({ api: apiId }, elapsedMs / 1000);
-    if (exchange && exchange.outcome !== 'completed' && exchange.outcome !== 'client_aborted') {
-      metrics.upstreamErrors.inc({ api: apiId, outcome: exchange.outcome });
+    metrics.request(apiId, route?.method?.id ?? 'none', status, elapsedMs / 1000);
+    if (outcome && outcome !== 'completed' && outcome !== 'client_aborted') {
+      metrics.upstreamErrors.inc({ api: apiId, outcome });
     }
     this.inFlight -= 1;
     if (this.inFlight === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
+
+  /** Request bytes beyond those declared (and charged up front), and every response byte. */
+  private chargeBytes(record: RequestRecord, exchange: Exchange): void {
+    const amount = Math.max(0, exchange.bytesIn - record.declaredBytes) + exchange.bytesOut;
+    if (amount === 0) return;
+    const additions = record.byteCounters.map((restriction) => ({
+      key: restriction.counterKey,
+      windowMs: restriction.windowMs,
+      amount,
+    }));
+    this.parts.limiter.add(additions).catch((error: unknown) => {
+      this.parts.logger.error({ err: error, requestId: record.id }, 'charging measured bytes failed');
+    });
+  }
+}
+
+/** A throttle charges one message; a throttlemb charges the declared body and needs room for at least a byte. */
+function counterSpecs(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
+  return restrictions.map(({ counterKey, limit, windowMs, type }) => {
+    const bytes = type === 'throttlemb';
+    return {
+      key: counterKey,
+      limit,
+      windowMs,
+      cost: bytes ? declaredBytes : 1,
+      need: bytes ? Math.max(declaredBytes, 1) : 1,
+    };
+  });
 }
 
 /** The request's declared body length, or 0 when it declares none (chunked) or a malformed one. */

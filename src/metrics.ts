@@ -9,36 +9,74 @@ export interface Metrics {
   quotaDecisions: Counter<'quota' | 'restriction' | 'decision'>;
   counterStoreShared: Gauge;
   counterStoreSwitches: Counter<'to'>;
+  /** Counts one answered request and observes its duration. */
+  request(api: string, method: string, status: number, seconds: number): void;
+  /** Counts one quota decision of one restriction. */
+  quotaDecision(restriction: { quotaId: string; index: number }, allowed: boolean): void;
 }
+
+/**
+ * Child metrics looked up through nested maps of label values: prom-client would otherwise hash a label
+ * object on every call of the request path, and a joined key would build a string per call.
+ */
+class Children<T> {
+  private readonly byFirst = new Map<string, Map<string, Map<string, T>>>();
+
+  constructor(private readonly make: (first: string, second: string, third: string) => T) {}
+
+  get(first: string, second: string, third: string): T {
+    let seconds = this.byFirst.get(first);
+    if (!seconds) this.byFirst.set(first, (seconds = new Map()));
+    let thirds = seconds.get(second);
+    if (!thirds) seconds.set(second, (thirds = new Map()));
+    let child = thirds.get(third);
+    if (!child) thirds.set(third, (child = this.make(first, second, third)));
+    return child;
+  }
+}
+
+/** Label values of statuses and restriction indexes, made once instead of per request. */
+const statusText = Array.from({ length: 600 }, (_, status) => String(status));
+const indexText = Array.from({ length: 64 }, (_, index) => String(index));
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'quotagate_' });
+  const requests = new Counter({
+    name: 'quotagate_requests_total',
+    help: 'Requests answered on the data plane, by API id, method id and status',
+    labelNames: ['api', 'method', 'status'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'quotagate_request_duration_seconds',
+    help: 'Time from request to the end of the response, by API id',
+    labelNames: ['api'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const quotaDecisions = new Counter({
+    name: 'quotagate_quota_decisions_total',
+    help: 'Quota checks by quota id, restriction index and decision (allowed, rejected)',
+    labelNames: ['quota', 'restriction', 'decision'],
+    registers: [registry],
+  });
+  const requestChildren = new Children((api, method, status) => ({
+    count: requests.labels(api, method, status),
+    duration: duration.labels(api),
+  }));
+  const decisionChildren = new Children((quota, restriction, decision) =>
+    quotaDecisions.labels(quota, restriction, decision),
+  );
   return {
     registry,
-    requests: new Counter({
-      name: 'quotagate_requests_total',
-      help: 'Requests answered on the data plane, by API id, method id and status',
-      labelNames: ['api', 'method', 'status'],
-      registers: [registry],
-    }),
-    duration: new Histogram({
-      name: 'quotagate_request_duration_seconds',
-      help: 'Time from request to the end of the response, by API id',
-      labelNames: ['api'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers: [registry],
-    }),
+    requests,
+    duration,
+    quotaDecisions,
     upstreamErrors: new Counter({
       name: 'quotagate_upstream_errors_total',
       help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset)',
       labelNames: ['api', 'outcome'],
-      registers: [registry],
-    }),
-    quotaDecisions: new Counter({
-      name: 'quotagate_quota_decisions_total',
-      help: 'Quota checks by quota id, restriction index and decision (allowed, rejected)',
-      labelNames: ['quota', 'restriction', 'decision'],
       registers: [registry],
     }),
     counterStoreShared: new Gauge({
@@ -52,5 +90,14 @@ export function createMetrics(): Metrics {
       labelNames: ['to'],
       registers: [registry],
     }),
+    request(api, method, status, seconds) {
+      const child = requestChildren.get(api, method, statusText[status] ?? String(status));
+      child.count.inc();
+      child.duration.observe(seconds);
+    },
+    quotaDecision(restriction, allowed) {
+      const index = indexText[restriction.index] ?? String(restriction.index);
+      decisionChildren.get(restriction.quotaId, index, allowed ? 'allowed' : 'rejected').inc();
+    },
   };
 }

@@ -16,9 +16,12 @@ const digest = (key: string) => createHash('sha256').update(key, 'utf8').digest(
 /**
  * The API keys valid in this environment, each mapped to the principal it identifies. Lookups compare
  * fixed-length digests in constant time and visit every key, so timing tells nothing about a key.
+ * A key once found is remembered, so its next requests skip the hashing: only valid keys are, so this
+ * holds at most one entry per configured key, and a hit tells a caller nothing the 200 does not.
  */
 export class KeyRing {
   private readonly entries: Entry[];
+  private readonly found = new Map<string, Principal>();
 
   constructor(config: Readonly<Config>, environment: Environment) {
     const keyName = `apikey_${environment}` as const;
@@ -38,11 +41,14 @@ export class KeyRing {
   }
 
   lookup(candidate: string): Principal | null {
+    const known = this.found.get(candidate);
+    if (known) return known;
     const candidateDigest = digest(candidate);
     let found: Principal | null = null;
     for (const entry of this.entries) {
       if (timingSafeEqual(entry.digest, candidateDigest)) found = entry.principal;
     }
+    if (found) this.found.set(candidate, found);
     return found;
   }
 }

@@ -45,9 +45,10 @@ export interface CounterStore {
   /**
    * Checks every counter and, only if all have room, charges all of them: one atomic step, all or
    * nothing. Rejected requests are never counted.
+   * The memory store answers at once, without a promise.
    * @throws when the store cannot be reached (the caller applies store.onError).
    */
-  consume(counters: readonly CounterSpec[]): Promise<Decision>;
+  consume(counters: readonly CounterSpec[]): Decision | Promise<Decision>;
   /** Adds units to counters without checking them. */
   add(additions: readonly CounterAddition[]): Promise<void>;
   /** Units now counted by every counter whose key starts with `keyPrefix`. */

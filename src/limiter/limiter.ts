@@ -48,24 +48,10 @@ export class Limiter {
     parts.metrics.counterStoreShared.set(this.sharedUp ? 1 : 0);
   }
 
-  async consume(specs: readonly CounterSpec[]): Promise<LimiterVerdict> {
+  /** Decides at once when this gateway's counters decide; a promise only while the shared store does. */
+  consume(specs: readonly CounterSpec[]): LimiterVerdict | Promise<LimiterVerdict> {
     const { shared } = this.parts;
-    if (shared && this.sharedUp) {
-      try {
-        return await this.withinTimeout(shared.consume(specs));
-      } catch (error) {
-        this.onSharedFailure(error as Error);
-      }
-    }
-    if (!shared) return this.parts.local.consume(specs);
-    switch (this.parts.onError) {
-      case 'local':
-        return this.parts.local.consume(specs);
-      case 'allow':
-        return admitted;
-      case 'deny':
-        return 'unavailable';
-    }
+    return shared && this.sharedUp ? this.consumeShared(shared, specs) : this.consumeWithoutShared(specs);
   }
 
   async add(additions: readonly CounterAddition[]): Promise<void> {
@@ -90,6 +76,28 @@ export class Limiter {
   close(): void {
     if (this.probeTimer) clearInterval(this.probeTimer);
     this.probeTimer = null;
+  }
+
+  private async consumeShared(shared: CounterStore, specs: readonly CounterSpec[]): Promise<LimiterVerdict> {
+    try {
+      return await this.withinTimeout(Promise.resolve(shared.consume(specs)));
+    } catch (error) {
+      this.onSharedFailure(error as Error);
+      return this.consumeWithoutShared(specs);
+    }
+  }
+
+  /** The decision of the memory store, or of store.onError while the shared store is unreachable. */
+  private consumeWithoutShared(specs: readonly CounterSpec[]): LimiterVerdict | Promise<LimiterVerdict> {
+    if (!this.parts.shared) return this.parts.local.consume(specs);
+    switch (this.parts.onError) {
+      case 'local':
+        return this.parts.local.consume(specs);
+      case 'allow':
+        return admitted;
+      case 'deny':
+        return 'unavailable';
+    }
   }
 
   private async withinTimeout<T>(work: Promise<T>): Promise<T> {

@@ -31,7 +31,7 @@ export class MemoryCounterStore implements CounterStore {
     this.lastSweep = now();
   }
 
-  async consume(specs: readonly CounterSpec[]): Promise<Decision> {
+  consume(specs: readonly CounterSpec[]): Decision {
     const now = this.now();
     this.sweep(now);
     const counters = specs.map((spec) => this.current(spec.key, spec.windowMs, now));

@@ -21,21 +21,33 @@ export function closestToLimit(
   return closest;
 }
 
+/** The restriction's name and `RateLimit-Policy` value, made once per restriction (they never change). */
+const policies = new WeakMap<ApplicableRestriction, { name: string; policy: string }>();
+
+function policyOf(restriction: ApplicableRestriction): { name: string; policy: string } {
+  let known = policies.get(restriction);
+  if (!known) {
+    const name = `"${restriction.quotaId}/${restriction.index}"`;
+    const unit = restriction.type === 'throttlemb' ? ';qu="content-bytes"' : '';
+    const windowSeconds = Math.ceil(restriction.windowMs / 1000);
+    known = { name, policy: `${name};q=${restriction.limit};w=${windowSeconds}${unit}` };
+    policies.set(restriction, known);
+  }
+  return known;
+}
+
 /**
  * `RateLimit-Policy` and `RateLimit` (IETF httpapi draft "RateLimit header fields for HTTP") of one
- * restriction: quota units `q` per window `w` seconds, `r` units remaining, `t` seconds until the oldest
- * counted units leave the window.
+ * restriction, as name, value pairs: quota units `q` per window `w` seconds, `r` units remaining, `t`
+ * seconds until the oldest counted units leave the window.
  */
-export function rateLimitHeaders(
-  restriction: ApplicableRestriction,
-  state: CounterState,
-): Record<string, string> {
-  const name = `"${restriction.quotaId}/${restriction.index}"`;
-  const unit = restriction.type === 'throttlemb' ? ';qu="content-bytes"' : '';
-  const windowSeconds = Math.ceil(restriction.windowMs / 1000);
+export function rateLimitFields(restriction: ApplicableRestriction, state: CounterState): string[] {
+  const { name, policy } = policyOf(restriction);
   const remaining = Math.max(0, restriction.limit - state.used);
-  return {
-    'ratelimit-policy': `${name};q=${restriction.limit};w=${windowSeconds}${unit}`,
-    ratelimit: `${name};r=${remaining};t=${Math.ceil(state.resetMs / 1000)}`,
-  };
+  return [
+    'ratelimit-policy',
+    policy,
+    'ratelimit',
+    `${name};r=${remaining};t=${Math.ceil(state.resetMs / 1000)}`,
+  ];
 }

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 
 // RFC 9110 §7.6.1: connection-specific fields, plus the obsolete ones proxies still meet in practice.
 const hopByHop = new Set([
@@ -42,12 +42,30 @@ export function endToEndRequestHeaders(
   return result;
 }
 
-/** The end-to-end fields of an upstream response, ready for `res.setHeader`. */
-export function endToEndResponseHeaders(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+/**
+ * Appends the end-to-end fields of an upstream response to `fields` (name, value pairs, as
+ * `res.writeHead` takes them) and returns it. Fields already in `fields`, or already set on `existing`,
+ * keep their value: the gateway's own win over the upstream's.
+ */
+export function appendEndToEndResponseFields(
+  headers: IncomingHttpHeaders,
+  fields: Array<string | string[]>,
+  existing: ServerResponse | null,
+): Array<string | string[]> {
   const dropped = namedInConnection(headers);
-  const result: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined && !hopByHop.has(name) && !dropped.has(name)) result[name] = value;
+  const gatewayCount = fields.length;
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined || hopByHop.has(name) || dropped.has(name)) continue;
+    if (gatewayCount > 0 && setAt(fields, gatewayCount, name)) continue;
+    if (existing?.hasHeader(name)) continue;
+    fields.push(name, value);
   }
-  return result;
+  return fields;
+}
+
+/** Whether the first `count` entries of a name, value list name `name` (lower case). */
+function setAt(fields: ReadonlyArray<string | string[]>, count: number, name: string): boolean {
+  for (let i = 0; i < count; i += 2) if (fields[i] === name) return true;
+  return false;
 }

@@ -63,6 +63,16 @@ describe('basic scheme: keys per environment and applications', () => {
     expect(await lastSubject(gateway)).toBe('project');
   });
 
+  it('still refuses near misses of a key it has already accepted', async () => {
+    const gateway = await gatewayWith({});
+    const status = async (key: string) =>
+      (await request(gateway.url, { path: '/pets/1', headers: { authorization: basicAuth(key) } })).status;
+    expect(await status(devKey)).toBe(200);
+    expect(await status(devKey)).toBe(200);
+    for (const near of [devKey.slice(0, -1), `${devKey}x`, devKey.toUpperCase(), ` ${devKey}`])
+      expect(await status(near)).toBe(401);
+  });
+
   it('uses the production keys when NODE_ENV=production and rejects the development ones', async () => {
     // Production refuses plain admin passwords, so this gateway has no admin users.
     const gateway = await gatewayWith(

@@ -201,6 +201,54 @@ describe('bodies', () => {
       outcome: 'completed',
     });
   });
+  it('streams a large response to a slow reader whole, holding the upstream back meanwhile', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 'q');
+    const chunks = 1024; // 64 MiB: far more than the socket buffers on the way hold
+    let upstreamEnded = false;
+    let endedBeforeReading = true;
+    const upstream = await upstreamWith((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      let sent = 0;
+      const more = () => {
+        while (sent < chunks) {
+          sent += 1;
+          if (!res.write(chunk)) {
+            res.once('drain', more);
+            return;
+          }
+        }
+        upstreamEnded = true;
+        res.end();
+      };
+      more();
+    });
+    const gateway = await gatewayFor(upstream.url);
+    const received = await new Promise<number>((resolve, reject) => {
+      http
+        .get(`${gateway.url}/pets/1`, { headers: auth }, (res) => {
+          let bytes = 0;
+          res.pause();
+          // Reads nothing for a while, so the gateway must stop reading the upstream rather than buffer.
+          setTimeout(() => {
+            endedBeforeReading = upstreamEnded;
+            res.on('data', (data: Buffer) => {
+              for (const byte of data) if (byte !== 0x71) reject(new Error('corrupted byte'));
+              bytes += data.length;
+            });
+            res.on('end', () => resolve(bytes));
+            res.resume();
+          }, 200);
+        })
+        .on('error', reject);
+    });
+    expect(received).toBe(chunk.length * chunks);
+    expect(endedBeforeReading).toBe(false);
+    await nextTick();
+    expect(accessLines(gateway).at(-1)).toMatchObject({
+      bytesOut: chunk.length * chunks,
+      outcome: 'completed',
+    });
+  });
 });
 
 describe('upstream failures', () => {
