@@ -161,13 +161,14 @@ export class Gateway {
     if (restrictions.length === 0) return this.forward(req, res, record);
     record.declaredBytes = declaredLength(req);
     record.byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
-    const verdict = this.parts.limiter.consume(counterSpecs(restrictions, record.declaredBytes));
+    const specs = counterSpecs(restrictions, record.declaredBytes);
+    const verdict = this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
       return verdict.then((settled) => {
-        if (this.admitted(res, record, restrictions, settled)) this.forward(req, res, record);
+        if (this.admitted(res, record, restrictions, specs, settled)) this.forward(req, res, record);
       });
     }
-    if (this.admitted(res, record, restrictions, verdict)) this.forward(req, res, record);
+    if (this.admitted(res, record, restrictions, specs, verdict)) this.forward(req, res, record);
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
@@ -181,6 +182,7 @@ export class Gateway {
     res: ServerResponse,
     record: RequestRecord,
     restrictions: readonly ApplicableRestriction[],
+    specs: readonly CounterSpec[],
     verdict: LimiterVerdict,
   ): boolean {
     if (verdict === 'unavailable') {
@@ -190,8 +192,7 @@ export class Gateway {
     }
     const { metrics } = this.parts;
     restrictions.forEach((restriction, i) => {
-      const need = restriction.type === 'throttlemb' ? Math.max(record.declaredBytes, 1) : 1;
-      const full = (verdict.states[i]?.used ?? 0) + need > restriction.limit;
+      const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
     });
     if (verdict.states.length > 0) {

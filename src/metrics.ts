@@ -3,10 +3,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
 export interface Metrics {
   registry: Registry;
-  requests: Counter<'api' | 'method' | 'status'>;
-  duration: Histogram<'api'>;
   upstreamErrors: Counter<'api' | 'outcome'>;
-  quotaDecisions: Counter<'quota' | 'restriction' | 'decision'>;
   counterStoreShared: Gauge;
   counterStoreSwitches: Counter<'to'>;
   /** Counts one answered request and observes its duration. */
@@ -70,9 +67,6 @@ export function createMetrics(): Metrics {
   );
   return {
     registry,
-    requests,
-    duration,
-    quotaDecisions,
     upstreamErrors: new Counter({
       name: 'quotagate_upstream_errors_total',
       help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset)',
