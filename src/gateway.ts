@@ -172,6 +172,8 @@ export class Gateway {
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
+    // The client left while auth or the quota check was pending: its request has been logged already.
+    if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(req, record.id);
     record.exchange = this.parts.proxy.forward(req, res, route.api, route.upstreamTarget, record.fields);

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthenticator } from '../../src/auth/create-authenticator.js';
@@ -36,9 +37,11 @@ async function pluginGateway(plugin: string, extra: Record<string, unknown> = {}
   return gateway;
 }
 
+const accessLines = (gateway: TestGateway) => gateway.logs.filter((line) => line.msg === 'request');
+
 const lastAccess = async (gateway: TestGateway) => {
   await new Promise((resolve) => setImmediate(resolve));
-  return gateway.logs.filter((line) => line.msg === 'request').at(-1);
+  return accessLines(gateway).at(-1);
 };
 
 describe('plugin scheme: the three forms of validateRequest', () => {
@@ -107,6 +110,27 @@ describe('plugin scheme: matchURL, timeouts, own answers', () => {
     expect(JSON.parse(res.body).id).toBe('com.vendor.api.service_unavailable');
     expect(Date.now() - started).toBeLessThan(1000);
     expect(upstream.requests.length).toBe(before);
+  });
+
+  it('does not forward a request whose client left while the plugin was deciding', async () => {
+    const held: Array<() => void> = [];
+    (globalThis as { quotagateHeld?: Array<() => void> }).quotagateHeld = held;
+    const gateway = await pluginGateway('./test/fixtures/plugins/held-plugin.js');
+    expect((await request(gateway.url, { path: '/pets/7' })).status).toBe(200);
+    const idleSocket = upstream.requests.at(-1)!.socket;
+    const client = net.connect(Number(new URL(gateway.url).port), '127.0.0.1');
+    client.write('GET /pets/7 HTTP/1.1\r\nHost: gw\r\nX-Hold: 1\r\n\r\n');
+    while (held.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    const logged = accessLines(gateway).length;
+    client.destroy();
+    while (accessLines(gateway).length === logged) await new Promise((resolve) => setImmediate(resolve));
+    const before = upstream.requests.length;
+    held[0]!();
+    // A request sent after the release reaches the upstream after anything the release sent, and on the
+    // idle keep-alive connection: nothing forwarded for the departed client holds that one busy.
+    expect((await request(gateway.url, { path: '/pets/8' })).status).toBe(200);
+    expect(upstream.requests.slice(before).map((seen) => seen.url)).toEqual(['/8']);
+    expect(upstream.requests.at(-1)!.socket).toBe(idleSocket);
   });
 
   it('leaves the answer to a plugin that already answered through res', async () => {
