@@ -8,6 +8,8 @@ export const dataPlaneErrors = {
   bad_request: { status: 400, message: 'Bad Request' },
   unauthorized: { status: 401, message: 'Unauthorized' },
   not_found: { status: 404, message: 'Not Found' },
+  method_not_allowed: { status: 405, message: 'Method Not Allowed' },
+  payload_too_large: { status: 413, message: 'Payload Too Large' },
   quota_exceeded: { status: 429, message: 'Too Many Requests' },
   internal_error: { status: 500, message: 'Internal Server Error' },
   bad_gateway: { status: 502, message: 'Bad Gateway' },

@@ -3,10 +3,10 @@ import { performance } from 'node:perf_hooks';
 import type { AuthResult, Authenticator, Principal } from './auth/authenticator.js';
 import { normalizeTarget } from './catalog/normalize-path.js';
 import type { RouteMatch, Router } from './catalog/router.js';
-import { sendError } from './errors.js';
+import { sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { applyForwardedHeaders } from './proxy/forwarded-headers.js';
+import { applyForwardedHeaders, peerIdentityFields } from './proxy/forwarded-headers.js';
 import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
 import { outcomeOf, type Exchange, type UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -15,6 +15,7 @@ import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
 import { closestToLimit, rateLimitFields } from './limiter/rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
+import { announcesBody, expectsContinue, screeningProblem } from './request-screening.js';
 
 export interface GatewayParts {
   router: Router;
@@ -43,6 +44,8 @@ class RequestRecord {
   /** Byte counters (throttlemb) to charge with what the exchange moved beyond the declared body. */
   byteCounters: readonly ApplicableRestriction[] = [];
   declaredBytes = 0;
+  /** The client waits for `100 Continue` before it sends the body: sent only once the request is admitted. */
+  expectsContinue = false;
 
   constructor(
     readonly id: string,
@@ -68,24 +71,38 @@ export class Gateway {
   private readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
 
   constructor(private readonly parts: GatewayParts) {
-    // The gateway already answered any `Expect: 100-continue`; the upstream must not answer it again.
+    // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
+    // not answer it again.
     const always = ['expect', ...(parts.forwardCredentials ? [] : ['authorization', 'apikey'])];
-    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, 'forwarded']) };
+    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
   }
 
   /** The `request` listener of the data-plane servers. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    this.start(req, res, false);
+  };
+
+  /**
+   * The `checkContinue` listener of the data-plane servers: Node would otherwise answer
+   * `100 Continue` at once, inviting the body of a request that is not yet authenticated.
+   */
+  readonly handleExpectingContinue = (req: IncomingMessage, res: ServerResponse): void => {
+    this.start(req, res, expectsContinue(req));
+  };
+
+  private start(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {
     const record = new RequestRecord(requestIdOf(req), performance.now());
+    record.expectsContinue = waitsForContinue;
     this.inFlight += 1;
     res.once('close', () => this.finish(req, res, record));
     if (this.draining) record.fields.push('connection', 'close');
     try {
       const pending = this.pipeline(req, res, record);
-      if (pending) pending.catch((error: unknown) => this.failed(res, record, error));
+      if (pending) pending.catch((error: unknown) => this.failed(req, res, record, error));
     } catch (error) {
-      this.failed(res, record, error);
+      this.failed(req, res, record, error);
     }
-  };
+  }
 
   /** From now on every response asks the client to close its connection. */
   startDraining(): void {
@@ -104,25 +121,53 @@ export class Gateway {
     });
   }
 
-  private failed(res: ServerResponse, record: RequestRecord, error: unknown): void {
+  private failed(req: IncomingMessage, res: ServerResponse, record: RequestRecord, error: unknown): void {
     this.parts.logger.error({ err: error, requestId: record.id }, 'request pipeline failed');
-    sendError(res, 'internal_error', record.fields);
+    this.refuse(req, res, record, 'internal_error');
   }
 
-  /** Routes and authenticates; returns a promise only when authentication has to wait. */
+  /**
+   * Answers an error instead of forwarding. A body the client announced has not been read: the
+   * connection closes after the answer rather than read it, or take its first bytes for the next request
+   * when a client that waited for `100 Continue` sends no body.
+   */
+  private refuse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    record: RequestRecord,
+    code: DataPlaneErrorCode,
+    extra: readonly string[] = [],
+  ): void {
+    const closing =
+      announcesBody(req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    sendError(res, code, [...record.fields, ...extra, ...closing]);
+  }
+
+  /** Screens, routes and authenticates; returns a promise only when authentication has to wait. */
   private pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> | void {
     const target = normalizeTarget(req.url ?? '', req.headers.host);
-    if (!target.ok) {
-      this.parts.logger.debug({ requestId: record.id, reason: target.reason }, 'request target rejected');
-      return sendError(res, 'bad_request', record.fields);
+    const problem = target.ok ? screeningProblem(req) : target.reason;
+    if (!target.ok || problem) {
+      this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
+      return this.refuse(req, res, record, 'bad_request');
     }
-    record.route = this.parts.router.match(
+    const route = this.parts.router.match(
       req.method ?? 'GET',
       target.segments,
       target.trailingSlash,
       target.query,
     );
-    if (!record.route) return sendError(res, 'not_found', record.fields);
+    if (!route) return this.refuse(req, res, record, 'not_found');
+    record.route = route;
+    if (!route.method && !route.api.config.passUndeclared) {
+      // Only declared operations are exposed: another path is 404, another verb of a declared path 405.
+      const allowed = this.parts.router.allowedVerbs(route);
+      return allowed.length === 0
+        ? this.refuse(req, res, record, 'not_found')
+        : this.refuse(req, res, record, 'method_not_allowed', ['allow', allowed.join(', ')]);
+    }
+    // Authentication (an auth plugin's matchURL among it) sees the path that was routed and goes upstream.
+    req.url = route.path;
 
     const auth = this.parts.authenticator.authenticate(req, res);
     if (isPromise(auth)) return auth.then((result) => this.authenticated(req, res, record, result));
@@ -139,11 +184,7 @@ export class Gateway {
     if (res.headersSent || res.writableEnded) return;
     if (!auth.ok) {
       const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-      return sendError(
-        res,
-        auth.reject,
-        challenge ? [...record.fields, 'www-authenticate', challenge] : record.fields,
-      );
+      return this.refuse(req, res, record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
     }
     record.principal = auth.principal;
     record.unvalidated = auth.unvalidated === true;
@@ -161,14 +202,17 @@ export class Gateway {
     if (restrictions.length === 0) return this.forward(req, res, record);
     record.declaredBytes = declaredLength(req);
     record.byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
+    // A body larger than a whole window's bytes can never fit: no Retry-After would help.
+    if (record.byteCounters.some((restriction) => restriction.limit < record.declaredBytes))
+      return this.refuse(req, res, record, 'payload_too_large');
     const specs = counterSpecs(restrictions, record.declaredBytes);
     const verdict = this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
       return verdict.then((settled) => {
-        if (this.admitted(res, record, restrictions, specs, settled)) this.forward(req, res, record);
+        if (this.admitted(req, res, record, restrictions, specs, settled)) this.forward(req, res, record);
       });
     }
-    if (this.admitted(res, record, restrictions, specs, verdict)) this.forward(req, res, record);
+    if (this.admitted(req, res, record, restrictions, specs, verdict)) this.forward(req, res, record);
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
@@ -176,11 +220,13 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(req, record.id);
+    if (record.expectsContinue) res.writeContinue();
     record.exchange = this.parts.proxy.forward(req, res, route.api, route.upstreamTarget, record.fields);
   }
 
   /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
   private admitted(
+    req: IncomingMessage,
     res: ServerResponse,
     record: RequestRecord,
     restrictions: readonly ApplicableRestriction[],
@@ -189,7 +235,14 @@ export class Gateway {
   ): boolean {
     if (verdict === 'unavailable') {
       record.quota = 'unavailable';
-      sendError(res, 'service_unavailable', record.fields);
+      this.refuse(req, res, record, 'service_unavailable');
+      return false;
+    }
+    if (verdict.outOfRoom) {
+      // This gateway's counters are at their memory bound: a caller without a counter cannot be counted.
+      record.quota = 'unavailable';
+      const retryAfter = String(Math.ceil(verdict.retryAfterMs / 1000));
+      this.refuse(req, res, record, 'service_unavailable', ['retry-after', retryAfter]);
       return false;
     }
     const { metrics } = this.parts;
@@ -204,7 +257,7 @@ export class Gateway {
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
-      sendError(res, 'quota_exceeded', [...record.fields, 'retry-after', retryAfter]);
+      this.refuse(req, res, record, 'quota_exceeded', ['retry-after', retryAfter]);
     }
     return verdict.allowed;
   }

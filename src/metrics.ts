@@ -6,6 +6,8 @@ export interface Metrics {
   upstreamErrors: Counter<'api' | 'outcome'>;
   counterStoreShared: Gauge;
   counterStoreSwitches: Counter<'to'>;
+  /** Requests refused because a counter they need would pass store.maxCounterMemoryMb. */
+  counterStoreFull: Counter;
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction. */
@@ -36,8 +38,21 @@ class Children<T> {
 const statusText = Array.from({ length: 600 }, (_, status) => String(status));
 const indexText = Array.from({ length: 64 }, (_, index) => String(index));
 
-export function createMetrics(): Metrics {
+export interface MetricsSources {
+  /** Bytes this gateway's own counters reserve now, read on each scrape. */
+  counterMemoryBytes?: () => number;
+}
+
+export function createMetrics(sources: MetricsSources = {}): Metrics {
   const registry = new Registry();
+  new Gauge({
+    name: 'quotagate_counter_memory_reserved_bytes',
+    help: "Bytes reserved by this gateway's own counters, against store.maxCounterMemoryMb",
+    registers: [registry],
+    collect() {
+      this.set(sources.counterMemoryBytes?.() ?? 0);
+    },
+  });
   collectDefaultMetrics({ register: registry, prefix: 'quotagate_' });
   const requests = new Counter({
     name: 'quotagate_requests_total',
@@ -82,6 +97,11 @@ export function createMetrics(): Metrics {
       name: 'quotagate_counter_store_switches_total',
       help: 'Switches between the shared counters and the store.onError policy, by what took over',
       labelNames: ['to'],
+      registers: [registry],
+    }),
+    counterStoreFull: new Counter({
+      name: 'quotagate_counter_store_full_total',
+      help: "Requests refused (503) because a new counter would pass this gateway's store.maxCounterMemoryMb",
       registers: [registry],
     }),
     request(api, method, status, seconds) {

@@ -7,9 +7,9 @@ import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js'
 import { createAuthenticator } from './auth/create-authenticator.js';
 import { compileCatalog } from './catalog/router.js';
 import type { LoadedConfig } from './config/load-config.js';
-import type { Config } from './config/schema.js';
 import { Gateway } from './gateway.js';
 import type { Logger } from './log.js';
+import { httpServerOptions } from './http-server-options.js';
 import { createMetrics } from './metrics.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -49,10 +49,11 @@ function listen(server: Server, port: number, host: string | undefined): Promise
   });
 }
 
-function serverOptions(config: Readonly<Config>): http.ServerOptions {
-  const { headersTimeout, requestTimeout, keepAliveTimeout, maxHeaderSize, connectionsCheckingInterval } =
-    config.server;
-  return { headersTimeout, requestTimeout, keepAliveTimeout, maxHeaderSize, connectionsCheckingInterval };
+/** A data-plane server: the gateway decides, not Node, when a client waiting to send its body may. */
+function dataServer(server: Server, gateway: Gateway): Server {
+  server.on('request', gateway.handle);
+  server.on('checkContinue', gateway.handleExpectingContinue);
+  return server;
 }
 
 /** Builds every part from the config and starts the data-plane and admin listeners. */
@@ -60,7 +61,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   const { config } = loaded;
   const { logger } = options;
   const cwd = options.cwd ?? process.cwd();
-  const metrics = createMetrics();
+  const localCounters = new MemoryCounterStore({
+    ...(options.clock ? { now: options.clock } : {}),
+    maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
+    onFull: () => metrics.counterStoreFull.inc(),
+  });
+  const metrics = createMetrics({ counterMemoryBytes: () => localCounters.reserved });
   const authenticator = await createAuthenticator(loaded, {
     logger,
     cwd,
@@ -90,7 +96,6 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   repository.onChange((records) => {
     quotas = new QuotaIndex(records);
   });
-  const localCounters = new MemoryCounterStore(options.clock);
   const limiter = new Limiter({
     shared: redis ? new RedisCounterStore(redis, config.store.prefix) : null,
     local: localCounters,
@@ -124,14 +129,19 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     repository,
     usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
   });
-  const dataServers: Server[] = [http.createServer(serverOptions(config), gateway.handle)];
+  const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
   if (config.tls) {
     const read = (file: string) => readFileSync(path.resolve(cwd, file));
     const { key, cert, ca } = config.tls;
     dataServers.push(
-      https.createServer(
-        { ...serverOptions(config), key: read(key), cert: read(cert), ...(ca ? { ca: read(ca) } : {}) },
-        gateway.handle,
+      dataServer(
+        https.createServer({
+          ...httpServerOptions(config),
+          key: read(key),
+          cert: read(cert),
+          ...(ca ? { ca: read(ca) } : {}),
+        }),
+        gateway,
       ),
     );
   }

@@ -7,15 +7,34 @@ export const adminErrorStatuses = {
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',
+  408: 'Request Timeout',
   409: 'Conflict',
   412: 'Precondition Failed',
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
+  431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 } as const;
 
 export type AdminErrorStatus = keyof typeof adminErrorStatuses;
+
+/** The JSON Schema of every error body, for the OpenAPI document. */
+export const errorsJsonSchema = {
+  $id: 'Errors',
+  type: 'object',
+  required: ['errors'],
+  properties: {
+    errors: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['code', 'message'],
+        properties: { code: { type: 'integer' }, message: { type: 'string' } },
+      },
+    },
+  },
+} as const;
 
 export interface ErrorsBody {
   errors: Array<{ code: number; message: string }>;

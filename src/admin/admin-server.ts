@@ -1,15 +1,18 @@
+import http, { type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
 } from 'fastify';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import { quotaApiSchemas } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import {
   QuotaConflict,
@@ -19,15 +22,27 @@ import {
   QuotaWriteFailed,
   type QuotaRepository,
 } from '../quota/quota-repository.js';
-import { AdminError, adminErrorStatuses, errorsBody, type AdminErrorStatus } from './admin-errors.js';
+import {
+  AdminError,
+  adminErrorStatuses,
+  errorsBody,
+  type AdminErrorStatus,
+  type ErrorsBody,
+} from './admin-errors.js';
 import { AdminUsers, type AdminUser } from './admin-users.js';
+import { longestApplicationId } from '../quota/model.js';
+import { httpServerOptions } from '../http-server-options.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
-import { validationMessages, type ValidationIssue } from './validation-messages.js';
+import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     adminUser?: AdminUser;
+  }
+  interface FastifyContextConfig {
+    /** True for the few routes anyone may call: health, readiness, metrics, the Quota API document. */
+    public?: boolean;
   }
 }
 
@@ -50,8 +65,24 @@ export interface AdminServerParts {
 }
 
 const portalPrefix = '/api/portal/v1.3';
-const publicPaths = new Set([`${portalPrefix}/openapi.json`]);
 const adminChallenge = 'Basic realm="quotagate admin", charset="UTF-8"';
+/** A param reaches its route even when every character of the longest id is percent-encoded. */
+const longestParam = 3 * longestApplicationId;
+
+/**
+ * Sent with every admin response, errors and the HTTP parser's answers included: nothing of the admin
+ * API is to be sniffed, cached, framed, or given a referrer.
+ */
+const securityHeaders = {
+  'x-content-type-options': 'nosniff',
+  'cache-control': 'no-store',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+} as const;
+
+const unauthorized = () =>
+  new AdminError(401, ['admin credentials are missing or wrong'], { 'www-authenticate': adminChallenge });
 
 /** The status and messages of any error a route or fastify itself raised. */
 function describeError(error: FastifyError | Error): {
@@ -67,20 +98,17 @@ function describeError(error: FastifyError | Error): {
   if (error instanceof QuotaStoreUnavailable) return { status: 503, messages: [error.message] };
   if (error instanceof QuotaWriteFailed) return { status: 500, messages: [error.message] };
   const fastifyError = error as FastifyError;
-  if (fastifyError.validation) {
-    return {
-      status: 400,
-      messages: validationMessages(
-        fastifyError.validation as ValidationIssue[],
-        fastifyError.validationContext,
-      ),
-    };
-  }
   const status = fastifyError.statusCode;
   if (status === 413) return { status, messages: ['the body is larger than 64 KiB'] };
   if (status === 415) return { status, messages: ['the body must be application/json'] };
   if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
     return { status: 400, messages: ['body: not valid JSON, or it holds a __proto__ or constructor key'] };
+  }
+  if (fastifyError.code === 'FST_ERR_BAD_URL') {
+    return { status: 400, messages: ['path: not valid percent-encoded UTF-8'] };
+  }
+  if (fastifyError.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    return { status: 400, messages: ['id: must be at most 200 characters'] };
   }
   if (status === 400) return { status, messages: [`body: ${error.message}`] };
   if (status !== undefined && status in adminErrorStatuses && status < 500) {
@@ -90,24 +118,77 @@ function describeError(error: FastifyError | Error): {
 }
 
 /**
+ * The raw answer to a request the HTTP parser refused or that timed out (fastify never sees it), in the
+ * documented shape and with the security headers.
+ */
+function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const status: AdminErrorStatus =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : error.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+  const body = JSON.stringify(errorsBody(status));
+  const headers = Object.entries({
+    ...securityHeaders,
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(body)),
+    connection: 'close',
+  })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  if (socket.writable)
+    socket.write(`HTTP/1.1 ${status} ${adminErrorStatuses[status]}\r\n${headers}\r\n${body}`);
+  socket.destroy(error);
+}
+
+/**
  * The admin listener: health, readiness, metrics, the portal Quota API with its two roles, and the
- * OpenAPI documents. It never shares a port with the data plane.
+ * OpenAPI documents. It never shares a port with the data plane, and it has the data plane's timeouts.
+ *
+ * Every request needs the credentials of an admin user, decided on the route the router matched (never
+ * on the spelling of the URL), unmatched ones included (401 before 404); only routes marked `public`
+ * are open. Framework errors (a bad percent-encoding, an overlong id) are answered after the same check.
  */
 export async function createAdminServer(parts: AdminServerParts): Promise<FastifyInstance> {
+  const users = new AdminUsers(parts.config.admin.users);
+
+  const sendError = (reply: FastifyReply, error: FastifyError | Error, request: FastifyRequest) => {
+    const { status, messages, headers } = describeError(error);
+    if (status === 500) request.log.error({ err: error }, 'admin request failed');
+    if (headers) reply.headers(headers);
+    return reply.code(status).type('application/json; charset=utf-8').send(errorsBody(status, messages));
+  };
+
   const app = Fastify({
     loggerInstance: parts.logger.child({ plane: 'admin' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 64 * 1024,
-    // Wrong JSON types are errors, not values to coerce, and unknown fields are errors, not to drop.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
+    routerOptions: { maxParamLength: longestParam },
+    serverFactory: (handler) => {
+      return http.createServer(httpServerOptions(parts.config), (req, res: ServerResponse) => {
+        for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
+        handler(req, res);
+      });
+    },
+    clientErrorHandler: answerClientError,
+    // Errors of the router, before any hook: the credentials are checked here too, first.
+    frameworkErrors: (error, request, reply) => {
+      users.authenticate(request.raw).then(
+        (user) => sendError(reply, user ? error : unauthorized(), request),
+        (failure: Error) => sendError(reply, failure, request),
+      );
+    },
   });
-  const users = new AdminUsers(parts.config.admin.users);
-  // Many clients send Content-Type: application/json on every request, DELETE included: an empty body is
-  // no body, not an error. Anything else goes to fastify's parser, which refuses __proto__ and constructor.
+
+  // Only JSON bodies (anything else is 415). Many clients send Content-Type: application/json on every
+  // request, DELETE included: an empty body is no body, not an error. fastify's parser refuses
+  // __proto__ and constructor keys.
   const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
     body === '' ? done(null, undefined) : parseJson(request, String(body), done),
   );
+  app.setValidatorCompiler(zodValidatorCompiler);
+  // Responses are built from the schemas' own output; their JSON Schemas document them, nothing more.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
 
   await app.register(swagger, {
     openapi: {
@@ -122,32 +203,26 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       security: [{ basic: [] }],
     },
     hideUntagged: true,
+    transform: zodToOpenApi,
     // Components named by the schemas' own $id (QuotaDTO, Quota, …), not def-0, def-1, …
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
-  for (const schema of quotaApiSchemas) app.addSchema(schema);
+  for (const schema of openApiComponents()) app.addSchema(schema);
 
   app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith(`${portalPrefix}/`) || publicPaths.has(request.url.split('?')[0]!)) return;
+    if (request.routeOptions.config.public === true) return;
     const user = await users.authenticate(request.raw);
-    if (!user)
-      throw new AdminError(401, ['admin credentials are missing or wrong'], {
-        'www-authenticate': adminChallenge,
-      });
+    if (!user) throw unauthorized();
     request.adminUser = user;
   });
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const { status, messages, headers } = describeError(error);
-    if (status === 500) request.log.error({ err: error }, 'admin request failed');
-    if (headers) reply.headers(headers);
-    return reply.code(status).type('application/json').send(errorsBody(status, messages));
-  });
-  app.setNotFoundHandler((_request, reply) => reply.code(404).send(errorsBody(404)));
+  app.setErrorHandler((error: FastifyError, request, reply) => sendError(reply, error, request));
+  app.setNotFoundHandler((_request, reply) => reply.code(404).send(errorsBody(404) satisfies ErrorsBody));
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  const open = { config: { public: true } };
+  app.get('/healthz', open, async () => ({ status: 'ok' }));
 
-  app.get('/readyz', async (_request, reply) => {
+  app.get('/readyz', open, async (_request, reply) => {
     const results = await Promise.all(
       parts.readiness.map(async (check) => [check.name, await check.ready()] as const),
     );
@@ -157,7 +232,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     return reply.code(ready ? 200 : 503).send({ status, checks });
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', open, async (_request, reply) => {
     const body = await parts.metrics.registry.metrics();
     return reply.type(parts.metrics.registry.contentType).send(body);
   });
@@ -167,7 +242,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     async (portal) => {
       registerQuotaRoutes(portal, { config: parts.config, repository: parts.repository, usage: parts.usage });
       portal.get('/apis/openapi.json', async () => catalogDocument);
-      portal.get('/openapi.json', async () => app.swagger());
+      portal.get('/openapi.json', open, async () => app.swagger());
     },
     { prefix: portalPrefix },
   );

@@ -29,7 +29,13 @@ export class AdminUsers {
     this.users = new Map(users.map((user) => [user.username, user]));
   }
 
+  /**
+   * The user whose credentials the request carries, or null. A request with more than one Authorization
+   * field is refused whatever they hold: Node keeps only the first in `req.headers`, and a proxy in front
+   * may have judged by another one (RFC 9110 §5.3: Authorization is not a list, so two are an error).
+   */
   async authenticate(req: IncomingMessage): Promise<AdminUser | null> {
+    if ((req.headersDistinct.authorization?.length ?? 0) > 1) return null;
     const credentials = parseBasicCredentials(req);
     if (!credentials || credentials.password === '') return null;
     const { username, password } = credentials;

@@ -1,12 +1,15 @@
 import { projectApplicationId } from '../auth/key-ring.js';
 import type { Config } from '../config/schema.js';
+import { longestApplicationId } from '../quota/model.js';
 
-const dynamicId = /^[\w.@:+-]{1,200}$/;
+// Any text without control characters: a DN (`uid=alice,ou=people,dc=example,dc=org`) is one.
+const dynamicId = new RegExp(`^[^\\u0000-\\u001f\\u007f]{1,${longestApplicationId}}$`, 'u');
 
 /**
  * The id of the application `id` names, spelt as principals carry it, or null when there is none.
  * With key schemes the applications are those of the config plus the project's own; with ldap and
- * plugin they are the usernames and callers that authenticate, which nobody can list in advance.
+ * plugin they are the directory's identities (DNs, or the identityAttribute) and the callers that
+ * authenticate, which nobody can list in advance.
  */
 export function applicationIdOf(config: Readonly<Config>, id: string): string | null {
   if (config.APIKeyAuthType === 'ldap' || config.APIKeyAuthType === 'plugin')

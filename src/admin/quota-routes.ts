@@ -1,19 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import type { Config } from '../config/schema.js';
-import { buildQuota, catalogIds, type QuotaDto } from '../quota/build-quota.js';
 import {
+  longestApplicationId,
   applicationDefaultQuotaId,
   systemQuotaId,
   wellKnownQuotaIds,
+  wellKnownQuotas,
   type Quota,
+  type QuotaDto,
+  type QuotaType,
   type StoredQuota,
 } from '../quota/model.js';
-import type { QuotaRepository } from '../quota/quota-repository.js';
+import type { QuotaRepository, RefusedQuota } from '../quota/quota-repository.js';
+import { catalogIds, quotaDtoSchema } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import { AdminError, adminErrorStatuses } from './admin-errors.js';
 import { applicationIdOf } from './application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
+import { documentedAs } from './zod-route-schemas.js';
 
 export interface QuotaRoutesParts {
   config: Readonly<Config>;
@@ -31,11 +37,48 @@ const quotaResponse = (status: number, description: string) => ({
   [status]: { description, $ref: 'Quota#' },
   ...errorResponses,
 });
-const idParams = {
-  type: 'object',
-  required: ['id'],
-  properties: { id: { type: 'string', maxLength: 200 } },
-} as const;
+const idParams = z.object({
+  id: z
+    .string()
+    .max(200, { error: 'must be at most 200 characters' })
+    .meta({ description: 'The id (at most 200 characters)' }),
+});
+/** An application id may be a whole LDAP DN, percent-encoded in the path. */
+const applicationParams = z.object({
+  id: z
+    .string()
+    .max(longestApplicationId, { error: `must be at most ${longestApplicationId} characters` })
+    .meta({
+      description: `The application id (at most ${longestApplicationId} characters; an LDAP DN, percent-encoded, is one)`,
+    }),
+});
+const putQuery = z.object({
+  quota: z
+    .string({ error: 'must be a string' })
+    .optional()
+    .meta({ description: "The seed's `quota` parameter: accepted, not used" }),
+});
+
+/** What a write acts on: a stored quota, or a stored definition the quota schema refuses. */
+interface WriteTarget {
+  id: string;
+  etag: string;
+  system: boolean;
+  /** The type the quota must keep, if any: the well-known quotas' and applications' own quotas'. */
+  keepsType?: QuotaType;
+}
+
+const wellKnownTypes = new Map(wellKnownQuotas().map((record) => [record.quota.id, record.quota.type]));
+
+/** The answer to a read of a stored definition the quota schema refuses. */
+const unreadable = (refused: RefusedQuota) =>
+  new AdminError(
+    500,
+    [
+      `quota '${refused.id}' is stored in a form this gateway refuses (${refused.problems.join('; ')}); PUT a valid quota to replace it, or DELETE it`,
+    ],
+    { etag: `"${refused.etag}"` },
+  );
 
 type IdRequest = FastifyRequest<{ Params: { id: string } }>;
 type BodyRequest = FastifyRequest<{ Params: { id: string }; Body: QuotaDto }>;
@@ -48,18 +91,55 @@ function requireAdmin(request: FastifyRequest): void {
 /** The seed's Quota REST API and the applications' own quotas, under /api/portal/v1.3. */
 export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesParts): void {
   const { repository, config } = parts;
-  const catalog = catalogIds(config.apis);
+  // Restrictions must name APIs and methods of this catalog: checked in the same pass as the rest.
+  const quotaBody = documentedAs(quotaDtoSchema(catalogIds(config.apis)), 'QuotaDTO');
 
-  const build = (dto: QuotaDto, id: string, system: boolean): Quota => {
-    const result = buildQuota(dto, { id, system }, catalog);
-    if ('problems' in result) throw new AdminError(400, result.problems);
-    return result.quota;
-  };
+  const build = (dto: QuotaDto, id: string, system: boolean): Quota => ({
+    id,
+    type: dto.type,
+    name: dto.name,
+    description: dto.description,
+    restrictions: dto.restrictions,
+    system,
+  });
 
+  const refusedWith = (match: (refused: RefusedQuota) => boolean) => repository.refused().find(match);
+
+  /** The quota with this id, to read: a stored definition the schema refuses is a 500 that says so. */
   const found = (id: string): StoredQuota => {
-    const record = repository.get(id.toLowerCase());
+    const key = id.toLowerCase();
+    const refused = refusedWith((candidate) => candidate.id === key);
+    if (refused) throw unreadable(refused);
+    const record = repository.get(key);
     if (!record) throw new AdminError(404, [`no quota with id '${id}'`]);
     return record;
+  };
+
+  const targetOf = (record: StoredQuota): WriteTarget => ({
+    id: record.quota.id,
+    etag: record.etag,
+    system: record.quota.system,
+    ...(record.quota.system || record.application ? { keepsType: record.quota.type } : {}),
+  });
+
+  const refusedTarget = (refused: RefusedQuota): WriteTarget => {
+    const keepsType = wellKnownTypes.get(refused.id) ?? (refused.application ? 'APPLICATION' : undefined);
+    return {
+      id: refused.id,
+      etag: refused.etag,
+      system: wellKnownQuotaIds.has(refused.id),
+      ...(keepsType ? { keepsType } : {}),
+    };
+  };
+
+  /** The quota with this id, to replace or delete: a stored definition the schema refuses is one too. */
+  const writable = (id: string): WriteTarget => {
+    const key = id.toLowerCase();
+    const refused = refusedWith((candidate) => candidate.id === key);
+    if (refused) return refusedTarget(refused);
+    const record = repository.get(key);
+    if (!record) throw new AdminError(404, [`no quota with id '${id}'`]);
+    return targetOf(record);
   };
 
   const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {
@@ -79,7 +159,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       schema: {
         summary: 'Create a quota (API Administrators)',
         tags: ['quotas'],
-        body: { $ref: 'QuotaDTO#' },
+        body: quotaBody,
         response: quotaResponse(201, 'The created quota'),
       },
     },
@@ -120,9 +200,8 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     },
     async (request: IdRequest, reply) => {
-      const record = found(request.params.id);
-      if (record.quota.id === systemQuotaId) requireAdmin(request);
-      return answer(reply, record);
+      if (request.params.id.toLowerCase() === systemQuotaId) requireAdmin(request);
+      return answer(reply, found(request.params.id));
     },
   );
 
@@ -133,22 +212,17 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
         summary: 'Update a quota (API Administrators); the body is what counts',
         tags: ['quotas'],
         params: idParams,
-        querystring: {
-          type: 'object',
-          properties: {
-            quota: { type: 'string', description: "The seed's `quota` parameter: accepted, not used" },
-          },
-        },
-        body: { $ref: 'QuotaDTO#' },
+        querystring: putQuery,
+        body: quotaBody,
         response: quotaResponse(200, 'The updated quota'),
       },
     },
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
-      const current = found(request.params.id);
-      const quota = build(request.body, current.quota.id, current.quota.system);
-      if ((current.quota.system || current.application) && quota.type !== current.quota.type) {
-        throw new AdminError(400, [`type: must stay ${current.quota.type} for this quota`]);
+      const current = writable(request.params.id);
+      const quota = build(request.body, current.id, current.system);
+      if (current.keepsType && quota.type !== current.keepsType) {
+        throw new AdminError(400, [`type: must stay ${current.keepsType} for this quota`]);
       }
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
     },
@@ -166,11 +240,11 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     },
     async (request: IdRequest, reply) => {
       requireAdmin(request);
-      const current = found(request.params.id);
-      if (wellKnownQuotaIds.has(current.quota.id)) {
+      const current = writable(request.params.id);
+      if (wellKnownQuotaIds.has(current.id)) {
         throw new AdminError(403, ['the System and Application Default quotas cannot be deleted']);
       }
-      await repository.remove(current.quota.id, requiredEtag(request, current));
+      await repository.remove(current.id, requiredEtag(request, current));
       return reply.code(204).send();
     },
   );
@@ -231,20 +305,23 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     return quota;
   };
 
-  const ownQuota = (id: string): StoredQuota => {
+  /** The application's own quota, to replace or delete: a stored definition the schema refuses is one too. */
+  const ownQuota = (id: string): WriteTarget => {
     const applicationId = application(id);
+    const refused = refusedWith((candidate) => candidate.application === applicationId);
+    if (refused) return refusedTarget(refused);
     const own = repository.ofApplication(applicationId);
     if (!own)
       throw new AdminError(404, [`application '${applicationId}' has no quota of its own; POST creates one`]);
-    return own;
+    return targetOf(own);
   };
 
   const applicationSchema = (summary: string, success: Record<string, unknown>, body = false) => ({
     schema: {
       summary,
       tags: ['applications'],
-      params: idParams,
-      ...(body ? { body: { $ref: 'QuotaDTO#' } } : {}),
+      params: applicationParams,
+      ...(body ? { body: quotaBody } : {}),
       response: { ...success, ...errorResponses },
     },
   });
@@ -256,8 +333,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     }),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
-      const own = repository.ofApplication(application(request.params.id));
-      return answer(reply, own ?? found(applicationDefaultQuotaId));
+      const applicationId = application(request.params.id);
+      const refused = refusedWith((candidate) => candidate.application === applicationId);
+      if (refused) throw unreadable(refused);
+      return answer(reply, repository.ofApplication(applicationId) ?? found(applicationDefaultQuotaId));
     },
   );
 
@@ -272,7 +351,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       requireAdmin(request);
       const applicationId = application(request.params.id);
       const quota = buildOwn(request.body, randomUUID());
-      if (repository.ofApplication(applicationId)) {
+      if (
+        repository.ofApplication(applicationId) ||
+        refusedWith((candidate) => candidate.application === applicationId)
+      ) {
         throw new AdminError(409, [`application '${applicationId}' already has a quota; PUT updates it`]);
       }
       return answer(reply, await repository.create({ quota, application: applicationId }), 201);
@@ -289,7 +371,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const current = ownQuota(request.params.id);
-      const quota = buildOwn(request.body, current.quota.id);
+      const quota = buildOwn(request.body, current.id);
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
     },
   );
@@ -302,8 +384,43 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const current = ownQuota(request.params.id);
-      await repository.remove(current.quota.id, requiredEtag(request, current));
+      await repository.remove(current.id, requiredEtag(request, current));
       return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/refused-quotas',
+    {
+      schema: {
+        summary:
+          'Stored quota definitions that this gateway refuses (written by another version, or by hand): not enforced; PUT or DELETE their id (API Administrators)',
+        tags: ['quotas'],
+        response: {
+          200: {
+            description: 'Every refused definition, with each problem and its text as stored',
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['id', 'problems', 'stored'],
+              properties: {
+                id: { type: 'string' },
+                application: { type: 'string', description: 'The application it belongs to, if any' },
+                problems: { type: 'array', items: { type: 'string' } },
+                stored: { type: 'string', description: 'The definition as stored' },
+              },
+            },
+          },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request) => {
+      requireAdmin(request);
+      return repository
+        .refused()
+        .map(({ etag: _etag, ...refused }) => refused)
+        .sort((a, b) => a.id.localeCompare(b.id));
     },
   );
 }

@@ -1,4 +1,4 @@
-import { Client, InvalidCredentialsError, SizeLimitExceededError } from 'ldapts';
+import { Client, InvalidCredentialsError, SizeLimitExceededError, type Entry } from 'ldapts';
 import type { Config } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
@@ -6,7 +6,7 @@ import type { Authenticator, AuthResult, Principal } from './authenticator.js';
 import { basicChallenge } from './basic-authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import { fillFilter } from './ldap-filter.js';
-import { CredentialCache } from './credential-cache.js';
+import { LdapSessionCache } from './ldap-session-cache.js';
 import { builtInSecurity } from './swagger-security.js';
 
 type LdapSettings = NonNullable<Config['ldap']>;
@@ -20,26 +20,42 @@ export interface LdapAuthenticatorOptions {
 const unauthorized: AuthResult = { ok: false, reject: 'unauthorized', challenge: basicChallenge };
 const unavailable: AuthResult = { ok: false, reject: 'service_unavailable' };
 
+/** The one entry a username found: its DN, and its identity (or why it has none). */
+interface FoundEntry {
+  dn: string;
+  identity: string | { problem: string };
+}
+
+/** What a check with the directory concluded. */
+type Verdict = { principal: Principal; dn: string } | null;
+
 /**
  * `APIKeyAuthType: 'ldap'`: HTTP basic credentials checked against a directory. Search as the admin (or
  * anonymously), exactly one entry, then bind as that entry with the given password. Any failure to get
  * an answer is 503 within `ldap.timeout`: never an accept, never a hang.
+ *
+ * The principal (subject and application) is the entry as the directory names it: its DN, or the one
+ * value of `identityAttribute`; never the username as typed, since the directory matches many spellings
+ * (`alice`, `ALICE`, ` alice`) to one entry and each would otherwise count against quotas of its own.
  */
 export function createLdapAuthenticator(
   settings: LdapSettings,
   options: LdapAuthenticatorOptions,
 ): Authenticator {
-  // The seed's `cache: true`: at most 100 sessions, for five minutes each.
+  // The seed's `cache: true`: at most 100 sessions, for five minutes each; one session per entry, so
+  // up to ten spellings per session are remembered on the way to it.
   const cache = settings.cache
-    ? new CredentialCache<Principal>({
-        max: 100,
+    ? new LdapSessionCache<Principal>({
+        maxSessions: 100,
+        maxSpellings: 1_000,
         ttlMs: 5 * 60_000,
         ...(options.now ? { now: options.now } : {}),
       })
     : null;
+  const { identityAttribute } = settings;
   const logger = options.logger;
 
-  async function lookUp(username: string, password: string): Promise<Principal | null> {
+  async function lookUp(username: string, password: string): Promise<Verdict> {
     const client = new Client({
       url: settings.url,
       timeout: settings.timeout,
@@ -54,31 +70,57 @@ export function createLdapAuthenticator(
       // startTLS writes the plain socket into the options it is given: hand it a fresh copy every time.
       if (settings.startTLS) await client.startTLS({ ...settings.tlsOptions });
       if (settings.adminPassword) await client.bind(settings.adminDn, settings.adminPassword);
-      const dn = await findUser(client, username);
-      if (!dn) return null;
-      const groups = await groupsOf(client, dn, username);
-      return (await bindsAs(client, dn, password))
-        ? { subject: username, application: username, ...(groups ? { groups } : {}) }
-        : null;
+      const entry = await findUser(client, username);
+      if (!entry) return null;
+      const { dn, identity } = entry;
+      // Groups are searched before the bind as the user, with the rights of the admin (or anonymous).
+      const groups = typeof identity === 'string' ? await groupsOf(client, dn, identity) : undefined;
+      if (!(await bindsAs(client, dn, password))) return null;
+      // Said only once the password is right, so that guessed usernames cannot fill the log.
+      if (typeof identity !== 'string') {
+        logger.warn({ dn, identityAttribute }, `ldap entry refused: ${identity.problem}`);
+        return null;
+      }
+      return { dn, principal: { subject: identity, application: identity, ...(groups ? { groups } : {}) } };
     } finally {
       await client.unbind().catch(() => undefined);
     }
   }
 
-  /** The DN of the one entry the filter finds for `username`, or null for none or several. */
-  async function findUser(client: Client, username: string): Promise<string | null> {
+  /** The one entry the filter finds for `username`, or null for none or several. */
+  async function findUser(client: Client, username: string): Promise<FoundEntry | null> {
     try {
       const { searchEntries } = await client.search(settings.searchBase, {
         scope: 'sub',
         filter: fillFilter(settings.searchFilter, { username }),
-        attributes: ['dn'],
+        attributes: identityAttribute ? [identityAttribute] : ['dn'],
         sizeLimit: 2,
       });
-      return searchEntries.length === 1 ? searchEntries[0]!.dn : null;
+      if (searchEntries.length !== 1) return null;
+      const entry = searchEntries[0]!;
+      return { dn: entry.dn, identity: identityAttribute ? identityOf(entry) : entry.dn };
     } catch (error) {
       if (error instanceof SizeLimitExceededError) return null;
       throw error;
     }
+  }
+
+  /**
+   * The one value of `identityAttribute` in `entry`, as the directory spells it. Only that attribute was
+   * asked for, so every attribute that came back counts: the directory may name it by an alias (`userid`
+   * for `uid`), or return the subtypes of a supertype (`cn` and `sn` for `name`). ldapts lists an
+   * attribute the entry lacks as `[]`.
+   */
+  function identityOf(entry: Entry): string | { problem: string } {
+    const values = Object.entries(entry).flatMap(([name, value]) =>
+      name === 'dn' ? [] : Array.isArray(value) ? value : [value],
+    );
+    if (values.length === 0) return { problem: 'it has no identityAttribute' };
+    if (values.length > 1) return { problem: 'it has several values of identityAttribute' };
+    const [value] = values;
+    return typeof value === 'string' && value !== ''
+      ? value
+      : { problem: 'its identityAttribute is empty or not text' };
   }
 
   async function bindsAs(client: Client, dn: string, password: string): Promise<boolean> {
@@ -91,11 +133,16 @@ export function createLdapAuthenticator(
     }
   }
 
-  async function groupsOf(client: Client, dn: string, username: string): Promise<string[] | undefined> {
+  /**
+   * The DNs of the groups of the entry. `{{username}}` of the group filter is the identity, not the name
+   * as typed, so that every spelling gets the same groups; the config allows it only with
+   * identityAttribute.
+   */
+  async function groupsOf(client: Client, dn: string, identity: string): Promise<string[] | undefined> {
     if (!settings.groupSearchBase || !settings.groupSearchFilter) return undefined;
     const { searchEntries } = await client.search(settings.groupSearchBase, {
       scope: 'sub',
-      filter: fillFilter(settings.groupSearchFilter, { dn, username }),
+      filter: fillFilter(settings.groupSearchFilter, { dn, username: identity }),
       attributes: ['dn'],
     });
     return searchEntries.map((entry) => entry.dn);
@@ -111,14 +158,14 @@ export function createLdapAuthenticator(
       const cached = cache?.get(username, password);
       if (cached) return { ok: true, principal: cached };
       try {
-        const principal = await beforeDeadline(lookUp(username, password), settings.timeout);
-        if (principal === deadlinePassed) {
+        const verdict = await beforeDeadline(lookUp(username, password), settings.timeout);
+        if (verdict === deadlinePassed) {
           logger.warn({ timeout: settings.timeout }, 'ldap directory did not answer in time');
           return unavailable;
         }
-        if (!principal) return unauthorized;
-        cache?.set(username, password, principal);
-        return { ok: true, principal };
+        if (!verdict) return unauthorized;
+        cache?.set(username, verdict.dn, password, verdict.principal);
+        return { ok: true, principal: verdict.principal };
       } catch (error) {
         const { name, message, code } = error as NodeJS.ErrnoException;
         logger.warn({ err: { name, message, code } }, 'ldap directory did not answer');

@@ -4,6 +4,7 @@ import type { Logger } from '../log.js';
 import type { Authenticator, AuthResult, Principal } from './authenticator.js';
 import type { AuthPlugin } from './plugin-loader.js';
 import { builtInSecurity } from './swagger-security.js';
+import { credentialFieldValues, withoutValues } from '../secret-redaction.js';
 
 export interface PluginAuthenticatorOptions {
   /** Milliseconds a plugin has to decide before the request gets 503. */
@@ -52,12 +53,34 @@ function validate(plugin: AuthPlugin, req: IncomingMessage, res: ServerResponse)
   });
 }
 
+/** Header fields the plugin's Swagger security says carry its credentials (`in: header`), lower case. */
+function credentialFieldsOf(plugin: AuthPlugin): Set<string> {
+  const definitions = plugin.getSwaggerSecurity?.()?.securityDefinitions ?? {};
+  return new Set(
+    Object.values(definitions).flatMap((definition) => {
+      const { in: where, name } = (definition ?? {}) as { in?: unknown; name?: unknown };
+      return where === 'header' && typeof name === 'string' ? [name.toLowerCase()] : [];
+    }),
+  );
+}
+
+/** The plugin's error with the request's credentials taken out of its text, which may quote them. */
+function withoutRequestCredentials(error: unknown, req: IncomingMessage, fields: ReadonlySet<string>): Error {
+  const source = error instanceof Error ? error : new Error(String(error));
+  const values = credentialFieldValues(req.headers, fields);
+  const copy = new Error(withoutValues(source.message, values));
+  copy.name = source.name;
+  copy.stack = source.stack === undefined ? undefined : withoutValues(source.stack, values);
+  return copy;
+}
+
 /** `APIKeyAuthType: 'plugin'`: the seed's custom plugin contract around one plugin instance. */
 export function createPluginAuthenticator(
   plugin: AuthPlugin,
   options: PluginAuthenticatorOptions,
 ): Authenticator {
   const { logger } = options;
+  const credentialFields = credentialFieldsOf(plugin);
   const applyResponseForTest = plugin.applyResponseForTest ?? plugin.applyRequestsForTest;
   return {
     scheme: 'plugin',
@@ -74,7 +97,12 @@ export function createPluginAuthenticator(
         }
         return passed ? { ok: true, principal: principalOf(req) } : { ok: false, reject: 'unauthorized' };
       } catch (error) {
-        logger.error({ err: error }, 'the auth plugin failed');
+        // The request's credential fields are taken out here; the logger takes out anything else that
+        // looks like a credential, and the config's secrets.
+        logger.error(
+          { err: withoutRequestCredentials(error, req, credentialFields) },
+          'the auth plugin failed',
+        );
         return { ok: false, reject: 'internal_error' };
       }
     },

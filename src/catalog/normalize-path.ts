@@ -1,6 +1,11 @@
 /**
  * Normalization of request targets before anything matches them (RFC 3986 §6.2.2): the normalized path
  * is also what goes upstream, so no spelling of a path can reach a method without being matched to it.
+ * Spellings that common upstream stacks read differently from one another (and so from the router) are
+ * refused rather than guessed at: matrix parameters (Tomcat and Spring strip `;…` from a segment, others
+ * keep it), trailing dots and spaces (IIS and Windows stacks strip them), an encoded `%` (stacks that
+ * decode twice read `%2566` as `f`), encoded slashes, control characters and invalid UTF-8 (overlong
+ * forms such as `%C0%AE` are a `.` to lenient decoders).
  */
 
 export type NormalizedTarget =
@@ -53,6 +58,7 @@ export function normalizeTarget(target: string, hostHeader: string | undefined):
 
 function decodeUnreserved(rawPath: string): string | NormalizedTarget {
   let out = '';
+  let nonAscii = false;
   for (let i = 0; i < rawPath.length; i += 1) {
     const char = rawPath[i]!;
     const code = rawPath.charCodeAt(i);
@@ -63,19 +69,36 @@ function decodeUnreserved(rawPath: string): string | NormalizedTarget {
       // An encoded "/" or "\" is a path separator to some upstreams and not to us: refuse both.
       if (byte === 0x2f || byte === 0x5c) return fail('encoded slash or backslash in path');
       if (byte === 0x00) return fail('NUL in path');
+      if (byte < 0x20 || byte === 0x7f) return fail('encoded control character in path');
+      if (byte === 0x25) return fail('encoded percent sign in path');
+      if (byte === 0x3b) return fail('matrix parameter in path');
+      if (byte >= 0x80) nonAscii = true;
       out += isUnreserved(byte) ? String.fromCharCode(byte) : `%${hex.toUpperCase()}`;
       i += 2;
     } else if (char === '\\') {
       return fail('backslash in path');
     } else if (char === '#') {
       return fail('fragment in request target');
-    } else if (code <= 0x20 || code === 0x7f) {
+    } else if (char === ';') {
+      return fail('matrix parameter in path');
+    } else if (code <= 0x20 || code >= 0x7f) {
       return fail('control character in path');
     } else {
       out += char;
     }
   }
+  if (nonAscii && !isUtf8(out)) return fail('percent-encoding that is not UTF-8');
   return out;
+}
+
+/** Whether the escapes of a path (with no `%25` left in it) spell valid, shortest-form UTF-8. */
+function isUtf8(path: string): boolean {
+  try {
+    decodeURIComponent(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function resolveDotSegments(path: string, query: string): NormalizedTarget {
@@ -88,6 +111,8 @@ function resolveDotSegments(path: string, query: string): NormalizedTarget {
       segments.pop();
       continue;
     }
+    if (segment.endsWith('.')) return fail('segment ending in a dot');
+    if (segment.endsWith('%20')) return fail('segment ending in a space');
     segments.push(segment);
   }
   const last = raw[raw.length - 1];
@@ -95,8 +120,13 @@ function resolveDotSegments(path: string, query: string): NormalizedTarget {
   return { ok: true, segments, trailingSlash, query };
 }
 
-/** Normalizes one static segment of a configured path the same way request segments are. */
-export function normalizeSegment(segment: string): string {
-  const decoded = decodeUnreserved(segment);
-  return typeof decoded === 'string' ? decoded : segment;
+/**
+ * Normalizes one literal segment of a configured path the same way request segments are; null when no
+ * request could carry it (a `;`, a trailing dot, an encoded `%`, …), so that config can refuse it.
+ */
+export function normalizeSegment(segment: string): string | null {
+  const normalized = normalizeTarget(`/${segment}`, undefined);
+  return normalized.ok && normalized.segments.length === 1 && !normalized.trailingSlash
+    ? normalized.segments[0]!
+    : null;
 }

@@ -11,26 +11,39 @@ export interface CompiledApi {
 
 export interface RouteMatch {
   api: CompiledApi;
-  /** The catalog method, or null for a path inside the API that no method declares. */
+  /** The catalog method, or null for a path or verb of the API that no method declares. */
   method: MethodConfig | null;
-  /** Path and query to send upstream: the upstream prefix plus the path below the API's basePath. */
+  /**
+   * The path as routed, with the query: literal segments in the catalog's spelling, the others as
+   * normalized. What an auth plugin's `matchURL` sees.
+   */
+  path: string;
+  /** Path and query to send upstream: the upstream prefix plus `path` below the API's basePath. */
   upstreamTarget: string;
+  /** The normalized request segments that were matched. */
+  segments: readonly string[];
 }
 
 /** Routes a normalized request to the API and method of the catalog. */
 export interface Router {
   match(verb: string, segments: readonly string[], trailingSlash: boolean, query: string): RouteMatch | null;
+  /** The verbs that methods of `match`'s API declare for its path (HEAD where GET is), for `Allow`. */
+  allowedVerbs(match: RouteMatch): string[];
 }
 
 interface CompiledMethod {
   config: MethodConfig;
-  /** One entry per segment: the literal text, or null for a `{param}`. */
+  /** One entry per segment: the literal as the catalog spells it, or null for a `{param}`. */
   pattern: Array<string | null>;
+  /** The literals as compared: lower case unless the API is case-sensitive. */
+  keys: Array<string | null>;
 }
 
 interface ApiRoute {
   api: CompiledApi;
   base: string[];
+  baseKeys: string[];
+  caseSensitive: boolean;
   methodsByVerb: Map<string, CompiledMethod[]>;
 }
 
@@ -46,57 +59,94 @@ function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
   return 0;
 }
 
+/** A configured literal segment as requests spell it (config validation has refused any other). */
+const literal = (segment: string) => normalizeSegment(segment) ?? segment;
+
 function compileApi(config: ApiConfig): ApiRoute {
   const upstream = new URL(config.upstream);
+  const key = (text: string) => (config.caseSensitive ? text : text.toLowerCase());
   const methodsByVerb = new Map<string, CompiledMethod[]>();
   for (const method of config.methods) {
     const pattern = splitPath(method.path).map((segment) =>
-      segment.startsWith('{') ? null : normalizeSegment(segment),
+      segment.startsWith('{') ? null : literal(segment),
     );
     const list = methodsByVerb.get(method.verb) ?? [];
-    list.push({ config: method, pattern });
+    list.push({ config: method, pattern, keys: pattern.map((text) => (text === null ? null : key(text))) });
     methodsByVerb.set(method.verb, list);
   }
   for (const list of methodsByVerb.values()) list.sort(bySpecificity);
+  const base = splitPath(config.basePath).map(literal);
   return {
     api: {
       config,
       upstreamOrigin: upstream.origin,
       upstreamPrefix: upstream.pathname.replace(/\/+$/, ''),
     },
-    base: splitPath(config.basePath).map(normalizeSegment),
+    base,
+    baseKeys: base.map(key),
+    caseSensitive: config.caseSensitive,
     methodsByVerb,
   };
 }
 
-function matches(
-  pattern: ReadonlyArray<string | null>,
-  segments: readonly string[],
-  offset: number,
-): boolean {
-  if (pattern.length !== segments.length - offset) return false;
-  return pattern.every((literal, i) => literal === null || literal === segments[offset + i]);
+/** Whether `keys` match the request's segments from `offset` on, to the end. */
+function matches(keys: ReadonlyArray<string | null>, segments: readonly string[], offset: number): boolean {
+  if (keys.length !== segments.length - offset) return false;
+  return keys.every((key, i) => key === null || key === segments[offset + i]);
 }
 
-/** Compiles the catalog once; the longest matching basePath wins. */
+/** Whether `keys` are a prefix of the request's segments. */
+function startsWith(keys: readonly string[], segments: readonly string[]): boolean {
+  return keys.length <= segments.length && keys.every((key, i) => key === segments[i]);
+}
+
+/**
+ * Compiles the catalog once. The longest matching basePath wins; literal segments match regardless of
+ * case unless the API is `caseSensitive` (case-insensitive frameworks would route `/findbystatus` to
+ * findByStatus, so counting it as `/{petId}` would count another operation than the one that runs).
+ */
 export function compileCatalog(apis: readonly ApiConfig[]): Router {
   const routes = apis.map(compileApi).sort((a, b) => b.base.length - a.base.length);
+  const anyCaseInsensitive = routes.some((route) => !route.caseSensitive);
+  const byApi = new Map(routes.map((route) => [route.api, route]));
+
+  /** The method of `route` whose pattern matches, in the request's segments as compared. */
+  const methodFor = (route: ApiRoute, verb: string, segments: readonly string[], lower: readonly string[]) =>
+    route.methodsByVerb
+      .get(verb)
+      ?.find((candidate) =>
+        matches(candidate.keys, route.caseSensitive ? segments : lower, route.base.length),
+      ) ?? null;
+
   return {
     match(verb, segments, trailingSlash, query) {
+      const lower = anyCaseInsensitive ? segments.map((segment) => segment.toLowerCase()) : segments;
       const route = routes.find((candidate) =>
-        matches(candidate.base, segments.slice(0, candidate.base.length), 0),
+        startsWith(candidate.baseKeys, candidate.caseSensitive ? segments : lower),
       );
       if (!route) return null;
       // HEAD is GET without a body (RFC 9110 §9.3.2), so it is routed, authorized and counted as GET.
-      const lookupVerb = verb === 'HEAD' ? 'GET' : verb;
-      const method =
-        route.methodsByVerb
-          .get(lookupVerb)
-          ?.find((candidate) => matches(candidate.pattern, segments, route.base.length)) ?? null;
+      const method = methodFor(route, verb === 'HEAD' ? 'GET' : verb, segments, lower);
       const rest = segments.slice(route.base.length);
-      const below = rest.length > 0 ? `/${rest.join('/')}${trailingSlash ? '/' : ''}` : '';
-      const path = `${route.api.upstreamPrefix}${below}` || '/';
-      return { api: route.api, method: method?.config ?? null, upstreamTarget: path + query };
+      // The catalog's spelling of the literals goes upstream, so a case-sensitive upstream runs the very
+      // operation that was authorized and counted.
+      const below = method ? rest.map((segment, i) => method.pattern[i] ?? segment) : rest;
+      const tail = below.length > 0 ? `/${below.join('/')}${trailingSlash ? '/' : ''}` : '';
+      const basePart = route.base.length > 0 ? `/${route.base.join('/')}` : '';
+      return {
+        api: route.api,
+        method: method?.config ?? null,
+        path: (`${basePart}${tail}` || '/') + query,
+        upstreamTarget: (`${route.api.upstreamPrefix}${tail}` || '/') + query,
+        segments,
+      };
+    },
+    allowedVerbs(match) {
+      const route = byApi.get(match.api)!;
+      const { segments } = match;
+      const lower = segments.map((segment) => segment.toLowerCase());
+      const verbs = [...route.methodsByVerb.keys()].filter((verb) => methodFor(route, verb, segments, lower));
+      return verbs.includes('GET') ? [...verbs, 'HEAD'] : verbs;
     },
   };
 }

@@ -2,6 +2,7 @@ import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { startDemoUpstream } from '../demo/demo-upstream.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import { createLogger } from '../log.js';
+import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
 import { exitCode, parseOptions, type Command } from './command.js';
 
@@ -81,7 +82,7 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
       process.env.QUOTAGATE_ADMIN_PASSWORD ??= generateApiKey().slice(0, 24);
     }
     const loaded = await loadConfig({ configDir: values['config-dir'] });
-    const logger = createLogger();
+    const logger = createLogger({ secrets: secretValues({ ...loaded.extras, ...loaded.config }) });
     for (const warning of loaded.warnings) logger.warn(warning);
 
     const demo = values.demo ? await startDemo(loaded) : null;

@@ -1,3 +1,4 @@
+import { normalizeSegment } from '../catalog/normalize-path.js';
 import type { Config } from './schema.js';
 
 export type Environment = 'development' | 'production';
@@ -40,19 +41,30 @@ function firstSeen<T>(items: Iterable<[T, KeyPath]>): Problem[] {
 
 function catalogProblems(config: Config): Problem[] {
   const apiIds = config.apis.map((api, i): [string, KeyPath] => [api.id.toLowerCase(), ['apis', i, 'id']]);
-  const basePaths = config.apis.map((api, i): [string, KeyPath] => [api.basePath, ['apis', i, 'basePath']]);
+  // Compared regardless of case: `/pets` and `/Pets` would compete for the same requests.
+  const basePaths = config.apis.map((api, i): [string, KeyPath] => [
+    api.basePath.toLowerCase(),
+    ['apis', i, 'basePath'],
+  ]);
   const methodIds = config.apis.flatMap((api, i) =>
     api.methods.map((method, j): [string, KeyPath] => [
       method.id.toLowerCase(),
       ['apis', i, 'methods', j, 'id'],
     ]),
   );
-  // `/{a}` and `/{b}` route the same requests, so templates are compared with their parameters blanked.
+  // `/{a}` and `/{b}` route the same requests, and so do `/~a` and `/%7Ea`: templates are compared with
+  // their parameters blanked and their literals normalized, without case unless the API keeps case.
   const routes = config.apis.flatMap((api, i) =>
-    api.methods.map((method, j): [string, KeyPath] => [
-      `${i} ${method.verb} ${method.path.replace(/\{[^}]*\}/g, '{}')}`,
-      ['apis', i, 'methods', j, 'path'],
-    ]),
+    api.methods.map((method, j): [string, KeyPath] => {
+      const template = method.path
+        .split('/')
+        .map((segment) => (segment.startsWith('{') ? '{}' : (normalizeSegment(segment) ?? segment)))
+        .join('/');
+      return [
+        `${i} ${method.verb} ${api.caseSensitive ? template : template.toLowerCase()}`,
+        ['apis', i, 'methods', j, 'path'],
+      ];
+    }),
   );
   return [...firstSeen(apiIds), ...firstSeen(basePaths), ...firstSeen(methodIds), ...firstSeen(routes)];
 }

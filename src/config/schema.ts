@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { normalizeSegment } from '../catalog/normalize-path.js';
 
 /**
  * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
@@ -76,16 +77,18 @@ const absolutePath = (segmentOk: (segment: string) => boolean, error: string) =>
       },
     );
 
-const isLiteral = (segment: string) => staticSegment.test(segment) && !isDotSegment(segment);
+/** A literal segment that a request can carry: no `;`, no trailing dot or space, no encoded `%`, … */
+const isLiteral = (segment: string) =>
+  staticSegment.test(segment) && !isDotSegment(segment) && normalizeSegment(segment) !== null;
 
 const basePath = absolutePath(
   isLiteral,
-  'must be an absolute path like /pets (no trailing slash, no dot segments, no parameters)',
+  'must be an absolute path like /pets (no trailing slash, no dot segments, no parameters, no ;)',
 );
 
 const pathTemplate = absolutePath(
   (segment) => paramSegment.test(segment) || isLiteral(segment),
-  'must be a path template like /{petId} or /findByStatus',
+  'must be a path template like /{petId} or /findByStatus (no ;, no segment ending in a dot)',
 );
 
 const cidrOrAddress = z.string({ error: msg('must be an IP address or CIDR') }).refine(
@@ -115,6 +118,10 @@ const apiSchema = z.strictObject({
   basePath,
   upstream: upstreamUrl,
   methods: z.array(methodSchema, { error: msg('must be an array') }).default([]),
+  /** Literal path segments match only in the catalog's case (default: in any case). */
+  caseSensitive: z.boolean({ error: msg('must be true or false') }).default(false),
+  /** Forward paths and verbs that no method declares (default: 404 or 405 from the gateway). */
+  passUndeclared: z.boolean({ error: msg('must be true or false') }).default(false),
 });
 
 const applicationSchema = z.strictObject({
@@ -156,6 +163,12 @@ const storeSchema = z
     commandTimeout: milliseconds
       .max(10_000, { error: msg('must be at most 10000 milliseconds') })
       .default(50),
+    /** MiB this gateway's own counters may take (the memory store, or onError: local's fallback). */
+    maxCounterMemoryMb: z
+      .number({ error: msg('must be a number of MiB from 1 to 1048576') })
+      .min(1, { error: msg('must be a number of MiB from 1 to 1048576') })
+      .max(1_048_576, { error: msg('must be a number of MiB from 1 to 1048576') })
+      .default(128),
   })
   .default({
     type: 'memory',
@@ -163,6 +176,7 @@ const storeSchema = z
     prefix: 'quotagate:',
     onError: 'local',
     commandTimeout: 50,
+    maxCounterMemoryMb: 128,
   });
 
 const tlsSchema = z.strictObject({
@@ -173,25 +187,50 @@ const tlsSchema = z.strictObject({
   ca: nonEmpty.optional(),
 });
 
-const ldapSchema = z.strictObject({
-  url: z
-    .string({ error: msg('must be an ldap:// or ldaps:// URL') })
-    .refine((value) => URL.canParse(value) && ['ldap:', 'ldaps:'].includes(new URL(value).protocol), {
-      error: msg('must be an ldap:// or ldaps:// URL'),
+// RFC 4512 section 2.5: a name or a numeric OID, then options such as ;lang-en.
+const ldapAttributeName = /^(?:[A-Za-z][A-Za-z0-9-]*|\d+(?:\.\d+)+)(?:;[A-Za-z0-9-]+)*$/;
+const passwordAttributes = new Set(['userpassword', 'authpassword', 'unicodepwd', '2.5.4.35']);
+
+const ldapSchema = z
+  .strictObject({
+    url: z
+      .string({ error: msg('must be an ldap:// or ldaps:// URL') })
+      .refine((value) => URL.canParse(value) && ['ldap:', 'ldaps:'].includes(new URL(value).protocol), {
+        error: msg('must be an ldap:// or ldaps:// URL'),
+      }),
+    adminDn: nonEmpty,
+    adminPassword: z.string({ error: msg('must be a string') }).optional(),
+    searchBase: nonEmpty,
+    searchFilter: nonEmpty.refine((value) => value.includes('{{username}}'), {
+      error: 'must contain the placeholder {{username}}',
     }),
-  adminDn: nonEmpty,
-  adminPassword: z.string({ error: msg('must be a string') }).optional(),
-  searchBase: nonEmpty,
-  searchFilter: nonEmpty.refine((value) => value.includes('{{username}}'), {
-    error: 'must contain the placeholder {{username}}',
-  }),
-  groupSearchBase: nonEmpty.optional(),
-  groupSearchFilter: nonEmpty.optional(),
-  startTLS: z.boolean({ error: msg('must be true or false') }).default(false),
-  cache: z.boolean({ error: msg('must be true or false') }).default(false),
-  tlsOptions: z.record(z.string(), z.unknown(), { error: msg('must be an object') }).optional(),
-  timeout: milliseconds.default(5_000),
-});
+    groupSearchBase: nonEmpty.optional(),
+    groupSearchFilter: nonEmpty.optional(),
+    startTLS: z.boolean({ error: msg('must be true or false') }).default(false),
+    cache: z.boolean({ error: msg('must be true or false') }).default(false),
+    tlsOptions: z.record(z.string(), z.unknown(), { error: msg('must be an object') }).optional(),
+    timeout: milliseconds.default(5_000),
+    /** The attribute whose one value names the principal; without it, the entry's DN does. */
+    identityAttribute: z
+      .string({ error: msg("must be an attribute name such as uid; leave it out to use the entry's DN") })
+      .refine((value) => ldapAttributeName.test(value) && value.toLowerCase() !== 'dn', {
+        error: msg("must be an attribute name such as uid; leave it out to use the entry's DN"),
+      })
+      .refine((value) => !passwordAttributes.has(value.split(';')[0]!.toLowerCase()), {
+        error: 'must not be a password attribute (the identity is written to logs)',
+      })
+      .optional(),
+  })
+  .superRefine((ldap, context) => {
+    // A group filter on the typed name would give each spelling of one user its own groups.
+    if (ldap.groupSearchFilter?.includes('{{username}}') && !ldap.identityAttribute)
+      context.addIssue({
+        code: 'custom',
+        path: ['groupSearchFilter'],
+        message:
+          '{{username}} needs ldap.identityAttribute (the name as the directory spells it), or use {{dn}}',
+      });
+  });
 
 const serverSchema = z
   .strictObject({

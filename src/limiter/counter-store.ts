@@ -25,8 +25,13 @@ export interface Decision {
   allowed: boolean;
   /** When not allowed: milliseconds until every full counter has room again. */
   retryAfterMs: number;
-  /** One per counter, in the order given. */
+  /** One per counter, in the order given (none when `outOfRoom`). */
   states: CounterState[];
+  /**
+   * Not allowed because a counter this request needs would pass the store's memory bound
+   * (`store.maxCounterMemoryMb`); nothing was charged. Only the memory store sets it.
+   */
+  outOfRoom?: boolean;
 }
 
 /** Units to add without a check: bytes measured once an exchange has ended. */

@@ -10,33 +10,76 @@ import {
 
 interface Counter {
   total: number;
-  /** Every bucket below this index is empty. */
+  /** Bucket index of `buckets[0]`. */
   oldest: number;
-  buckets: Map<number, number>;
+  /** Units per sub-bucket from `oldest` on; empty when `total` is 0, else `buckets[0]` holds units. */
+  buckets: number[];
   /** Idle counters are dropped after this time. */
   expiresAt: number;
+  /** Bytes reserved for this counter against the store's bound (`counterReservation`). */
+  reserved: number;
 }
 
 const sweepEveryMs = 60_000;
+/** While the bound is reached, expired counters are looked for at most this often. */
+const sweepWhenFullEveryMs = 1_000;
+
+/**
+ * Bytes a counter may take at most on the heap, measured on Node 20 (x64): the counter object and its
+ * Map entry, and a bucket array holding a whole window (101 doubles in an array grown to 131), plus the
+ * key at two bytes a character. Reserved in full when the counter is made, so the bound holds however
+ * the counters held fill their windows later.
+ */
+export function counterReservation(key: string): number {
+  return 1_600 + 2 * key.length;
+}
+
+export interface MemoryCounterStoreOptions {
+  /** Milliseconds; tests move it instead of sleeping. */
+  now?: () => number;
+  /** Bytes the counters may reserve together (`store.maxCounterMemoryMb`); no bound when absent. */
+  maxBytes?: number;
+  /** Called when a request is refused because a new counter would pass `maxBytes`. */
+  onFull?: () => void;
+}
 
 /**
  * `store.type: "memory"`: the counters of one gateway process, with the same sliding-window semantics as
  * the Redis store. Time comes from `now` (milliseconds), so tests move it instead of sleeping.
+ *
+ * Memory is bounded: each counter reserves its worst case (`counterReservation`) when it is made, and a
+ * request that needs a new counter beyond `maxBytes` is refused (`outOfRoom`) without being charged.
+ * Counters already held are never dropped to make room, and keep counting: only idle ones expire.
  */
 export class MemoryCounterStore implements CounterStore {
   private readonly counters = new Map<string, Counter>();
+  private readonly now: () => number;
+  private readonly maxBytes: number;
+  private reservedBytes = 0;
   private lastSweep: number;
+  private lastSweepWhenFull = -Infinity;
 
-  constructor(private readonly now: () => number = Date.now) {
-    this.lastSweep = now();
+  constructor(private readonly options: MemoryCounterStoreOptions = {}) {
+    this.now = options.now ?? Date.now;
+    this.maxBytes = options.maxBytes ?? Infinity;
+    this.lastSweep = this.now();
+  }
+
+  /** Bytes reserved by the counters held now. */
+  get reserved(): number {
+    return this.reservedBytes;
   }
 
   consume(specs: readonly CounterSpec[]): Decision {
     const now = this.now();
     this.sweep(now);
+    if (!this.roomFor(specs, now)) {
+      this.options.onFull?.();
+      return { allowed: false, retryAfterMs: sweepEveryMs, states: [], outOfRoom: true };
+    }
     const counters = specs.map((spec) => this.current(spec.key, spec.windowMs, now));
-    const full = specs.filter((spec, i) => counters[i]!.total + spec.need > spec.limit);
-    if (full.length > 0) {
+    const full = specs.some((spec, i) => counters[i]!.total + spec.need > spec.limit);
+    if (full) {
       const retryAfterMs = Math.max(
         ...specs.map((spec, i) =>
           counters[i]!.total + spec.need > spec.limit ? this.retryAfter(counters[i]!, spec, now) : 0,
@@ -56,6 +99,7 @@ export class MemoryCounterStore implements CounterStore {
     };
   }
 
+  /** Adds measured units. Never refused: these are bytes of requests already admitted. */
   async add(additions: readonly CounterAddition[]): Promise<void> {
     const now = this.now();
     for (const { key, windowMs, amount } of additions) {
@@ -73,36 +117,69 @@ export class MemoryCounterStore implements CounterStore {
 
   async close(): Promise<void> {
     this.counters.clear();
+    this.reservedBytes = 0;
   }
 
-  /** The counter with every bucket that has left the window dropped. */
+  /** Whether the counters `specs` would add fit in the bound; sweeps expired ones first when they would not. */
+  private roomFor(specs: readonly CounterSpec[], now: number): boolean {
+    if (this.maxBytes === Infinity) return true;
+    const needed = () =>
+      specs.reduce(
+        (bytes, spec) => (this.counters.has(spec.key) ? bytes : bytes + counterReservation(spec.key)),
+        0,
+      );
+    if (this.reservedBytes + needed() <= this.maxBytes) return true;
+    if (now - this.lastSweepWhenFull < sweepWhenFullEveryMs) return false;
+    this.lastSweepWhenFull = now;
+    this.dropExpired(now);
+    return this.reservedBytes + needed() <= this.maxBytes;
+  }
+
+  /** The counter with every bucket that has left the window dropped; a new, empty one if there was none. */
   private current(key: string, windowMs: number, now: number): Counter {
-    const bucketMs = bucketMsOf(windowMs);
-    const index = Math.floor(now / bucketMs);
+    const index = Math.floor(now / bucketMsOf(windowMs));
     const oldestKept = index - bucketsPerWindow;
     let counter = this.counters.get(key);
-    if (!counter || oldestKept - counter.oldest > bucketsPerWindow + 1) {
-      counter = { total: 0, oldest: oldestKept, buckets: new Map(), expiresAt: 0 };
+    if (!counter) {
+      const reserved = counterReservation(key);
+      counter = { total: 0, oldest: index, buckets: [], expiresAt: 0, reserved };
       this.counters.set(key, counter);
+      this.reservedBytes += reserved;
+      return counter;
     }
-    for (; counter.oldest < oldestKept; counter.oldest += 1) {
-      counter.total -= counter.buckets.get(counter.oldest) ?? 0;
-      counter.buckets.delete(counter.oldest);
+    const { buckets } = counter;
+    const leaving = Math.min(buckets.length, oldestKept - counter.oldest);
+    if (leaving > 0) {
+      for (let i = 0; i < leaving; i += 1) counter.total -= buckets[i]!;
+      buckets.splice(0, leaving);
+      counter.oldest += leaving;
     }
-    // Advance past empty buckets so that `oldest` is the first one holding units.
-    while (counter.total > 0 && counter.oldest < index && !counter.buckets.has(counter.oldest))
-      counter.oldest += 1;
+    // `buckets[0]` is the oldest bucket holding units, so Retry-After and reset are read off it.
+    let empty = 0;
+    while (empty < buckets.length && buckets[empty] === 0) empty += 1;
+    if (empty > 0) {
+      buckets.splice(0, empty);
+      counter.oldest += empty;
+    }
+    if (buckets.length === 0) {
+      counter.total = 0;
+      counter.oldest = index;
+    }
     return counter;
   }
 
   private charge(counter: Counter, windowMs: number, amount: number, now: number): void {
     const bucketMs = bucketMsOf(windowMs);
     const index = Math.floor(now / bucketMs);
-    // An empty counter's first units are its oldest.
-    if (counter.total === 0) counter.oldest = index;
-    counter.buckets.set(index, (counter.buckets.get(index) ?? 0) + amount);
+    const { buckets } = counter;
+    if (buckets.length === 0) counter.oldest = index;
+    // A clock that stepped back charges the oldest bucket rather than one before it.
+    const position = Math.max(0, index - counter.oldest);
+    while (buckets.length <= position) buckets.push(0);
+    buckets[position]! += amount;
     counter.total += amount;
     counter.expiresAt = now + windowMs + bucketMs;
+    if (counter.total === 0) buckets.length = 0;
   }
 
   private state(counter: Counter, windowMs: number, now: number): CounterState {
@@ -116,10 +193,9 @@ export class MemoryCounterStore implements CounterStore {
     const bucketMs = bucketMsOf(spec.windowMs);
     if (spec.need > spec.limit) return spec.windowMs + bucketMs;
     let excess = counter.total + spec.need - spec.limit;
-    const index = Math.floor(now / bucketMs);
-    for (let bucket = counter.oldest; bucket <= index; bucket += 1) {
-      excess -= counter.buckets.get(bucket) ?? 0;
-      if (excess <= 0) return (bucket + bucketsPerWindow + 1) * bucketMs - now;
+    for (let i = 0; i < counter.buckets.length; i += 1) {
+      excess -= counter.buckets[i]!;
+      if (excess <= 0) return (counter.oldest + i + bucketsPerWindow + 1) * bucketMs - now;
     }
     return spec.windowMs + bucketMs;
   }
@@ -128,8 +204,15 @@ export class MemoryCounterStore implements CounterStore {
   private sweep(now: number): void {
     if (now - this.lastSweep < sweepEveryMs) return;
     this.lastSweep = now;
+    this.dropExpired(now);
+  }
+
+  private dropExpired(now: number): void {
     for (const [key, counter] of this.counters) {
-      if (counter.expiresAt < now) this.counters.delete(key);
+      if (counter.expiresAt < now) {
+        this.counters.delete(key);
+        this.reservedBytes -= counter.reserved;
+      }
     }
   }
 }

@@ -3,9 +3,34 @@ import { TLSSocket } from 'node:tls';
 import { plainAddress } from './trust-proxy.js';
 
 /**
+ * Fields in which proxies tell the upstream who the client is and how it connected. Only a trusted
+ * peer's are believed: from anyone else they are dropped (X-Forwarded-For, -Proto and -Host are then set
+ * from the socket), so a client cannot pose as another address, scheme or host to the upstream.
+ */
+export const peerIdentityFields = [
+  'forwarded',
+  'x-real-ip',
+  'true-client-ip',
+  'x-client-ip',
+  'cf-connecting-ip',
+  'fastly-client-ip',
+  'x-cluster-client-ip',
+  'x-original-forwarded-for',
+  'x-forwarded-port',
+  'x-forwarded-prefix',
+  'x-forwarded-server',
+  'x-forwarded-ssl',
+  'x-forwarded-scheme',
+  'x-url-scheme',
+  'front-end-https',
+  'x-original-host',
+] as const;
+
+/**
  * Sets X-Forwarded-For/-Proto/-Host of `headers` (going upstream) from `req`'s socket. A trusted peer's
  * values are kept and extended; anyone else's are replaced, so clients cannot pose as other addresses
- * (their `Forwarded` header, RFC 7239, must not be copied into `headers` either).
+ * (their `Forwarded` header, RFC 7239, and the other `peerIdentityFields` must not be copied into
+ * `headers` either).
  */
 export function applyForwardedHeaders(
   req: IncomingMessage,

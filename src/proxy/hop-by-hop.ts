@@ -13,6 +13,11 @@ const hopByHop = new Set([
   'upgrade',
 ]);
 
+// RFC 9112 §6: the fields that frame a message body, and the one that names its target. They are never
+// hop-by-hop, whatever `Connection` says: dropping Content-Length because a client named it would send
+// the body upstream unframed, where it is read as a second request (request smuggling).
+const framing = new Set(['content-length', 'transfer-encoding', 'host']);
+
 function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
   const value = headers.connection;
   const names = new Set<string>();
@@ -25,9 +30,10 @@ function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
 }
 
 /**
- * The request's end-to-end fields as a new object, without hop-by-hop fields and without `drop`.
- * `transfer-encoding` stays: Node frames the upstream request by it and re-encodes the body itself. A
- * copy rather than deletes in place: objects that lose properties turn slow for every later copy.
+ * The request's end-to-end fields as a new object, without hop-by-hop fields and without `drop`. The
+ * framing fields stay: Node frames the upstream request by them (a chunked body is re-encoded), so the
+ * body goes upstream framed exactly as it was received, or not at all. A copy rather than deletes in
+ * place: objects that lose properties turn slow for every later copy.
  */
 export function endToEndRequestHeaders(
   headers: IncomingHttpHeaders,
@@ -36,7 +42,7 @@ export function endToEndRequestHeaders(
   const named = namedInConnection(headers);
   const result: IncomingHttpHeaders = {};
   for (const name in headers) {
-    if (drop.has(name) || (name !== 'transfer-encoding' && (hopByHop.has(name) || named.has(name)))) continue;
+    if (drop.has(name) || (!framing.has(name) && (hopByHop.has(name) || named.has(name)))) continue;
     result[name] = headers[name];
   }
   return result;
@@ -45,7 +51,8 @@ export function endToEndRequestHeaders(
 /**
  * Appends the end-to-end fields of an upstream response to `fields` (name, value pairs, as
  * `res.writeHead` takes them) and returns it. Fields already in `fields`, or already set on `existing`,
- * keep their value: the gateway's own win over the upstream's.
+ * keep their value: the gateway's own win over the upstream's. `Transfer-Encoding` goes (Node chunks a
+ * body without Content-Length itself); `Content-Length` stays even when `Connection` names it.
  */
 export function appendEndToEndResponseFields(
   headers: IncomingHttpHeaders,
@@ -56,7 +63,7 @@ export function appendEndToEndResponseFields(
   const gatewayCount = fields.length;
   for (const name in headers) {
     const value = headers[name];
-    if (value === undefined || hopByHop.has(name) || dropped.has(name)) continue;
+    if (value === undefined || hopByHop.has(name) || (dropped.has(name) && !framing.has(name))) continue;
     if (gatewayCount > 0 && setAt(fields, gatewayCount, name)) continue;
     if (existing?.hasHeader(name)) continue;
     fields.push(name, value);

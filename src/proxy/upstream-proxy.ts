@@ -39,6 +39,16 @@ class UpstreamTimeoutError extends Error {
   readonly code = 'UPSTREAM_TIMEOUT';
 }
 
+/** Undoes http-proxy-3's deleteLength pass on a chunked request (see `serverFor`). */
+function restoreChunkedFraming(req: IncomingMessage): void {
+  if (req.headers['content-length'] !== '0' || req.headers['transfer-encoding'] !== undefined) return;
+  // `headersDistinct` is read from the raw header lines, not from `req.headers`, which the pass changed.
+  const sent = req.headersDistinct['transfer-encoding'];
+  if (!sent) return;
+  const { 'content-length': _zero, ...framed } = req.headers;
+  req.headers = { ...framed, 'transfer-encoding': sent.join(', ') };
+}
+
 export interface UpstreamProxyOptions {
   /** Idle time after which the upstream exchange is abandoned with 504 (or a closed connection). */
   proxyTimeout: number;
@@ -152,6 +162,10 @@ export class UpstreamProxy {
       selfHandleResponse: true,
       xfwd: false,
     });
+    // http-proxy-3's deleteLength pass gives a DELETE or OPTIONS without Content-Length a
+    // `content-length: 0` and drops its Transfer-Encoding, so a chunked body would follow unframed and be
+    // read upstream as another request. The pass after it puts the chunked framing back.
+    server.before('web', 'timeout', restoreChunkedFraming);
     server.on('proxyReq', (proxyReq) => {
       proxyReq.setTimeout(this.options.proxyTimeout, () =>
         proxyReq.destroy(new UpstreamTimeoutError('upstream timeout')),

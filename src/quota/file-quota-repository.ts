@@ -1,7 +1,7 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
-import { serializeRecord, wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
+import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
 import { writeFileDurably } from './durable-file.js';
 import {
   QuotaConflict,
@@ -12,7 +12,7 @@ import {
   type QuotaRepository,
 } from './quota-repository.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
-import { parseRecord, stored } from './stored-records.js';
+import { parseRecord, serializeRecord, stored } from './stored-records.js';
 
 const formatVersion = 1;
 
@@ -120,23 +120,49 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
     return `{\n  "version": ${formatVersion},\n  "quotas": [\n${body}\n  ]\n}\n`;
   }
 
+  /**
+   * The records of the file, read through the quota schema. A file that is not JSON of the expected form,
+   * or that holds any record the schema refuses, is refused whole, naming every bad record and problem.
+   */
   private parse(text: string): QuotaRecord[] {
-    try {
-      const document = JSON.parse(text) as { version?: unknown; quotas?: unknown };
-      if (document.version !== formatVersion || !Array.isArray(document.quotas)) {
-        throw new Error(`expected {"version": ${formatVersion}, "quotas": [...]}`);
-      }
-      return document.quotas.map((value, i) => {
-        try {
-          return parseRecord(value);
-        } catch (error) {
-          throw new Error(`quotas[${i}].${(error as Error).message}`);
-        }
-      });
-    } catch (error) {
-      throw new QuotaStoreCorrupt(
-        `${this.file}: not a quota file: ${(error as Error).message} (nothing was changed; restore it from a backup or move it away)`,
+    const refuse = (problems: string) =>
+      new QuotaStoreCorrupt(
+        `${this.file}: not a quota file: ${problems} (nothing was changed; fix or remove these records, or restore the file from a backup)`,
       );
+    let document: { version?: unknown; quotas?: unknown };
+    try {
+      document = JSON.parse(text) as typeof document;
+    } catch (error) {
+      throw refuse((error as Error).message);
     }
+    if (
+      typeof document !== 'object' ||
+      document === null ||
+      document.version !== formatVersion ||
+      !Array.isArray(document.quotas)
+    ) {
+      throw refuse(`expected {"version": ${formatVersion}, "quotas": [...]}`);
+    }
+    const records: QuotaRecord[] = [];
+    const problems: string[] = [];
+    const seen = new Set<string>();
+    (document.quotas as unknown[]).forEach((value, i) => {
+      const id = typeof value === 'object' && value !== null ? (value as { id?: unknown }).id : undefined;
+      const label = typeof id === 'string' ? `quotas[${i}] (id '${id}')` : `quotas[${i}]`;
+      const parsed = parseRecord(value);
+      if ('problems' in parsed) {
+        problems.push(...parsed.problems.map((problem) => `${label}: ${problem}`));
+        return;
+      }
+      const { quota, application } = parsed.record;
+      if (seen.has(quota.id)) problems.push(`${label}: id: appears twice in the file`);
+      else if (application !== undefined && records.some((record) => record.application === application)) {
+        problems.push(`${label}: application: '${application}' already has a quota earlier in the file`);
+      }
+      seen.add(quota.id);
+      records.push(parsed.record);
+    });
+    if (problems.length > 0) throw refuse(problems.join('; '));
+    return records;
   }
 }

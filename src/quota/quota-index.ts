@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
+import { unitsOf } from './quota-schema.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
 export interface ApplicableRestriction {
@@ -22,8 +23,6 @@ interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> 
   verb: string | undefined;
 }
 
-const bytesPerMb = 1_048_576;
-
 function compile(record: StoredQuota): CompiledRestriction[] {
   return record.quota.restrictions.map((restriction, index) => {
     const window = windowMs(restriction.config);
@@ -36,10 +35,7 @@ function compile(record: StoredQuota): CompiledRestriction[] {
       window,
     ].join('|');
     const fingerprint = createHash('sha1').update(identity).digest('hex').slice(0, 12);
-    const limit =
-      'messages' in restriction.config
-        ? Number(restriction.config.messages)
-        : Math.floor(Number(restriction.config.mb) * bytesPerMb);
+    const limit = unitsOf(restriction.config);
     return {
       keyBase: `${record.quota.id}:${index}:${fingerprint}`,
       quotaId: record.quota.id,

@@ -11,6 +11,12 @@ export interface QuotaRepository {
   get(id: string): StoredQuota | undefined;
   /** The own quota of an application, if it has one. */
   ofApplication(application: string): StoredQuota | undefined;
+  /**
+   * Stored definitions that the quota schema refuses (written by another version, or by hand): they are
+   * not enforced, and `replace` or `remove` of their id fixes or deletes them. Always empty for the file
+   * store, which refuses to open with one.
+   */
+  refused(): RefusedQuota[];
   /** @throws QuotaConflict when the record's application already has a quota. */
   create(record: QuotaRecord): Promise<StoredQuota>;
   /**
@@ -23,6 +29,17 @@ export interface QuotaRepository {
   /** Called with the whole set after every change this process learns of. */
   onChange(listener: (quotas: StoredQuota[]) => void): void;
   close(): Promise<void>;
+}
+
+/** A stored definition that the quota schema refuses, with every problem it has and its text as stored. */
+export interface RefusedQuota {
+  id: string;
+  /** The ETag of the stored text, for `If-Match`. */
+  etag: string;
+  /** The application it belongs to, when the store can tell. */
+  application?: string;
+  problems: string[];
+  stored: string;
 }
 
 export class QuotaNotFound extends Error {

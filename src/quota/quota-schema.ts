@@ -1,114 +1,345 @@
-import { periodNames, quotaTypes, restrictionTypes, restrictionVerbs } from './model.js';
+import { z } from 'zod';
+import {
+  applicationDefaultQuotaId,
+  longestApplicationId,
+  longestWindowMs,
+  periodNames,
+  quotaTypes,
+  restrictionVerbs,
+  systemQuotaId,
+  wellKnownQuotaIds,
+  windowMs,
+} from './model.js';
 
 /**
- * JSON Schemas of the Quota API: fastify validates requests with them, and the OpenAPI document is
- * generated from them, so the documentation cannot drift from what is enforced.
+ * What a quota is, said once. The Quota API validates request bodies with it (and documents them from
+ * it), the stores write records through it and read them back through it, and the limiter takes its
+ * limits from it: nothing is accepted that cannot be stored, reloaded and enforced as it was written.
+ *
+ * Numbers arrive as JSON numbers or strings and leave as canonical strings (no exponent, no leading or
+ * trailing zeros). The limits follow from what the `RateLimit-Policy` header can carry: its `q` is an
+ * RFC 8941 integer of at most 15 digits, in messages for `throttle` and in bytes for `throttlemb`.
  */
 
-const numberLike = {
-  anyOf: [{ type: 'string', maxLength: 32 }, { type: 'number' }],
-} as const;
+/** The ids of the catalog that restrictions may name: API ids and, for each, its method ids (lower case). */
+export type CatalogIds = ReadonlyMap<string, ReadonlySet<string>>;
 
-export const restrictionDtoSchema = {
-  $id: 'RestrictionDTO',
-  type: 'object',
-  required: ['api', 'method', 'type', 'config'],
-  additionalProperties: false,
-  properties: {
-    api: { type: 'string', minLength: 1, maxLength: 64, description: 'Catalog API id, or * for every API' },
-    method: {
-      type: 'string',
-      minLength: 1,
-      maxLength: 64,
-      description: 'Catalog method id of that API, or * for every method',
+export function catalogIds(
+  apis: ReadonlyArray<{ id: string; methods: ReadonlyArray<{ id: string }> }>,
+): CatalogIds {
+  return new Map(
+    apis.map((api) => [api.id.toLowerCase(), new Set(api.methods.map((method) => method.id.toLowerCase()))]),
+  );
+}
+
+const bytesPerMb = 1_048_576;
+/** RFC 8941 §3.3.1: an Integer has at most 15 digits. */
+const largestUnits = 999_999_999_999_999;
+
+/** The rule of each number of a restriction's config, as its messages say it. */
+export const amountRules = {
+  messages: 'must be a whole number from 1 to 1000000000000',
+  per: 'must be a whole number from 1 to 1000000',
+  mb: 'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals',
+} as const;
+type AmountField = keyof typeof amountRules;
+const largest: Record<AmountField, bigint> = {
+  messages: 1_000_000_000_000n,
+  per: 1_000_000n,
+  mb: BigInt(largestUnits),
+};
+
+/** A number as JSON.parse read it, spelt without an exponent: 1e-7 → "0.0000001", 1e21 → "1" and 21 zeros. */
+function plainDecimal(value: number): string | undefined {
+  if (!Number.isFinite(value)) return undefined;
+  const text = String(value);
+  const match = /^(-?)(\d+)(?:\.(\d+))?e([+-]\d+)$/.exec(text);
+  if (!match) return text;
+  const [, sign = '', integer = '', fraction = '', exponent = ''] = match;
+  const digits = integer + fraction;
+  const point = integer.length + Number(exponent);
+  if (point <= 0) return `${sign}0.${'0'.repeat(-point)}${digits}`;
+  if (point >= digits.length) return `${sign}${digits}${'0'.repeat(point - digits.length)}`;
+  return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
+}
+
+/** Whole bytes of `mb` megabytes (a canonical decimal), rounded down, computed exactly. */
+function bytesOf(mb: string): bigint {
+  const [integer = '0', fraction = ''] = mb.split('.');
+  const micro = BigInt(integer) * 1_000_000n + BigInt(fraction.padEnd(6, '0'));
+  return (micro * BigInt(bytesPerMb)) / 1_000_000n;
+}
+
+/**
+ * The canonical string of an amount given as a JSON number or a string of digits (whole, or with at most
+ * 6 decimals for `mb`), or undefined when it breaks the field's rule. A number is judged by the decimal
+ * it reads as, so a JSON number is refused exactly when its spelling as a string would be.
+ */
+export function canonicalAmount(value: unknown, field: AmountField): string | undefined {
+  const text =
+    typeof value === 'number' ? plainDecimal(value) : typeof value === 'string' ? value.trim() : undefined;
+  const match = text === undefined ? null : /^(\d{1,16})(?:\.(\d{1,6}))?$/.exec(text);
+  if (!match || (field !== 'mb' && match[2] !== undefined)) return undefined;
+  const integer = match[1]!.replace(/^0+(?=\d)/, '');
+  const fraction = (match[2] ?? '').replace(/0+$/, '');
+  const canonical = fraction ? `${integer}.${fraction}` : integer;
+  const units = field === 'mb' ? bytesOf(canonical) : BigInt(integer);
+  return units >= 1n && units <= largest[field] ? canonical : undefined;
+}
+
+/** The limit a restriction enforces: messages for `throttle`, whole bytes for `throttlemb`. */
+export function unitsOf(config: RestrictionConfig): number {
+  return config.messages !== undefined ? Number(config.messages) : Number(bytesOf(config.mb));
+}
+
+/** How the canonical strings look, for the OpenAPI document. */
+const canonicalPatterns: Record<AmountField, RegExp> = {
+  messages: /^[1-9]\d{0,12}$/,
+  per: /^[1-9]\d{0,6}$/,
+  mb: /^(0|[1-9]\d{0,8})(\.\d{0,5}[1-9])?$/,
+};
+
+/** An error map: "is required" for a missing value, `message` for any other mistake. */
+const msg =
+  (message: string) =>
+  (issue: { input?: unknown }): string =>
+    issue.input === undefined ? 'is required' : message;
+
+const amount = (field: AmountField, description: string) =>
+  z
+    .union([z.string(), z.number()], { error: msg(amountRules[field]) })
+    .transform((value, ctx) => {
+      const canonical = canonicalAmount(value, field);
+      if (canonical === undefined) {
+        ctx.issues.push({ code: 'custom', message: amountRules[field], input: value });
+        return z.NEVER;
+      }
+      return canonical;
+    })
+    .pipe(z.string().regex(canonicalPatterns[field]))
+    .meta({
+      description: `${description}: ${amountRules[field].replace(/^must be /, '')}; a JSON number or a string, answered as a string`,
+    });
+
+const notFor = (type: string) => z.never({ error: `not allowed for type ${type}` }).optional();
+
+const period = z
+  .enum(periodNames, { error: msg(`must be one of ${periodNames.join(', ')}`) })
+  .meta({ description: 'Unit of the window, singular or plural, kept as sent' });
+
+const windowRule = (config: { per: string; period: string }, ctx: z.RefinementCtx) => {
+  if (windowMs(config) > longestWindowMs)
+    ctx.addIssue({ code: 'custom', message: 'the window (per × period) must not exceed 366 days' });
+};
+
+const throttleConfig = z
+  .strictObject(
+    {
+      messages: amount('messages', 'Messages allowed per window'),
+      per: amount('per', 'Number of periods in the window'),
+      period,
+      mb: notFor('throttle'),
     },
-    verb: { type: 'string', enum: [...restrictionVerbs], description: 'Only requests with this verb' },
-    type: { type: 'string', enum: [...restrictionTypes] },
-    config: {
-      type: 'object',
-      additionalProperties: false,
-      description: 'throttle: messages, per, period; throttlemb: mb, per, period',
-      properties: {
-        messages: { ...numberLike, description: 'Messages allowed per window (whole number)' },
-        mb: { ...numberLike, description: 'Megabytes (1,048,576 bytes) allowed per window' },
-        per: { ...numberLike, description: 'Number of periods in the window (whole number)' },
-        period: { type: 'string', enum: periodNames },
+    { error: msg('must be an object') },
+  )
+  .superRefine(windowRule);
+
+const throttlembConfig = z
+  .strictObject(
+    {
+      mb: amount('mb', 'Megabytes (1,048,576 bytes) allowed per window'),
+      per: amount('per', 'Number of periods in the window'),
+      period,
+      messages: notFor('throttlemb'),
+    },
+    { error: msg('must be an object') },
+  )
+  .superRefine(windowRule);
+
+const catalogId = (what: string) =>
+  z
+    .string({ error: msg('must be a string') })
+    .min(1, { error: 'must be 1 to 64 characters' })
+    .max(64, { error: 'must be 1 to 64 characters' })
+    .toLowerCase()
+    .meta({ description: what });
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null;
+
+/** `method` must be `*` under `api: *`; with a catalog, both must name ids of it. */
+function referencesRule(catalog: CatalogIds | undefined) {
+  return (restriction: { api: string; method: string }, ctx: z.RefinementCtx) => {
+    const { api, method } = restriction;
+    if (api === '*') {
+      if (method !== '*')
+        ctx.addIssue({ code: 'custom', path: ['method'], message: 'must be * when api is *' });
+      return;
+    }
+    const methods = catalog?.get(api);
+    if (catalog && !methods) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['api'],
+        message: `no API of the catalog has id '${api}' (or use *)`,
+      });
+    } else if (methods && method !== '*' && !methods.has(method)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['method'],
+        message: `API '${api}' has no method with id '${method}' (or use *)`,
+      });
+    }
+  };
+}
+
+function restrictionSchema(catalog?: CatalogIds) {
+  const fields = {
+    api: catalogId('Catalog API id, or * for every API'),
+    method: catalogId('Catalog method id of that API, or * for every method (must be * when api is *)'),
+    verb: z
+      .enum(restrictionVerbs, { error: msg(`must be one of ${restrictionVerbs.join(', ')}`) })
+      .optional()
+      .meta({ description: 'Only requests with this verb; every verb when absent' }),
+  };
+  // The catalog rule runs even when the config has mistakes, so that one answer names them all.
+  const references = {
+    when: (payload: { value: unknown }) =>
+      isRecord(payload.value) &&
+      typeof payload.value.api === 'string' &&
+      typeof payload.value.method === 'string',
+  };
+  return z.discriminatedUnion(
+    'type',
+    [
+      z
+        .strictObject({ ...fields, type: z.literal('throttle'), config: throttleConfig })
+        .superRefine(referencesRule(catalog), references),
+      z
+        .strictObject({ ...fields, type: z.literal('throttlemb'), config: throttlembConfig })
+        .superRefine(referencesRule(catalog), references),
+    ],
+    {
+      // A restriction that is no object at all comes here too, as an invalid_type issue.
+      error: (issue: { code: string; input?: unknown }) => {
+        if (issue.code === 'invalid_type')
+          return issue.input === undefined ? 'is required' : 'must be an object';
+        return isRecord(issue.input) && issue.input.type === undefined
+          ? 'is required'
+          : 'must be one of throttle, throttlemb';
       },
     },
-  },
-} as const;
+  );
+}
 
-export const quotaDtoSchema = {
-  $id: 'QuotaDTO',
-  type: 'object',
-  required: ['type', 'name', 'restrictions'],
-  additionalProperties: false,
-  properties: {
-    id: { type: 'string', description: 'Ignored: the server assigns ids' },
-    system: { type: 'boolean', description: 'Ignored: only the well-known quotas are system quotas' },
-    type: { type: 'string', enum: [...quotaTypes] },
-    name: { type: 'string', minLength: 1, maxLength: 200 },
-    description: { type: 'string', maxLength: 2000 },
-    restrictions: { type: 'array', maxItems: 100, items: { $ref: 'RestrictionDTO#' } },
-  },
-} as const;
+function quotaFields(catalog?: CatalogIds) {
+  return {
+    type: z.enum(quotaTypes, { error: msg(`must be one of ${quotaTypes.join(', ')}`) }),
+    name: z
+      .string({ error: msg('must be a string') })
+      .min(1, { error: 'must be 1 to 200 characters' })
+      .max(200, { error: 'must be 1 to 200 characters' }),
+    description: z
+      .string({ error: msg('must be a string') })
+      .max(2000, { error: 'must be at most 2000 characters' })
+      .default(''),
+    restrictions: z
+      .array(restrictionSchema(catalog), { error: msg('must be an array') })
+      .max(100, { error: 'must hold at most 100 restrictions' }),
+  };
+}
 
-const restrictionSchema = {
-  $id: 'Restriction',
-  type: 'object',
-  required: ['api', 'method', 'type', 'config'],
-  properties: {
-    api: { type: 'string' },
-    method: { type: 'string' },
-    verb: { type: 'string' },
-    type: { type: 'string', enum: [...restrictionTypes] },
-    config: {
-      type: 'object',
-      properties: {
-        messages: { type: 'string' },
-        mb: { type: 'string' },
-        per: { type: 'string' },
-        period: { type: 'string' },
-      },
+/**
+ * A QuotaDTO, the body of POST and PUT: with `catalog`, restrictions must name its APIs and methods.
+ * A client's `id` and `system` are accepted and ignored.
+ */
+export function quotaDtoSchema(catalog?: CatalogIds) {
+  const { type, name, description, restrictions } = quotaFields(catalog);
+  return z.strictObject(
+    {
+      id: z
+        .string({ error: msg('must be a string') })
+        .optional()
+        .meta({ description: 'Ignored: the server assigns ids' }),
+      type,
+      name,
+      description,
+      restrictions,
+      system: z
+        .boolean({ error: msg('must be true or false') })
+        .optional()
+        .meta({ description: 'Ignored: only the well-known quotas are system quotas' }),
     },
-  },
-} as const;
+    { error: msg('must be an object') },
+  );
+}
 
-export const quotaSchema = {
-  $id: 'Quota',
-  type: 'object',
-  required: ['id', 'type', 'name', 'description', 'restrictions', 'system'],
-  properties: {
-    id: { type: 'string', format: 'uuid' },
-    type: { type: 'string', enum: [...quotaTypes] },
-    name: { type: 'string' },
-    description: { type: 'string' },
-    restrictions: { type: 'array', items: { $ref: 'Restriction#' } },
-    system: { type: 'boolean' },
-  },
-} as const;
+const quotaId = z
+  .string({ error: msg('must be a string') })
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, {
+    error: 'must be a lower-case UUID',
+  });
 
-export const errorSchema = {
-  $id: 'Errors',
-  type: 'object',
-  required: ['errors'],
-  properties: {
-    errors: {
-      type: 'array',
-      items: {
-        type: 'object',
-        required: ['code', 'message'],
-        properties: { code: { type: 'integer' }, message: { type: 'string' } },
-      },
-    },
+/** A Quota as the API answers it. */
+export const quotaSchema = z.strictObject(
+  {
+    id: quotaId,
+    ...quotaFields(),
+    system: z.boolean({ error: msg('must be true or false') }),
   },
-} as const;
+  { error: msg('must be an object') },
+);
 
-/** Every shared schema, for `fastify.addSchema` (and so for the OpenAPI components). */
-export const quotaApiSchemas = [
-  restrictionDtoSchema,
-  quotaDtoSchema,
-  restrictionSchema,
-  quotaSchema,
-  errorSchema,
-];
+/** A quota as the stores keep it: its fields in this order, and the application it belongs to. */
+export const storedRecordSchema = quotaSchema
+  .extend({
+    application: z
+      .string({ error: msg('must be a string') })
+      .min(1, { error: `must be 1 to ${longestApplicationId} characters` })
+      .max(longestApplicationId, { error: `must be 1 to ${longestApplicationId} characters` })
+      .optional(),
+  })
+  .superRefine((record, ctx) => {
+    const wellKnown = wellKnownQuotaIds.has(record.id);
+    if (record.system !== wellKnown) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['system'],
+        message: 'must be true for the System and Application Default quotas, and false for any other',
+      });
+    }
+    if (record.id === systemQuotaId && record.type !== 'API')
+      ctx.addIssue({ code: 'custom', path: ['type'], message: 'must be API for the System quota' });
+    if (record.id === applicationDefaultQuotaId && record.type !== 'APPLICATION') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['type'],
+        message: 'must be APPLICATION for the Application Default quota',
+      });
+    }
+    if (record.application !== undefined && (record.type !== 'APPLICATION' || wellKnown)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['application'],
+        message:
+          'only a quota of type APPLICATION that is not a well-known quota can belong to an application',
+      });
+    }
+  });
+
+/** A request body that passed the QuotaDTO schema: numbers canonical, ids lower case. */
+export type QuotaDto = z.output<ReturnType<typeof quotaDtoSchema>>;
+export type Quota = z.output<typeof quotaSchema>;
+export type Restriction = Quota['restrictions'][number];
+export type RestrictionConfig = Restriction['config'];
+
+/** A quota as stored: with the application it belongs to, when it is an application's own quota. */
+export interface QuotaRecord {
+  quota: Quota;
+  application?: string;
+}
+
+/** A stored quota and its entity tag (`ETag`), the SHA-1 of its stored JSON. */
+export interface StoredQuota extends QuotaRecord {
+  etag: string;
+}

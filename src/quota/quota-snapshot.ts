@@ -1,4 +1,5 @@
 import type { StoredQuota } from './model.js';
+import type { RefusedQuota } from './quota-repository.js';
 
 /**
  * This process's copy of the quota definitions, which both repositories keep current: reads are served
@@ -6,6 +7,7 @@ import type { StoredQuota } from './model.js';
  */
 export abstract class QuotaSnapshot {
   protected records = new Map<string, StoredQuota>();
+  protected refusedRecords = new Map<string, RefusedQuota>();
   private readonly listeners: Array<(quotas: StoredQuota[]) => void> = [];
 
   all(): StoredQuota[] {
@@ -18,6 +20,10 @@ export abstract class QuotaSnapshot {
 
   ofApplication(application: string): StoredQuota | undefined {
     return this.all().find((record) => record.application === application);
+  }
+
+  refused(): RefusedQuota[] {
+    return [...this.refusedRecords.values()];
   }
 
   onChange(listener: (quotas: StoredQuota[]) => void): void {

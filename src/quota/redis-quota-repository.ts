@@ -1,16 +1,17 @@
 import type { Logger } from '../log.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
-import { etagOf, serializeRecord, wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
+import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
 import {
   QuotaConflict,
   QuotaNotFound,
   QuotaPreconditionFailed,
   QuotaStoreUnavailable,
   type QuotaRepository,
+  type RefusedQuota,
 } from './quota-repository.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
-import { parseRecord, stored } from './stored-records.js';
+import { etagOf, parseRecord, serializeRecord, stored } from './stored-records.js';
 
 type ScriptReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION';
 
@@ -47,6 +48,8 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
   private subscriber: RedisConnection | null = null;
   private reloading: Promise<void> | null = null;
   private reloadAgain = false;
+  /** The version of each refused definition already logged. */
+  private readonly reported = new Map<string, string>();
 
   constructor(
     private readonly redis: RedisConnection,
@@ -168,6 +171,9 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       if (reply === 'OK') {
         const next = new Map(this.records);
         next.delete(id);
+        this.refusedRecords.delete(id);
+        const wellKnown = wellKnownQuotas().find((record) => record.quota.id === id);
+        if (wellKnown) next.set(id, stored(wellKnown));
         this.publish(next);
         return;
       }
@@ -182,16 +188,28 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
   }
 
-  /** The authoritative current record, read from Redis (not from this process's copy). */
-  private async read(id: string): Promise<StoredQuota> {
+  /**
+   * The ETag and application of the current definition, read from Redis (not from this process's copy),
+   * without judging it by the schema: a definition the schema refuses can still be replaced or removed.
+   */
+  private async read(id: string): Promise<{ etag: string; application?: string }> {
     const json = await this.run(() => this.redis.hget(this.keys.defs, id));
     if (json === null) throw new QuotaNotFound(id);
-    return { ...parseRecord(JSON.parse(json)), etag: etagOf(json) };
+    const named = applicationIn(json);
+    const application = named === null ? await this.linkedApplication(id) : named;
+    return application === undefined ? { etag: etagOf(json) } : { etag: etagOf(json), application };
+  }
+
+  /** The application linked to quota `id` in the applications hash: for a definition that cannot tell. */
+  private async linkedApplication(id: string): Promise<string | undefined> {
+    const links = await this.run(() => this.redis.hgetall(this.keys.apps));
+    return Object.entries(links).find(([, quotaId]) => quotaId === id)?.[0];
   }
 
   /** Makes a write visible to this process at once: its admin reads its own writes. */
   private applied(record: QuotaRecord): StoredQuota {
     const result = stored(record);
+    this.refusedRecords.delete(record.quota.id);
     this.publish(new Map(this.records).set(record.quota.id, result));
     return result;
   }
@@ -230,22 +248,46 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       });
   }
 
+  /**
+   * Loads the whole set. A definition the quota schema refuses is logged, kept out of the set (a
+   * well-known quota falls back to its empty default) and listed by `refused()`.
+   */
   private async reload(): Promise<void> {
     const entries = await this.redis.hgetall(this.keys.defs);
     const records = new Map<string, StoredQuota>();
+    const refused = new Map<string, RefusedQuota>();
     for (const [id, json] of Object.entries(entries)) {
-      try {
-        records.set(id, { ...parseRecord(JSON.parse(json)), etag: etagOf(json) });
-      } catch (error) {
+      const result = readDefinition(id, json);
+      if ('record' in result) {
+        records.set(id, { ...result.record, etag: etagOf(json) });
+        continue;
+      }
+      const etag = etagOf(json);
+      refused.set(id, { id, etag, problems: result.problems, stored: json });
+      // Once per version of a definition, not at every reload.
+      if (this.reported.get(id) !== etag) {
+        this.reported.set(id, etag);
         this.logger.error(
-          { id, problem: (error as Error).message },
-          'skipping a quota definition that cannot be read',
+          { id, problems: result.problems },
+          'a stored quota definition breaks the quota schema; it is not enforced',
         );
+      }
+    }
+    if (refused.size > 0) {
+      const links = await this.redis.hgetall(this.keys.apps);
+      for (const definition of refused.values()) {
+        const named = applicationIn(definition.stored);
+        const application =
+          named === null
+            ? Object.entries(links).find(([, quotaId]) => quotaId === definition.id)?.[0]
+            : named;
+        if (application !== undefined) definition.application = application;
       }
     }
     for (const record of wellKnownQuotas()) {
       if (!records.has(record.quota.id)) records.set(record.quota.id, stored(record));
     }
+    this.refusedRecords = refused;
     this.publish(records);
   }
 
@@ -275,4 +317,35 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       );
     }
   }
+}
+
+/** The stored text of quota `id` read through the quota schema: the record, or every problem it has. */
+function readDefinition(id: string, json: string): { record: QuotaRecord } | { problems: string[] } {
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return { problems: ['not JSON'] };
+  }
+  const parsed = parseRecord(value);
+  if ('record' in parsed && parsed.record.quota.id !== id) {
+    return { problems: [`id: must be '${id}', the key it is stored under`] };
+  }
+  return parsed;
+}
+
+/**
+ * The application a stored text names, whether or not the schema accepts the rest of it: undefined when
+ * it is a JSON object that names none, null when it is no JSON object at all (and so cannot tell).
+ */
+function applicationIn(json: string): string | undefined | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+  const { application } = value as { application?: unknown };
+  return typeof application === 'string' ? application : undefined;
 }

@@ -1,49 +1,31 @@
-import { z } from 'zod';
-import {
-  etagOf,
-  periodNames,
-  quotaTypes,
-  restrictionTypes,
-  serializeRecord,
-  type QuotaRecord,
-  type StoredQuota,
-} from './model.js';
-
-const amount = z.string().regex(/^\d+(\.\d+)?$/);
-
-const recordSchema = z.strictObject({
-  id: z.string().min(1),
-  type: z.enum(quotaTypes),
-  name: z.string(),
-  description: z.string(),
-  restrictions: z.array(
-    z.strictObject({
-      api: z.string().min(1),
-      method: z.string().min(1),
-      verb: z.string().optional(),
-      type: z.enum(restrictionTypes),
-      config: z.union([
-        z.strictObject({ messages: amount, per: amount, period: z.enum(periodNames) }),
-        z.strictObject({ mb: amount, per: amount, period: z.enum(periodNames) }),
-      ]),
-    }),
-  ),
-  system: z.boolean(),
-  application: z.string().min(1).optional(),
-});
+import { createHash } from 'node:crypto';
+import { storedRecordSchema, type QuotaRecord, type StoredQuota } from './quota-schema.js';
+import { problemsOf } from './schema-problems.js';
 
 /**
- * Reads one stored record (as `serializeRecord` wrote it).
- * @throws Error naming the problem when the text is not a quota record.
+ * The stored form of a record: the JSON of the quota schema's own output, so its keys come in one fixed
+ * order (equal records have equal ETags) and nothing is written that the stores could not read back.
+ * @throws Error naming the problems when the record breaks the quota schema.
  */
-export function parseRecord(value: unknown): QuotaRecord {
-  const parsed = recordSchema.safeParse(value);
+export function serializeRecord(record: QuotaRecord): string {
+  const parsed = storedRecordSchema.safeParse({ ...record.quota, application: record.application });
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
-    throw new Error(`${issue.path.join('.') || 'record'}: ${issue.message}`);
+    throw new Error(`not a storable quota: ${problemsOf(parsed.error.issues, 'record').join('; ')}`);
   }
+  return JSON.stringify(parsed.data);
+}
+
+/** The ETag of a stored JSON text: SHA-1 hex, which Redis Lua (`redis.sha1hex`) computes the same way. */
+export function etagOf(json: string): string {
+  return createHash('sha1').update(json, 'utf8').digest('hex');
+}
+
+/** A stored value read through the quota schema: the record, or every problem it has. */
+export function parseRecord(value: unknown): { record: QuotaRecord } | { problems: string[] } {
+  const parsed = storedRecordSchema.safeParse(value);
+  if (!parsed.success) return { problems: problemsOf(parsed.error.issues, 'record') };
   const { application, ...quota } = parsed.data;
-  return application ? { quota, application } : { quota };
+  return { record: application === undefined ? { quota } : { quota, application } };
 }
 
 /** A record with the ETag of its stored form. */

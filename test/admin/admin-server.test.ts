@@ -1,10 +1,12 @@
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { request } from '../helpers/raw-http.js';
 import {
+  adminUser,
   basicAuth,
   devKey,
   petsConfig,
   startTestGateway,
+  userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
@@ -72,9 +74,14 @@ describe('admin listener', () => {
     expect(text).toMatch(/quotagate_request_duration_seconds_bucket\{le="[^"]+",api="5f1c7f8e/);
   });
 
-  it('answers unknown admin paths with a JSON 404', async () => {
+  it('answers unknown admin paths with a JSON 401 without credentials, and a JSON 404 with them', async () => {
     const { gateway } = await start();
-    const res = await fetch(`${gateway.adminUrl}/nope`);
+    const anonymous = await fetch(`${gateway.adminUrl}/nope`);
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toEqual({
+      errors: [{ code: 401, message: 'admin credentials are missing or wrong' }],
+    });
+    const res = await fetch(`${gateway.adminUrl}/nope`, { headers: { authorization: userAuth(adminUser) } });
     expect(res.status).toBe(404);
     expect(await res.json()).toEqual({ errors: [{ code: 404, message: 'Not Found' }] });
   });

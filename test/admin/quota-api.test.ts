@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { quotaDtoSchema } from '../../src/quota/quota-schema.js';
+import { z } from 'zod';
+import { quotaDtoSchema, quotaSchema } from '../../src/quota/quota-schema.js';
 import {
   adminUser,
   getPetMethodId,
@@ -310,6 +311,79 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         (await call('PUT', `/quotas/${id}`, { body: quotaDto(), headers: { 'if-match': '*' } })).status,
       ).toBe(200);
     });
+
+    it('never honours a weak If-Match tag, not even of the current version (412, strong comparison)', async () => {
+      const created = await call('POST', '/quotas', { body: quotaDto() });
+      const id = (created.body as { id: string }).id;
+      const tag = created.headers.get('etag')!;
+      for (const weak of [`W/${tag}`, `w/${tag}`, `W/${tag}, W/${tag}`]) {
+        const put = await call('PUT', `/quotas/${id}`, {
+          body: quotaDto({ name: 'weak' }),
+          headers: { 'if-match': weak },
+        });
+        expect(put.status, weak).toBe(412);
+        expect(errorsOf(put)[0]!.code).toBe(412);
+        expect((await call('DELETE', `/quotas/${id}`, { headers: { 'if-match': weak } })).status, weak).toBe(
+          412,
+        );
+      }
+      expect((await call('GET', `/quotas/${id}`)).body).toMatchObject({ name: 'Pets' });
+    });
+
+    it('honours an If-Match list when any member is the current tag', async () => {
+      const created = await call('POST', '/quotas', { body: quotaDto() });
+      const id = (created.body as { id: string }).id;
+      let tag = created.headers.get('etag')!;
+      const stale = `"${'0'.repeat(40)}"`;
+      for (const listOf of [
+        (current: string) => `${stale}, ${current}`,
+        (current: string) => `${current}, ${stale}`,
+        (current: string) => `${stale},${current}`,
+        (current: string) => `W/${current}, ${current}`,
+        (current: string) => ` ${stale} ,  ${current} `,
+        (current: string) => `${stale}, "a,b", ${current}`,
+        (current: string) => `${stale}, , ${current},`,
+      ]) {
+        const list = listOf(tag);
+        const put = await call('PUT', `/quotas/${id}`, {
+          body: quotaDto({ name: list }),
+          headers: { 'if-match': list },
+        });
+        expect(put.status, list).toBe(200);
+        tag = put.headers.get('etag')!;
+      }
+      expect(
+        (await call('DELETE', `/quotas/${id}`, { headers: { 'if-match': `${stale}, ${tag}` } })).status,
+      ).toBe(204);
+    });
+
+    it('refuses an If-Match list without the current tag, or a malformed one (412), and changes nothing', async () => {
+      const created = await call('POST', '/quotas', { body: quotaDto() });
+      const id = (created.body as { id: string }).id;
+      const tag = created.headers.get('etag')!;
+      const bare = tag.slice(1, -1);
+      for (const value of [
+        `"${'0'.repeat(40)}", "${'1'.repeat(40)}"`,
+        `"${'0'.repeat(40)}", W/${tag}`,
+        bare,
+        `"${bare}`,
+        `${bare}"`,
+        `'${bare}'`,
+        `"*"`,
+        `*, ${tag}`,
+        `"${bare}" junk`,
+        `""`,
+        ',',
+        '',
+      ]) {
+        const put = await call('PUT', `/quotas/${id}`, {
+          body: quotaDto({ name: 'lost' }),
+          headers: { 'if-match': value },
+        });
+        expect(put.status, value).toBe(412);
+      }
+      expect((await call('GET', `/quotas/${id}`)).body).toMatchObject({ name: 'Pets' });
+    });
   });
 
   describe('validation: 400 naming the field', () => {
@@ -456,6 +530,65 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         ).status,
       ).toBe(415);
     });
+
+    it.each([
+      'text/plain',
+      'text/plain; charset=utf-8',
+      'text/json',
+      'application/xml',
+      'application/octet-stream',
+      'application/json-patch+json',
+      'application/jsonx',
+      'application/x-json',
+      'multipart/form-data; boundary=x',
+      'json',
+      '*/*',
+    ])('refuses a JSON body sent as %s with 415 in the errors shape, and stores nothing', async (type) => {
+      const before = ((await call('GET', '/quotas')).body as unknown[]).length;
+      for (const method of ['POST', 'PUT'] as const) {
+        const answer = await call(method, method === 'POST' ? '/quotas' : `/quotas/${defaultId}`, {
+          raw: JSON.stringify(quotaDto({ type: 'APPLICATION' })),
+          headers: { 'content-type': type },
+        });
+        expect(answer.status, `${method} ${type}`).toBe(415);
+        expect(answer.body).toEqual({
+          errors: [{ code: 415, message: 'the body must be application/json' }],
+        });
+      }
+      expect(((await call('GET', '/quotas')).body as unknown[]).length).toBe(before);
+    });
+
+    it('refuses a body without a Content-Type with 415', async () => {
+      const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas`, {
+        method: 'POST',
+        headers: { authorization: userAuth(adminUser) },
+        body: new Uint8Array(Buffer.from(JSON.stringify(quotaDto()))),
+      });
+      expect(res.status).toBe(415);
+      expect(await res.json()).toEqual({
+        errors: [{ code: 415, message: 'the body must be application/json' }],
+      });
+    });
+
+    it.each(['application/json', 'application/json; charset=utf-8', 'Application/JSON'])(
+      'accepts a body sent as %s',
+      async (type) => {
+        const answer = await call('POST', '/quotas', {
+          raw: JSON.stringify(quotaDto()),
+          headers: { 'content-type': type },
+        });
+        expect(answer.status).toBe(201);
+      },
+    );
+
+    it('accepts an empty body with Content-Type: application/json on DELETE', async () => {
+      const id = ((await call('POST', '/quotas', { body: quotaDto() })).body as { id: string }).id;
+      const answer = await call('DELETE', `/quotas/${id}`, {
+        raw: '',
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(answer.status).toBe(204);
+    });
   });
 
   describe("applications' own quotas", () => {
@@ -511,16 +644,30 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         '/api/portal/v1.3/quotas',
         '/api/portal/v1.3/quotas/{id}',
         '/api/portal/v1.3/quotas/{id}/usage',
+        '/api/portal/v1.3/refused-quotas',
       ]);
       expect(Object.keys(document.paths['/api/portal/v1.3/quotas/{id}']!).sort()).toEqual([
         'delete',
         'get',
         'put',
       ]);
-      const { $id: _id, ...dto } = quotaDtoSchema;
+      // The components are the zod schemas that validate requests and stored records, as JSON Schema.
+      expect(document.components.schemas['QuotaDTO']).toEqual(
+        z.toJSONSchema(quotaDtoSchema(), { io: 'input', target: 'openapi-3.0' }),
+      );
+      expect(document.components.schemas['Quota']).toEqual(
+        z.toJSONSchema(quotaSchema, { io: 'output', target: 'openapi-3.0' }),
+      );
       expect(document.components.schemas['QuotaDTO']).toMatchObject({
-        ...dto,
-        properties: { ...dto.properties, restrictions: { type: 'array', maxItems: 100 } },
+        required: ['type', 'name', 'restrictions'],
+        additionalProperties: false,
+        properties: { restrictions: { type: 'array', maxItems: 100 } },
+      });
+      const post = document.paths['/api/portal/v1.3/quotas']!['post'] as {
+        requestBody: { content: Record<string, { schema: unknown }> };
+      };
+      expect(post.requestBody.content['application/json']!.schema).toEqual({
+        $ref: '#/components/schemas/QuotaDTO',
       });
     });
   });

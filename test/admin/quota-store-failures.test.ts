@@ -6,6 +6,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { runCli } from '../helpers/run-cli.js';
 import {
   adminUser,
+  memberUser,
   petsConfig,
   startTestGateway,
   userAuth,
@@ -82,5 +83,134 @@ describe('quota store failures', () => {
       new RegExp(`^store\\.file: ${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: not a quota file: `),
     );
     expect(readFileSync(file, 'utf8')).toBe('{"version": 1, "quotas": [{"id": ');
+  });
+
+  it('refuses to start on a quota file holding a record the quota schema refuses, naming it, and leaves the file as it was', async () => {
+    const dir = writeSeedConfigDir({});
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const file = path.join(dir, 'quotas.json');
+    const id = randomUUID();
+    const text = JSON.stringify({
+      version: 1,
+      quotas: [
+        {
+          id,
+          type: 'API',
+          name: 'tiny',
+          description: '',
+          restrictions: [
+            { api: '*', method: '*', type: 'throttlemb', config: { mb: '1e-7', per: '1', period: 'day' } },
+          ],
+          system: false,
+        },
+      ],
+    });
+    writeFileSync(file, text);
+    const failure = await gatewayWith({ store: { type: 'memory', file } }).catch((error: unknown) => error);
+    expect((failure as Error).message).toBe(
+      `store.file: ${file}: not a quota file: quotas[0] (id '${id}'): restrictions[0].config.mb: ` +
+        'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals ' +
+        '(nothing was changed; fix or remove these records, or restore the file from a backup)',
+    );
+    expect(readFileSync(file, 'utf8')).toBe(text);
+  });
+
+  it('shows an admin the definitions in Redis that the quota schema refuses, and lets the admin fix or delete them', async () => {
+    const prefix = `test:${randomUUID()}:`;
+    const redis = new Redis(inject('redisUrl'));
+    cleanups.push(() => redis.quit().then(() => undefined));
+    const mobileAppId = '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e';
+    const definition = (id: string, type: string, mb: string) => ({
+      id,
+      type,
+      name: `stored ${mb}`,
+      description: '',
+      restrictions: [{ api: '*', method: '*', type: 'throttlemb', config: { mb, per: '1', period: 'day' } }],
+      system: false,
+    });
+    const [tinyId, ownId, systemId] = [randomUUID(), randomUUID(), '00000000-0000-0000-0000-000000000000'];
+    const stored = {
+      [tinyId]: JSON.stringify(definition(tinyId, 'API', '1e-7')),
+      [ownId]: JSON.stringify({ ...definition(ownId, 'APPLICATION', '953674317'), application: mobileAppId }),
+      [systemId]: JSON.stringify({ ...definition(systemId, 'API', '1e-7'), name: 'System', system: true }),
+    };
+    await redis.hset(`${prefix}{quotas}:definitions`, stored);
+    await redis.hset(`${prefix}{quotas}:applications`, { [mobileAppId]: ownId });
+    const gateway = await gatewayWith({
+      store: { type: 'redis', url: inject('redisUrl'), prefix },
+      applications: [
+        { id: mobileAppId, name: 'Mobile', apikey_development: 'mobile-dev-key-0123456789abcdef' },
+      ],
+    });
+    const api = `${gateway.adminUrl}/api/portal/v1.3`;
+    const mb = 'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals';
+
+    const listed = await fetch(`${api}/refused-quotas`, { headers });
+    expect(listed.status).toBe(200);
+    expect(((await listed.json()) as Array<{ id: string }>).sort((a, b) => a.id.localeCompare(b.id))).toEqual(
+      [
+        { id: tinyId, problems: [`restrictions[0].config.mb: ${mb}`], stored: stored[tinyId] },
+        {
+          id: ownId,
+          application: mobileAppId,
+          problems: [`restrictions[0].config.mb: ${mb}`],
+          stored: stored[ownId],
+        },
+        { id: systemId, problems: [`restrictions[0].config.mb: ${mb}`], stored: stored[systemId] },
+      ].sort((a, b) => a.id.localeCompare(b.id)),
+    );
+    const asMember = { authorization: userAuth(memberUser) };
+    expect((await fetch(`${api}/refused-quotas`, { headers: asMember })).status).toBe(403);
+    expect((await fetch(`${api}/refused-quotas`)).status).toBe(401);
+    const ids = ((await (await fetch(`${api}/quotas`, { headers })).json()) as Array<{ id: string }>).map(
+      (q) => q.id,
+    );
+    expect(ids).not.toContain(tinyId);
+    expect(ids).not.toContain(ownId);
+
+    const read = await fetch(`${api}/quotas/${tinyId}`, { headers });
+    expect(read.status).toBe(500);
+    expect(read.headers.get('etag')).toMatch(/^"[0-9a-f]{40}"$/);
+    expect(await read.json()).toEqual({
+      errors: [
+        {
+          code: 500,
+          message: `quota '${tinyId}' is stored in a form this gateway refuses (restrictions[0].config.mb: ${mb}); PUT a valid quota to replace it, or DELETE it`,
+        },
+      ],
+    });
+
+    const valid = JSON.stringify({
+      type: 'API',
+      name: 'fixed',
+      restrictions: [
+        { api: '*', method: '*', type: 'throttlemb', config: { mb: '0.000001', per: '1', period: 'day' } },
+      ],
+    });
+    const fixed = await fetch(`${api}/quotas/${tinyId}`, { method: 'PUT', headers, body: valid });
+    expect(fixed.status).toBe(200);
+    expect(await (await fetch(`${api}/quotas/${tinyId}`, { headers })).json()).toMatchObject({
+      name: 'fixed',
+      system: false,
+    });
+
+    const system = await fetch(`${api}/quotas/${systemId}`, {
+      method: 'PUT',
+      headers,
+      body: valid.replace('fixed', 'System'),
+    });
+    expect(system.status).toBe(200);
+    expect(await system.json()).toMatchObject({ id: systemId, name: 'System', system: true });
+
+    expect((await fetch(`${api}/applications/${mobileAppId}/quota`, { headers })).status).toBe(500);
+    const deleted = await fetch(`${api}/applications/${mobileAppId}/quota`, { method: 'DELETE', headers });
+    expect(deleted.status).toBe(204);
+    expect(await (await fetch(`${api}/refused-quotas`, { headers })).json()).toEqual([]);
+    const own = await fetch(`${api}/applications/${mobileAppId}/quota`, {
+      method: 'POST',
+      headers,
+      body: valid.replace('"API"', '"APPLICATION"'),
+    });
+    expect(own.status).toBe(201);
   });
 });

@@ -8,12 +8,16 @@ const api = (
   basePath: string,
   upstream: string,
   methods: ApiConfig['methods'] = [],
+  options: Partial<Pick<ApiConfig, 'caseSensitive' | 'passUndeclared'>> = {},
 ): ApiConfig => ({
   id,
   name: id,
   basePath,
   upstream,
   methods,
+  caseSensitive: false,
+  passUndeclared: false,
+  ...options,
 });
 
 const router = compileCatalog([
@@ -100,6 +104,62 @@ describe('compileCatalog', () => {
 
   it('normalizes literal segments of templates like request segments', () => {
     expect(route('GET', '/pets/~user/items')).toMatchObject({ method: 'tilde' });
+  });
+
+  it('matches literal segments in any case and sends the catalog spelling upstream', () => {
+    expect(route('GET', '/pets/findbystatus')).toEqual({
+      api: 'pets',
+      method: 'findByStatus',
+      upstream: '/v2/pets/findByStatus',
+    });
+    expect(route('GET', '/PETS/FINDBYSTATUS?status=sold')).toEqual({
+      api: 'pets',
+      method: 'findByStatus',
+      upstream: '/v2/pets/findByStatus?status=sold',
+    });
+    expect(route('PUT', '/Pets/1/PHOTOS/AbC')).toEqual({
+      api: 'pets',
+      method: 'petPhoto',
+      upstream: '/v2/pets/1/photos/AbC',
+    });
+  });
+
+  it('keeps parameters as sent, in their case', () => {
+    expect(route('GET', '/pets/AbC')).toEqual({ api: 'pets', method: 'getPet', upstream: '/v2/pets/AbC' });
+  });
+
+  it('gives an auth plugin the routed path: the catalog spelling of the literals, with the query', () => {
+    const normalized = normalizeTarget('/PETS/./x/../FindByStatus?status=sold', 'gw.test');
+    if (!normalized.ok) throw new Error(normalized.reason);
+    expect(router.match('GET', normalized.segments, false, normalized.query)?.path).toBe(
+      '/pets/findByStatus?status=sold',
+    );
+  });
+
+  it('matches literals only in their case in a caseSensitive API', () => {
+    const strict = compileCatalog([
+      api(
+        'pets',
+        '/pets',
+        'http://127.0.0.1:9000',
+        [
+          { id: 'getPet', name: 'getPet', verb: 'GET', path: '/{petId}' },
+          { id: 'findByStatus', name: 'findByStatus', verb: 'GET', path: '/findByStatus' },
+        ],
+        { caseSensitive: true },
+      ),
+    ]);
+    expect(strict.match('GET', ['pets', 'findbystatus'], false, '')?.method?.id).toBe('getPet');
+    expect(strict.match('GET', ['pets', 'findByStatus'], false, '')?.method?.id).toBe('findByStatus');
+    expect(strict.match('GET', ['PETS', '1'], false, '')).toBeNull();
+  });
+
+  it('lists the verbs a path declares, with HEAD where GET is', () => {
+    const match = router.match('DELETE', ['pets', '1'], false, '')!;
+    expect(match.method).toBeNull();
+    expect(router.allowedVerbs(match)).toEqual(['GET', 'HEAD']);
+    expect(router.allowedVerbs(router.match('PATCH', ['PETS'], false, '')!)).toEqual(['GET', 'POST', 'HEAD']);
+    expect(router.allowedVerbs(router.match('GET', ['pets', '1', 'owners'], false, '')!)).toEqual([]);
   });
 
   it('returns null when no API matches', () => {

@@ -27,14 +27,24 @@ const rules: Array<[string, string]> = [
   ['api-field-missing', 'apis[0].name: is required'],
   [
     'base-path-trailing-slash',
-    'apis[0].basePath: must be an absolute path like /pets (no trailing slash, no dot segments, no parameters)',
+    'apis[0].basePath: must be an absolute path like /pets (no trailing slash, no dot segments, no parameters, no ;)',
   ],
   ['base-path-duplicate', 'apis[1].basePath: duplicate of apis[0].basePath'],
   ['upstream-not-http', 'apis[1].upstream: must be an http(s) URL'],
   ['upstream-with-query', 'apis[1].upstream: must not carry a query or a fragment'],
   ['upstream-with-credentials', 'apis[1].upstream: must not carry credentials'],
   ['method-verb-unknown', 'apis[0].methods[0].verb: must be one of GET, POST, PUT, PATCH, DELETE, OPTIONS'],
-  ['method-path-invalid', 'apis[0].methods[0].path: must be a path template like /{petId} or /findByStatus'],
+  [
+    'method-path-invalid',
+    'apis[0].methods[0].path: must be a path template like /{petId} or /findByStatus (no ;, no segment ending in a dot)',
+  ],
+  [
+    'method-path-matrix',
+    'apis[0].methods[0].path: must be a path template like /{petId} or /findByStatus (no ;, no segment ending in a dot)',
+  ],
+  ['base-path-case-duplicate', 'apis[1].basePath: duplicate of apis[0].basePath'],
+  ['method-route-case-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
+  ['pass-undeclared-not-boolean', 'apis[0].passUndeclared: must be true or false'],
   ['method-route-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['method-id-duplicate', 'apis[1].methods[0].id: duplicate of apis[0].methods[0].id'],
   ['nested-key-unknown', 'admin.prot: unknown key'],
@@ -42,6 +52,7 @@ const rules: Array<[string, string]> = [
   ['redis-url-missing', "store.url: required when store.type is 'redis' (or set store.cluster)"],
   ['redis-url-invalid', 'store.url: must be a redis:// or rediss:// URL'],
   ['store-on-error-unknown', 'store.onError: must be local, allow or deny'],
+  ['counter-memory-too-small', 'store.maxCounterMemoryMb: must be a number of MiB from 1 to 1048576'],
   ['admin-port-clash', 'admin.port: must differ from port'],
   ['admin-role-unknown', 'admin.users[0].role: must be admin or member'],
   [
@@ -136,8 +147,10 @@ describe('loadConfig: valid configs', () => {
       prefix: 'quotagate:',
       onError: 'local',
       commandTimeout: 50,
+      maxCounterMemoryMb: 128,
     });
     expect(config.proxyTimeout).toBe(30_000);
+    expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false });
     expect(config.apis[0]?.methods[0]?.verb).toBe('GET');
   });
 

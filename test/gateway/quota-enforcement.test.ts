@@ -3,20 +3,22 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { request } from '../helpers/raw-http.js';
 import {
   adminUser,
+  applicationDefaultQuotaId,
   basicAuth,
   devKey,
   getPetMethodId,
+  mb,
   petsApiId,
   petsConfig,
   setQuota,
   startTestGateway,
+  systemQuotaId,
+  throttle,
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
-const systemId = '00000000-0000-0000-0000-000000000000';
-const defaultId = '00000000-0000-0000-0000-000000000001';
 const mobileId = '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e';
 const mobileKey = 'mobile-dev-key-0123456789abcdef0123';
 const webId = '5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a';
@@ -26,20 +28,6 @@ const applications = [
   { id: webId, name: 'Web', apikey_development: webKey },
 ];
 const tooMany = '{"id":"com.vendor.api.quota_exceeded","message":"Too Many Requests","success":false}';
-
-const throttle = (messages: number, per: number, period: string, extra: Record<string, unknown> = {}) => ({
-  api: '*',
-  method: '*',
-  type: 'throttle',
-  config: { messages, per, period },
-  ...extra,
-});
-const mb = (megabytes: number, per: number, period: string) => ({
-  api: '*',
-  method: '*',
-  type: 'throttlemb',
-  config: { mb: megabytes, per, period },
-});
 
 let upstream: TestUpstream;
 beforeAll(async () => {
@@ -72,14 +60,14 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     const before = upstream.requests.length;
     for (let i = 0; i < 3; i += 1) {
       const ok = await get(gateway);
       expect(ok.status).toBe(200);
-      expect(ok.headers['ratelimit-policy']).toBe(`"${systemId}/0";q=3;w=60`);
-      expect(ok.headers.ratelimit).toMatch(new RegExp(`^"${systemId}/0";r=${2 - i};t=\\d+$`));
+      expect(ok.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/0";q=3;w=60`);
+      expect(ok.headers.ratelimit).toMatch(new RegExp(`^"${systemQuotaId}/0";r=${2 - i};t=\\d+$`));
     }
     const rejected = await get(gateway);
     expect(rejected.status).toBe(429);
@@ -96,12 +84,12 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(5, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     await setQuota(
       gateway,
       { type: 'APPLICATION', name: 'Default', restrictions: [throttle(2, 1, 'minute')] },
-      defaultId,
+      applicationDefaultQuotaId,
     );
     const statuses = [];
     for (const key of [mobileKey, mobileKey, mobileKey, webKey, webKey, webKey, devKey])
@@ -117,7 +105,7 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'APPLICATION', name: 'Default', restrictions: [throttle(1, 1, 'minute')] },
-      defaultId,
+      applicationDefaultQuotaId,
     );
     const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications/${mobileId}/quota`, {
       method: 'POST',
@@ -136,12 +124,12 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'APPLICATION', name: 'Default', restrictions: [throttle(1, 1, 'minute')] },
-      defaultId,
+      applicationDefaultQuotaId,
     );
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     const statuses = [];
     for (let i = 0; i < 4; i += 1) statuses.push((await request(gateway.url, { path: '/pets/1' })).status);
@@ -159,9 +147,9 @@ describe('quota enforcement: which restrictions apply', () => {
       ],
     });
     expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([200, 429]);
-    // Another method of the API (listPets) and a path no method declares are not getPet.
+    // Another method of the API (listPets) is not getPet; a path no method declares is not exposed.
     expect((await get(gateway, devKey, '/pets')).status).toBe(200);
-    expect((await get(gateway, devKey, '/pets/1/owners')).status).toBe(200);
+    expect((await get(gateway, devKey, '/pets/1/owners')).status).toBe(404);
     // HEAD is routed and counted as GET.
     expect(
       (
@@ -187,10 +175,10 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(100, 1, 'second'), throttle(2, 1, 'day')] },
-      systemId,
+      systemQuotaId,
     );
     const first = await get(gateway);
-    expect(first.headers['ratelimit-policy']).toBe(`"${systemId}/1";q=2;w=86400`);
+    expect(first.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/1";q=2;w=86400`);
     expect((await get(gateway)).status).toBe(200);
     expect((await get(gateway)).status).toBe(429);
   });
@@ -200,16 +188,16 @@ describe('quota enforcement: which restrictions apply', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(1, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([200, 429]);
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(5, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     expect((await get(gateway)).status).toBe(200);
-    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [] }, systemId);
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [] }, systemQuotaId);
     expect((await get(gateway)).headers['ratelimit-policy']).toBeUndefined();
   });
 });
@@ -220,7 +208,7 @@ describe('quota enforcement: sliding windows on the gateway clock', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(10, 10, 'seconds')] },
-      systemId,
+      systemQuotaId,
     );
     let admitted = 0;
     const start = clock.now;
@@ -237,10 +225,34 @@ describe('quota enforcement: sliding windows on the gateway clock', () => {
 describe('quota enforcement: throttlemb', () => {
   it('rejects up front a declared body larger than what is left, before the upstream sees it', async () => {
     const gateway = await gatewayWith();
+    // 0.01 MB = 10,485 bytes: after a first body of 6,000, a second of 5,000 does not fit (and would alone).
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
+      systemQuotaId,
+    );
+    const post = (bytes: number) =>
+      request(gateway.url, {
+        method: 'POST',
+        path: '/pets',
+        headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
+        body: 'x'.repeat(bytes),
+      });
+    expect((await post(6000)).status).toBe(200);
+    const before = upstream.requests.length;
+    const res = await post(5000);
+    expect(res.status).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it('answers 413 to a declared body that no window of the restriction could hold, and closes', async () => {
+    const gateway = await gatewayWith();
+    // 0.001 MB = 1,048 bytes a minute: 2,000 bytes would never fit, so no Retry-After could help.
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     const before = upstream.requests.length;
     const res = await request(gateway.url, {
@@ -249,14 +261,27 @@ describe('quota enforcement: throttlemb', () => {
       headers: { authorization: basicAuth(devKey), 'content-length': '2000' },
       body: 'x'.repeat(2000),
     });
-    expect(res.status).toBe(429);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toEqual({
+      id: 'com.vendor.api.payload_too_large',
+      message: 'Payload Too Large',
+      success: false,
+    });
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.headers.connection).toBe('close');
     expect(upstream.requests.length).toBe(before);
+    // Nothing was charged: a body that fits still goes through.
+    expect((await get(gateway)).status).toBe(200);
   });
 
   it('counts chunked request bodies and response bodies from the streams, after the exchange', async () => {
     const gateway = await gatewayWith();
     // 0.01 MB = 10,485 bytes.
-    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemId);
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
+      systemQuotaId,
+    );
     const chunked = () =>
       new Promise<number>((resolve, reject) => {
         const req = http.request(
@@ -273,7 +298,7 @@ describe('quota enforcement: throttlemb', () => {
       });
     expect(await chunked()).toBe(200);
     const usage = (await (
-      await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemId}/usage`, {
+      await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
         headers: { authorization: userAuth(adminUser) },
       })
     ).json()) as { restrictions: Array<{ used: number; unit: string; limit: number }> };
@@ -290,16 +315,16 @@ describe('quota enforcement: usage and metrics', () => {
     await setQuota(
       gateway,
       { type: 'APPLICATION', name: 'Default', restrictions: [throttle(10, 1, 'minute')] },
-      defaultId,
+      applicationDefaultQuotaId,
     );
     await get(gateway, mobileKey);
     await get(gateway, mobileKey);
     await get(gateway, webKey);
-    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${defaultId}/usage`, {
+    const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${applicationDefaultQuotaId}/usage`, {
       headers: { authorization: userAuth(adminUser) },
     });
     expect(await res.json()).toEqual({
-      quota: defaultId,
+      quota: applicationDefaultQuotaId,
       restrictions: [
         {
           index: 0,
@@ -321,17 +346,17 @@ describe('quota enforcement: usage and metrics', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(1, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     await get(gateway);
     await get(gateway);
     await get(gateway);
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     expect(metrics).toContain(
-      `quotagate_quota_decisions_total{quota="${systemId}",restriction="0",decision="allowed"} 1`,
+      `quotagate_quota_decisions_total{quota="${systemQuotaId}",restriction="0",decision="allowed"} 1`,
     );
     expect(metrics).toContain(
-      `quotagate_quota_decisions_total{quota="${systemId}",restriction="0",decision="rejected"} 2`,
+      `quotagate_quota_decisions_total{quota="${systemQuotaId}",restriction="0",decision="rejected"} 2`,
     );
   });
 });
@@ -344,7 +369,7 @@ describe('quota enforcement on the Redis store', () => {
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [throttle(2, 1, 'minute')] },
-      systemId,
+      systemQuotaId,
     );
     const statuses = [];
     for (let i = 0; i < 3; i += 1) statuses.push((await get(gateway)).status);

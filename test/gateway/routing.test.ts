@@ -93,12 +93,41 @@ describe('routing through the catalog', () => {
     }
   });
 
-  it('forwards a path inside the API that no method declares, logged with method null', async () => {
-    const res = await request(gateway.url, { path: '/pets/1/owners', method: 'DELETE', headers: auth });
-    expect(res.status).toBe(200);
-    expect(JSON.parse(res.body)).toMatchObject({ method: 'DELETE', url: '/v2/pets/1/owners' });
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(lastAccessLine()).toMatchObject({ api: 'Pet Store', method: null });
+  it('answers 404 to a path inside the API that no method declares, and sends nothing upstream', async () => {
+    const before = upstream.requests.length;
+    for (const path of ['/pets/1/owners', '/pets/1/owners/2', '/pets/findByStatus/x']) {
+      const res = await request(gateway.url, { path, headers: auth });
+      expect(res.status, path).toBe(404);
+      expect(JSON.parse(res.body)).toMatchObject({ id: 'com.vendor.api.not_found' });
+    }
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  it.each(['DELETE', 'PUT', 'PATCH', 'OPTIONS', 'PROPFIND', 'MKCOL', 'LOCK', 'SEARCH', 'PURGE'])(
+    'answers 405 with Allow to %s on a declared path, and sends nothing upstream',
+    async (verb) => {
+      const before = upstream.requests.length;
+      const res = await request(gateway.url, { path: '/pets/1', method: verb, headers: auth });
+      expect(res.status).toBe(405);
+      expect(res.headers.allow).toBe('GET, HEAD');
+      expect(JSON.parse(res.body)).toEqual({
+        id: 'com.vendor.api.method_not_allowed',
+        message: 'Method Not Allowed',
+        success: false,
+      });
+      expect(upstream.requests.length).toBe(before);
+    },
+  );
+
+  it('lists every verb declared for the path in Allow', async () => {
+    const res = await request(gateway.url, { path: '/pets', method: 'DELETE', headers: auth });
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe('GET, POST, HEAD');
+  });
+
+  it('answers an undeclared operation before authentication, like a path outside every API', async () => {
+    expect((await request(gateway.url, { path: '/pets/1', method: 'DELETE' })).status).toBe(405);
+    expect((await request(gateway.url, { path: '/pets/1/owners' })).status).toBe(404);
   });
 
   it('matches HEAD as GET and forwards it as HEAD', async () => {
@@ -107,6 +136,37 @@ describe('routing through the catalog', () => {
     expect(upstream.requests.at(-1)).toMatchObject({ method: 'HEAD', url: '/v2/pets/3' });
     await new Promise((resolve) => setImmediate(resolve));
     expect(lastAccessLine()).toMatchObject({ method: 'getPet', verb: 'HEAD' });
+  });
+});
+
+describe('an API with passUndeclared', () => {
+  let open: TestGateway;
+
+  beforeAll(async () => {
+    const config = petsConfig(`${upstream.url}/v2/pets`);
+    const [api] = config.apis as Array<Record<string, unknown>>;
+    open = await startTestGateway({ ...config, apis: [{ ...api, passUndeclared: true }] });
+  });
+
+  afterAll(() => open.close());
+
+  it('forwards paths and verbs that no method declares, logged with method null', async () => {
+    for (const [verb, path] of [
+      ['DELETE', '/pets/1/owners'],
+      ['PROPFIND', '/pets/1'],
+      ['GET', '/pets/1/owners'],
+    ] as const) {
+      const res = await request(open.url, { path, method: verb, headers: auth });
+      expect(res.status, `${verb} ${path}`).toBe(200);
+      expect(JSON.parse(res.body)).toMatchObject({ method: verb, url: `/v2${path}` });
+      await new Promise((resolve) => setImmediate(resolve));
+      const line = open.logs.filter((entry) => entry.msg === 'request').at(-1);
+      expect(line).toMatchObject({ api: 'Pet Store', method: null });
+    }
+  });
+
+  it('still authenticates them', async () => {
+    expect((await request(open.url, { path: '/pets/1/owners', method: 'DELETE' })).status).toBe(401);
   });
 });
 

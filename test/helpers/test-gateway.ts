@@ -4,12 +4,33 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/log.js';
+import { secretValues } from '../../src/secret-redaction.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 
 export const devKey = 'dev-key-0123456789abcdef0123456789';
 export const prodKey = 'prod-key-0123456789abcdef012345678';
 export const petsApiId = '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10';
 export const getPetMethodId = 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32';
+
+/** The well-known quotas: System (all traffic) and Application Default (per application). */
+export const systemQuotaId = '00000000-0000-0000-0000-000000000000';
+export const applicationDefaultQuotaId = '00000000-0000-0000-0000-000000000001';
+
+/** A throttle restriction: `messages` per `per` × `period`, on every API and method unless `extra` says. */
+export const throttle = (
+  messages: number,
+  per: number,
+  period: string,
+  extra: Record<string, unknown> = {},
+) => ({ api: '*', method: '*', type: 'throttle', config: { messages, per, period }, ...extra });
+
+/** A throttlemb restriction: `megabytes` per `per` × `period`, on every API and method. */
+export const mb = (megabytes: number, per: number, period: string) => ({
+  api: '*',
+  method: '*',
+  type: 'throttlemb',
+  config: { mb: megabytes, per, period },
+});
 
 /** Admin users of every test config (plain passwords are allowed outside production). */
 export const adminUser = { username: 'ann', password: 'ann-admin-password', role: 'admin' } as const;
@@ -57,11 +78,12 @@ export function writeSeedConfigDir(config: Record<string, unknown>): string {
   return dir;
 }
 
-/** Without a store of its own, a test config keeps its quota file in its own folder, not in data/. */
+/** Without a quota file of its own, a test config keeps its quota file in its own folder, not in data/. */
 function withPrivateStore(config: Record<string, unknown>, dir: string): Record<string, unknown> {
-  return config.store
+  const store = (config.store ?? {}) as Record<string, unknown>;
+  return store.type === 'redis' || store.file
     ? config
-    : { ...config, store: { type: 'memory', file: path.join(dir, 'quotas.json') } };
+    : { ...config, store: { type: 'memory', file: path.join(dir, 'quotas.json'), ...store } };
 }
 
 /** Writes `config` as conf/default.mjs in a fresh folder and returns the folder. */
@@ -101,7 +123,11 @@ export async function startTestGateway(
   try {
     const loaded = await loadConfig({ configDir: dir, env });
     running = await startGateway(loaded, {
-      logger: createLogger({ level: 'debug', destination }),
+      logger: createLogger({
+        level: 'debug',
+        destination,
+        secrets: secretValues({ ...loaded.extras, ...loaded.config }),
+      }),
       ...clocks,
     });
   } catch (error) {

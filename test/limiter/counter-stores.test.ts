@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { bucketsPerWindow } from '../../src/limiter/counter-store.js';
-import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
+import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { RedisCounterStore } from '../../src/limiter/redis-counter-store.js';
 import { describeCounterStoreContract } from './counter-store-contract.js';
 
@@ -19,7 +19,7 @@ afterAll(async () => {
 
 describeCounterStoreContract('memory', async () => {
   const clock = { now: start };
-  const store = new MemoryCounterStore(() => clock.now);
+  const store = new MemoryCounterStore({ now: () => clock.now });
   return { store, clock, close: () => store.close() };
 });
 
@@ -77,5 +77,65 @@ describe('RedisCounterStore', () => {
     expect(commands).toEqual(['evalsha', 'evalsha']);
     expect((await store.usage('a', 60_000))[0]?.used).toBe(3 + 500);
     monitor.disconnect();
+  });
+});
+
+describe('MemoryCounterStore memory bound', () => {
+  const spec = (key: string, limit = 3) => ({ key, limit, windowMs: 60_000, cost: 1, need: 1 });
+  /** Keys of one length, so that each reserves the same bytes. */
+  const keyOf = (i: number) => `caller-${String(i).padStart(4, '0')}`;
+
+  function boundedStore(counters: number) {
+    const clock = { now: start };
+    let refusals = 0;
+    const store = new MemoryCounterStore({
+      now: () => clock.now,
+      maxBytes: counters * counterReservation(keyOf(0)),
+      onFull: () => (refusals += 1),
+    });
+    return { store, clock, refusals: () => refusals };
+  }
+
+  it('refuses a request that needs a new counter past the bound, without charging it', () => {
+    const { store, refusals } = boundedStore(10);
+    for (let i = 0; i < 10; i += 1) expect(store.consume([spec(keyOf(i))]).allowed).toBe(true);
+    const refused = store.consume([spec(keyOf(10))]);
+    expect(refused).toMatchObject({ allowed: false, outOfRoom: true, retryAfterMs: 60_000 });
+    expect(refusals()).toBe(1);
+    expect(store.reserved).toBe(10 * counterReservation(keyOf(0)));
+    // All or nothing: a request with a known and a new counter charges neither.
+    expect(store.consume([spec(keyOf(0)), spec(keyOf(11))]).outOfRoom).toBe(true);
+    expect(store.consume([spec(keyOf(0))]).states[0]!.used).toBe(2);
+  });
+
+  it('keeps counting the counters it holds at the bound, and never drops one to make room', () => {
+    const { store } = boundedStore(2);
+    store.consume([spec(keyOf(0))]);
+    store.consume([spec(keyOf(1))]);
+    for (let i = 0; i < 50; i += 1) store.consume([spec(keyOf(100 + i))]);
+    expect(store.consume([spec(keyOf(0))]).states[0]!.used).toBe(2);
+    expect(store.consume([spec(keyOf(0))]).states[0]!.used).toBe(3);
+    const atLimit = store.consume([spec(keyOf(0))]);
+    expect(atLimit).toMatchObject({ allowed: false, states: [{ used: 3 }] });
+    expect(atLimit.outOfRoom).toBeUndefined();
+  });
+
+  it('still adds measured bytes of admitted requests past the bound', async () => {
+    const { store } = boundedStore(1);
+    store.consume([spec(keyOf(0))]);
+    await store.add([{ key: keyOf(1), windowMs: 60_000, amount: 500 }]);
+    expect(await store.usage('caller-', 60_000)).toEqual([
+      { key: keyOf(0), used: 1 },
+      { key: keyOf(1), used: 500 },
+    ]);
+  });
+
+  it('makes room again once idle counters have expired', () => {
+    const { store, clock } = boundedStore(3);
+    for (let i = 0; i < 3; i += 1) store.consume([spec(keyOf(i))]);
+    expect(store.consume([spec(keyOf(3))]).outOfRoom).toBe(true);
+    clock.now += 60_000 + 600 + 1;
+    expect(store.consume([spec(keyOf(3))]).allowed).toBe(true);
+    expect(store.reserved).toBe(counterReservation(keyOf(3)));
   });
 });

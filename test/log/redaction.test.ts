@@ -84,6 +84,32 @@ describe('credentials in logs', () => {
       expect(logs).not.toContain(secret);
   });
 
+  it('takes credentials out of the errors an auth plugin fails with, which may quote them', async () => {
+    const secret = 'config-shared-secret-7d1f';
+    const pluginGateway = await startTestGateway(
+      petsConfig(upstream.url, {
+        APIKeyAuthType: 'plugin',
+        APIKeyAuthPlugin: './test/fixtures/plugins/quoting-plugin.js',
+        secret,
+      }),
+    );
+    const teamPass = 'hunter2-team';
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlMTIzNDU2Nzg5MA';
+    const attempts: Array<Record<string, string>> = [
+      { 'x-team-pass': teamPass },
+      { 'x-mode': 'config' },
+      { 'x-mode': 'bearer', 'x-token': `Bearer ${jwt}` },
+    ];
+    for (const headers of attempts) {
+      expect((await request(pluginGateway.url, { path: '/pets/1', headers })).status).toBe(500);
+    }
+    await pluginGateway.close();
+    const logs = pluginGateway.rawLogs();
+    expect(logs).toContain('the auth plugin failed');
+    expect(logs).toContain('team pass [REDACTED] is not on the list');
+    for (const leaked of [teamPass, secret, jwt, jwt.split('.')[1]!]) expect(logs).not.toContain(leaked);
+  });
+
   it('redacts credential fields of anything logged as an object', () => {
     const lines: string[] = [];
     const destination = new Writable({

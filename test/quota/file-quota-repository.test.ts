@@ -51,6 +51,49 @@ describe('FileQuotaRepository', () => {
     }
   });
 
+  it('refuses to open a file holding records the quota schema refuses, naming each record and every problem', async () => {
+    const file = freshFile();
+    mkdirSync(path.dirname(file), { recursive: true });
+    const restriction = (config: Record<string, string>, type = 'throttlemb') => ({
+      api: '*',
+      method: '*',
+      type,
+      config,
+    });
+    const good = sampleQuota();
+    const tiny = sampleQuota({
+      restrictions: [restriction({ mb: '1e-7', per: '1', period: 'day' }) as never],
+    });
+    const huge = sampleQuota({
+      restrictions: [
+        restriction({ mb: '953674317', per: '1', period: 'day' }) as never,
+        restriction({ messages: '0', per: '1', period: 'second' }, 'throttle') as never,
+      ],
+    });
+    const owned = { ...sampleQuota(), application: 'mobile' };
+    const first = { ...sampleQuota({ type: 'APPLICATION' }), application: 'web' };
+    const second = { ...sampleQuota({ type: 'APPLICATION' }), application: 'web' };
+    const quotas = [good, tiny, huge, owned, { ...good }, first, second];
+    const text = `${JSON.stringify({ version: 1, quotas }, null, 2)}\n`;
+    writeFileSync(file, text);
+    const failure = await new FileQuotaRepository(file, logger).open().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(QuotaStoreCorrupt);
+    const mb = 'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals';
+    expect((failure as Error).message).toBe(
+      `${file}: not a quota file: ` +
+        [
+          `quotas[1] (id '${tiny.id}'): restrictions[0].config.mb: ${mb}`,
+          `quotas[2] (id '${huge.id}'): restrictions[0].config.mb: ${mb}`,
+          `quotas[2] (id '${huge.id}'): restrictions[1].config.messages: must be a whole number from 1 to 1000000000000`,
+          `quotas[3] (id '${owned.id}'): application: only a quota of type APPLICATION that is not a well-known quota can belong to an application`,
+          `quotas[4] (id '${good.id}'): id: appears twice in the file`,
+          `quotas[6] (id '${second.id}'): application: 'web' already has a quota earlier in the file`,
+        ].join('; ') +
+        ' (nothing was changed; fix or remove these records, or restore the file from a backup)',
+    );
+    expect(readFileSync(file, 'utf8')).toBe(text);
+  });
+
   it('answers a failed write with QuotaWriteFailed and changes neither file nor memory', async () => {
     const file = freshFile();
     const repository = new FileQuotaRepository(file, logger);

@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
   applicationDefaultQuotaId,
-  etagOf,
-  serializeRecord,
   systemQuotaId,
   type Quota,
   type StoredQuota,
 } from '../../src/quota/model.js';
+import { etagOf, serializeRecord } from '../../src/quota/stored-records.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -140,7 +139,7 @@ export function describeQuotaRepositoryContract(name: string, open: () => Promis
       'keeps every acknowledged write for the next process',
       withRepository(async ({ repository, reopen }) => {
         const kept = sampleQuota();
-        const removed = sampleQuota();
+        const removed = sampleQuota({ type: 'APPLICATION' });
         await repository.create({ quota: kept });
         await repository.create({ quota: removed, application: 'gone' });
         await repository.replace({ quota: { ...kept, description: 'second version' } });

@@ -38,11 +38,13 @@ const BASE_DN = 'dc=example,dc=org';
 const ADMIN_DN = `cn=admin,${BASE_DN}`;
 const ADMIN_PASSWORD = 'admin-password';
 
-const SEED_USERS = [
+const SEED_USERS: Array<{ uid: string; password: string; moreAttributes?: string[] }> = [
   { uid: 'alice', password: 'alice-password' },
   { uid: 'bob', password: 'bob-password' },
   // Filter metacharacters in a uid catch code that builds LDAP filters without escaping.
   { uid: 'o*brien(x)', password: 'obrien-password' },
+  // Two values of uid: one entry found by two names, whose uid cannot name it alone.
+  { uid: 'carol', password: 'carol-password', moreAttributes: ['uid: carol.smith'] },
 ];
 
 const SEED_GROUPS = [
@@ -126,6 +128,7 @@ function seedLdif(fixture: LdapFixture): string {
       `cn: ${uid}`,
       `sn: ${uid}`,
       `userPassword: ${password}`,
+      ...(SEED_USERS.find((user) => user.uid === uid)?.moreAttributes ?? []),
     ]),
     ...SEED_GROUPS.map(({ cn, members }) => [
       `dn: cn=${cn},${fixture.groupsDn}`,

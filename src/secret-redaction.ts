@@ -1,0 +1,89 @@
+/**
+ * Redaction of secrets in free text (error messages and stacks), where pino's redaction by field name
+ * cannot reach: a plugin that throws `new Error('bad key ' + key)` must not put the key in the log.
+ */
+
+export const redactedText = '[REDACTED]';
+
+/** Key names whose values are secrets, in config objects and in request header names. */
+const secretName =
+  /pass(?:word|wd)?|secret|token|api[-_]?key|credential|private|auth|session|cookie|signature/i;
+
+// `Basic dXNlcjpwdw==`, `Bearer eyJ…`: the scheme stays, the credential goes (a word such as the
+// `authentication` of "basic authentication" is not one: it has no digit, symbol or inner capital).
+const schemeCredential = /\b(Basic|Bearer|Digest|Negotiate|NTLM)(\s+)([A-Za-z0-9._~+/=-]{4,})/gi;
+const credentialLike = (token: string) => /[0-9._~+/=-]/.test(token) || /[A-Z]/.test(token.slice(1));
+// `password=hunter2`, `api_key: "k-123"`, `secret 'x'`: the name stays, the value goes.
+const namedValue =
+  /\b([A-Za-z0-9_-]*(?:pass(?:word|wd)?|secret|token|api[-_]?key|apikey|credential|session|cookie)[A-Za-z0-9_-]*)(\s*[:=]\s*["']?|\s+["'])([^\s"',;]{3,})/gi;
+// Opaque tokens: long runs of key alphabet holding both letters and digits (not UUIDs, which are ids).
+const opaqueToken = /[A-Za-z0-9+/_-]{20,}={0,2}/g;
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const looksLikeKey = (run: string) =>
+  /[0-9]/.test(run) && /[A-Za-z]/.test(run) && !uuid.test(run) && !run.includes('/');
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** `text` with every one of `values` (at least 4 characters long) replaced. */
+export function withoutValues(text: string, values: readonly string[]): string {
+  let result = text;
+  for (const value of values) {
+    if (value.length >= 4) result = result.replace(new RegExp(escapeRegExp(value), 'g'), redactedText);
+  }
+  return result;
+}
+
+/** `text` without credential-shaped values: scheme credentials, named values, opaque tokens. */
+export function withoutCredentials(text: string): string {
+  return text
+    .replace(schemeCredential, (match, scheme: string, space: string, token: string) =>
+      credentialLike(token) ? `${scheme}${space}${redactedText}` : match,
+    )
+    .replace(namedValue, `$1$2${redactedText}`)
+    .replace(opaqueToken, (run) => (looksLikeKey(run) ? redactedText : run));
+}
+
+/** Config keys that sound secret and are not: the scheme's name and the plugin's location. */
+const notSecret = new Set(['APIKeyAuthType', 'APIKeyAuthPlugin']);
+
+/** Every string found under a secret-sounding key of `value`, at any depth (config, plugin keys). */
+export function secretValues(value: unknown, underSecretKey = false): string[] {
+  if (typeof value === 'string') return underSecretKey ? [value] : [];
+  if (Array.isArray(value)) return value.flatMap((item) => secretValues(item, underSecretKey));
+  if (typeof value !== 'object' || value === null) return [];
+  return Object.entries(value).flatMap(([key, item]) =>
+    secretValues(item, underSecretKey || (secretName.test(key) && !notSecret.has(key))),
+  );
+}
+
+/** A serialized error (pino's `err`) with secrets and credential-shaped text taken out of its text. */
+export function redactError<T extends Record<string, unknown>>(serialized: T, secrets: readonly string[]): T {
+  const clean = (text: string) => withoutCredentials(withoutValues(text, secrets));
+  const result: Record<string, unknown> = { ...serialized };
+  const { message, stack } = serialized;
+  if (typeof message === 'string') result.message = clean(message);
+  if (typeof stack === 'string') {
+    // The stack begins with the message; its frames are paths, which must not read as tokens.
+    const head = typeof message === 'string' && message !== '' ? stack.indexOf(message) : -1;
+    result.stack =
+      head === -1
+        ? withoutValues(stack, secrets)
+        : stack.slice(0, head) +
+          clean(message as string) +
+          withoutValues(stack.slice(head + (message as string).length), secrets);
+  }
+  for (const [key, value] of Object.entries(serialized)) {
+    if (key !== 'message' && key !== 'stack' && typeof value === 'string') result[key] = clean(value);
+  }
+  return result as T;
+}
+
+/** Values of the request fields that carry credentials: by name, and those the auth scheme names. */
+export function credentialFieldValues(
+  headers: Record<string, string | string[] | undefined>,
+  alsoNamed: ReadonlySet<string> = new Set(),
+): string[] {
+  return Object.entries(headers).flatMap(([name, value]) =>
+    value !== undefined && (secretName.test(name) || alsoNamed.has(name)) ? [value].flat() : [],
+  );
+}

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { secretValues, withoutCredentials, withoutValues } from '../src/secret-redaction.js';
+
+describe('withoutCredentials', () => {
+  it.each([
+    ['bad header Basic dXNlcjpwYXNzd29yZA==', 'bad header Basic [REDACTED]'],
+    ['got Bearer abc.def.ghi', 'got Bearer [REDACTED]'],
+    ['password=hunter2 rejected', 'password=[REDACTED] rejected'],
+    ['api_key: "k-123456" unknown', 'api_key: "[REDACTED]" unknown'],
+    ["the secret 'open-sesame' is wrong", "the secret '[REDACTED]' is wrong"],
+    ['X-Secret=abcd1234 refused', 'X-Secret=[REDACTED] refused'],
+    ['key Vq3xT9kLm2Pq8Rz4Yw6Nb1Jh was refused', 'key [REDACTED] was refused'],
+  ])('redacts %s', (text, expected) => {
+    expect(withoutCredentials(text)).toBe(expected);
+  });
+
+  it.each([
+    'quota 00000000-0000-0000-0000-000000000001 not found',
+    'connect ECONNREFUSED 127.0.0.1:6379',
+    'cannot read /work/main/node_modules/http-proxy-3/dist/lib/index.js',
+    'the token expired',
+    'password required',
+    'basic authentication failed',
+  ])('leaves %s as it is', (text) => {
+    expect(withoutCredentials(text)).toBe(text);
+  });
+});
+
+describe('secretValues', () => {
+  it('finds the strings under secret-sounding keys at any depth, but not the scheme name', () => {
+    expect(
+      secretValues({
+        APIKeyAuthType: 'basic',
+        APIKeyAuthPlugin: './plugin.js',
+        apikey_development: 'dev-key',
+        ldap: { url: 'ldap://x', adminPassword: 'ldap-pw' },
+        admin: { users: [{ username: 'ann', password: 'ann-pw' }] },
+        secret: 'shared',
+        applications: [{ id: 'a', apikey_production: 'app-key' }],
+      }).sort(),
+    ).toEqual(['ann-pw', 'app-key', 'dev-key', 'ldap-pw', 'shared']);
+  });
+});
+
+describe('withoutValues', () => {
+  it('replaces every occurrence of each value of at least 4 characters', () => {
+    expect(withoutValues('a-b k1 k1 secret.value secret.value', ['k1', 'secret.value'])).toBe(
+      'a-b k1 k1 [REDACTED] [REDACTED]',
+    );
+  });
+});
