@@ -6,8 +6,8 @@ import type { RouteMatch, Router } from './catalog/router.js';
 import { sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { applyForwardedHeaders, peerIdentityFields } from './proxy/forwarded-headers.js';
-import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
+import { applyForwardedHeaders, forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
+import { endToEndRequestHeaders, hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
 import { outcomeOf, type Exchange, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
@@ -69,12 +69,20 @@ export class Gateway {
 
   /** Request fields that never go upstream, besides the hop-by-hop ones. */
   private readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
+  /** Fields the gateway sets, drops or frames by: their underscore spellings never go upstream. */
+  private readonly owned: ReadonlySet<string>;
 
   constructor(private readonly parts: GatewayParts) {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
     // not answer it again.
     const always = ['expect', ...(parts.forwardCredentials ? [] : ['authorization', 'apikey'])];
     this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
+    this.owned = new Set([
+      ...this.dropped.untrusted,
+      ...hopByHopAndFramingFields,
+      ...forwardedFields,
+      'x-request-id',
+    ]);
   }
 
   /** The `request` listener of the data-plane servers. */
@@ -146,7 +154,7 @@ export class Gateway {
   /** Screens, routes and authenticates; returns a promise only when authentication has to wait. */
   private pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> | void {
     const target = normalizeTarget(req.url ?? '', req.headers.host);
-    const problem = target.ok ? screeningProblem(req) : target.reason;
+    const problem = target.ok ? screeningProblem(req, target.query) : target.reason;
     if (!target.ok || problem) {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(req, res, record, 'bad_request');
@@ -264,7 +272,15 @@ export class Gateway {
 
   private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
     const peerTrusted = this.parts.trustedPeers.trusts(req.socket.remoteAddress);
-    const headers = endToEndRequestHeaders(req.headers, this.dropped[peerTrusted ? 'trusted' : 'untrusted']);
+    const headers = endToEndRequestHeaders(
+      req.headers,
+      this.dropped[peerTrusted ? 'trusted' : 'untrusted'],
+      this.owned,
+    );
+    // `0100` is 100 to Node and to most upstreams, and 64 to one that reads a leading zero as octal.
+    const length = headers['content-length'];
+    if (length !== undefined && length.length > 1 && length.startsWith('0'))
+      headers['content-length'] = length.replace(/^0+(?=\d)/, '');
     applyForwardedHeaders(req, headers, peerTrusted);
     headers['x-request-id'] = requestId;
     req.headers = headers;
@@ -339,8 +355,12 @@ function counterSpecs(restrictions: readonly ApplicableRestriction[], declaredBy
   });
 }
 
-/** The request's declared body length, or 0 when it declares none (chunked) or a malformed one. */
+/**
+ * The request's declared body length, or 0 when it declares none (chunked). Node has framed the body by
+ * the same digits, leading zeros and all; beyond 2^53 the number is approximate, and larger than any
+ * limit anyway.
+ */
 function declaredLength(req: IncomingMessage): number {
   const header = req.headers['content-length'];
-  return header !== undefined && /^\d{1,15}$/.test(header) ? Number(header) : 0;
+  return header !== undefined && /^\d+$/.test(header) ? Number(header) : 0;
 }

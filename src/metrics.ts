@@ -84,7 +84,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     registry,
     upstreamErrors: new Counter({
       name: 'quotagate_upstream_errors_total',
-      help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset)',
+      help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset, invalid)',
       labelNames: ['api', 'outcome'],
       registers: [registry],
     }),

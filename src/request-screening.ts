@@ -12,6 +12,36 @@ export const targetOverrideFields = [
   'x-http-method',
   'x-method-override',
 ] as const;
+const targetOverrides: ReadonlySet<string> = new Set(targetOverrideFields);
+
+/**
+ * A field name as CGI-style upstreams (WSGI, Rack, PHP) read it: they name fields `HTTP_<NAME>` with `-`
+ * and `_` alike as `_`, so `X_Original_URL` is `X-Original-URL` to them.
+ */
+export const cgiSpelling = (name: string): string => (name.includes('_') ? name.replaceAll('_', '-') : name);
+
+/**
+ * Whether the query names a `_method` parameter, with which frameworks take the verb from the query
+ * instead of the request line: Symfony (and so Laravel) for a POST, Express's method-override when set
+ * up so. Names are read as PHP reads them: percent-decoded, `+` as a space, leading spaces dropped,
+ * spaces and dots as `_`, and `_method[…]` as `_method`.
+ */
+function overridesMethod(query: string): boolean {
+  // Most queries name no such parameter in any spelling: only those with `ethod` or an escape are read.
+  if (!/ethod|%/i.test(query)) return false;
+  for (const pair of query.slice(1).split('&')) {
+    const raw = pair.split('=', 1)[0]!.replaceAll('+', ' ');
+    let name: string;
+    try {
+      name = decodeURIComponent(raw);
+    } catch {
+      name = raw;
+    }
+    name = name.trimStart().replace(/\[.*$/s, '').replace(/[ .]/g, '_').toLowerCase();
+    if (name === '_method') return true;
+  }
+  return false;
+}
 
 /**
  * Why a request must be refused (400) before it is routed, or null. Node's parser has already refused
@@ -19,9 +49,10 @@ export const targetOverrideFields = [
  * ending in chunked); what it lets through and is checked here:
  * - several Host lines (RFC 9112 §3.2: 400), which the data plane joins with a comma;
  * - Transfer-Encoding on HTTP/1.0 (RFC 9112 §6.1: faulty framing);
- * - a target-override field (`targetOverrideFields`).
+ * - a target-override field (`targetOverrideFields`), in any spelling a CGI-style upstream reads as one;
+ * - a `_method` parameter in the query (`query`, with its `?`).
  */
-export function screeningProblem(req: IncomingMessage): string | null {
+export function screeningProblem(req: IncomingMessage, query: string): string | null {
   const { headers } = req;
   if (headers.host?.includes(',')) return 'more than one Host';
   if (req.httpVersionMinor === 0 && req.httpVersionMajor === 1 && headers['transfer-encoding'] !== undefined)
@@ -29,6 +60,11 @@ export function screeningProblem(req: IncomingMessage): string | null {
   for (const name of targetOverrideFields) {
     if (headers[name] !== undefined) return `${name} would override the routed target`;
   }
+  for (const name in headers) {
+    if (name.includes('_') && targetOverrides.has(cgiSpelling(name)))
+      return `${name} would override the routed target`;
+  }
+  if (query !== '' && overridesMethod(query)) return 'a _method parameter would override the verb';
   return null;
 }
 

@@ -13,33 +13,43 @@ const secretName =
 // `authentication` of "basic authentication" is not one: it has no digit, symbol or inner capital).
 const schemeCredential = /\b(Basic|Bearer|Digest|Negotiate|NTLM)(\s+)([A-Za-z0-9._~+/=-]{4,})/gi;
 const credentialLike = (token: string) => /[0-9._~+/=-]/.test(token) || /[A-Z]/.test(token.slice(1));
-// `password=hunter2`, `api_key: "k-123"`, `secret 'x'`: the name stays, the value goes.
-const namedValue =
-  /\b([A-Za-z0-9_-]*(?:pass(?:word|wd)?|secret|token|api[-_]?key|apikey|credential|session|cookie)[A-Za-z0-9_-]*)(\s*[:=]\s*["']?|\s+["'])([^\s"',;]{3,})/gi;
+// `password=hunter2`, `api_key: "k-123"`, `secret 'x'`: the name stays, the value goes. The text is
+// client-controlled (a plugin may quote a header), so the pattern must run in linear time: a name
+// starts only where a word starts, and the lookahead-and-backreference takes the whole word at once
+// (an atomic group), so nothing is tried again on a long run such as `pass-pass-…` with no `=` after it.
+const namedValue = /(?<![A-Za-z0-9_-])(?=([A-Za-z0-9_-]+))\1(\s*[:=]\s*["']?|\s+["'])([^\s"',;]{3,})/g;
+const secretWord = /pass(?:word|wd)?|secret|token|api[-_]?key|apikey|credential|session|cookie/i;
 // Opaque tokens: long runs of key alphabet holding both letters and digits (not UUIDs, which are ids).
 const opaqueToken = /[A-Za-z0-9+/_-]{20,}={0,2}/g;
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const looksLikeKey = (run: string) =>
   /[0-9]/.test(run) && /[A-Za-z]/.test(run) && !uuid.test(run) && !run.includes('/');
 
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** Longer text is cut before it is searched, so that no log line costs more than a bounded search. */
+export const longestRedactedText = 4096;
 
-/** `text` with every one of `values` (at least 4 characters long) replaced. */
+/** `text` with every one of `values` (at least 4 characters long) replaced, the longest first. */
 export function withoutValues(text: string, values: readonly string[]): string {
   let result = text;
-  for (const value of values) {
-    if (value.length >= 4) result = result.replace(new RegExp(escapeRegExp(value), 'g'), redactedText);
-  }
+  const longestFirst = values.filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
+  for (const value of longestFirst) result = result.split(value).join(redactedText);
   return result;
 }
 
-/** `text` without credential-shaped values: scheme credentials, named values, opaque tokens. */
+/**
+ * `text` without credential-shaped values: scheme credentials, named values, opaque tokens. Text longer
+ * than `longestRedactedText` is cut there first.
+ */
 export function withoutCredentials(text: string): string {
-  return text
+  const bounded =
+    text.length > longestRedactedText ? `${text.slice(0, longestRedactedText)}…[truncated]` : text;
+  return bounded
     .replace(schemeCredential, (match, scheme: string, space: string, token: string) =>
       credentialLike(token) ? `${scheme}${space}${redactedText}` : match,
     )
-    .replace(namedValue, `$1$2${redactedText}`)
+    .replace(namedValue, (match, name: string, separator: string) =>
+      secretWord.test(name) ? `${name}${separator}${redactedText}` : match,
+    )
     .replace(opaqueToken, (run) => (looksLikeKey(run) ? redactedText : run));
 }
 
@@ -78,12 +88,44 @@ export function redactError<T extends Record<string, unknown>>(serialized: T, se
   return result as T;
 }
 
-/** Values of the request fields that carry credentials: by name, and those the auth scheme names. */
+/**
+ * The secrets a credential field's value holds: the value, the token after its scheme (`Bearer tok`),
+ * the user and password a Basic credential decodes to, the values of its cookies.
+ */
+function secretsOfField(name: string, value: string): string[] {
+  const secrets = [value];
+  const scheme = /^\s*([A-Za-z]+)\s+(\S+)\s*$/.exec(value);
+  if (scheme) {
+    secrets.push(scheme[2]!);
+    if (scheme[1]!.toLowerCase() === 'basic') {
+      const decoded = Buffer.from(scheme[2]!, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      secrets.push(decoded);
+      if (colon !== -1) secrets.push(decoded.slice(0, colon), decoded.slice(colon + 1));
+    }
+  }
+  if (name === 'cookie') {
+    for (const pair of value.split(';')) secrets.push(pair.slice(pair.indexOf('=') + 1).trim());
+  }
+  return secrets;
+}
+
+/** Values of the request fields that carry credentials, by name and those the auth scheme names. */
 export function credentialFieldValues(
   headers: Record<string, string | string[] | undefined>,
   alsoNamed: ReadonlySet<string> = new Set(),
 ): string[] {
   return Object.entries(headers).flatMap(([name, value]) =>
-    value !== undefined && (secretName.test(name) || alsoNamed.has(name)) ? [value].flat() : [],
+    value !== undefined && (secretName.test(name) || alsoNamed.has(name))
+      ? [value].flat().flatMap((one) => secretsOfField(name, one))
+      : [],
+  );
+}
+
+/** Request fields as logged: the value of every field whose name says it carries a credential replaced. */
+export function withoutCredentialFields(headers: unknown): unknown {
+  if (typeof headers !== 'object' || headers === null) return headers;
+  return Object.fromEntries(
+    Object.entries(headers).map(([name, value]) => [name, secretName.test(name) ? redactedText : value]),
   );
 }

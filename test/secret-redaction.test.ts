@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { secretValues, withoutCredentials, withoutValues } from '../src/secret-redaction.js';
+import {
+  longestRedactedText,
+  secretValues,
+  withoutCredentials,
+  withoutValues,
+} from '../src/secret-redaction.js';
 
 describe('withoutCredentials', () => {
   it.each([
@@ -23,6 +28,26 @@ describe('withoutCredentials', () => {
     'basic authentication failed',
   ])('leaves %s as it is', (text) => {
     expect(withoutCredentials(text)).toBe(text);
+  });
+});
+
+describe('redaction of client-controlled text', () => {
+  // The text a plugin quotes comes from the client. These inputs made the earlier pattern backtrack
+  // for tens of seconds on 8 KB; a linear search reads them at once (vitest's timeout guards a hang).
+  it.each([
+    ['a name run with no value', 'pass-'.repeat(3_000)],
+    ['a secret word repeated without separators', 'secrettoken'.repeat(1_500)],
+    ['names followed by spaces and no quote', 'password '.repeat(2_000)],
+    ['a long opaque run', 'a1'.repeat(8_000)],
+  ])('searches %s in linear time and cuts what is too long', (_name, text) => {
+    const redacted = withoutCredentials(text);
+    expect(redacted.length).toBeLessThanOrEqual(longestRedactedText + '…[truncated]'.length);
+  });
+
+  it('takes the longest value out first, so a shorter one that is its prefix leaves nothing behind', () => {
+    expect(withoutValues('team pass zzzz-zzzz-and-more', ['zzzz-zzzz', 'zzzz-zzzz-and-more'])).toBe(
+      'team pass [REDACTED]',
+    );
   });
 });
 

@@ -51,6 +51,8 @@ export function normalizeTarget(target: string, hostHeader: string | undefined):
   const queryStart = originForm.indexOf('?');
   const rawPath = queryStart === -1 ? originForm : originForm.slice(0, queryStart);
   const query = queryStart === -1 ? '' : originForm.slice(queryStart);
+  // A request target never carries a fragment (RFC 9112 §3.2); clients that do disagree on where it ends.
+  if (query.includes('#')) return fail('fragment in request target');
   const decoded = decodeUnreserved(rawPath);
   if (typeof decoded !== 'string') return decoded;
   return resolveDotSegments(decoded, query);
@@ -87,19 +89,28 @@ function decodeUnreserved(rawPath: string): string | NormalizedTarget {
       out += char;
     }
   }
-  if (nonAscii && !isUtf8(out)) return fail('percent-encoding that is not UTF-8');
+  if (nonAscii) {
+    const text = decodedUtf8(out);
+    if (text === null) return fail('percent-encoding that is not UTF-8');
+    if (foldsToAscii.test(text)) return fail('a character that case-insensitive matching reads as ASCII');
+  }
   return out;
 }
 
-/** Whether the escapes of a path (with no `%25` left in it) spell valid, shortest-form UTF-8. */
-function isUtf8(path: string): boolean {
+/** The text the escapes of a path (with no `%25` left in it) spell, or null when that is not UTF-8. */
+function decodedUtf8(path: string): string | null {
   try {
-    decodeURIComponent(path);
-    return true;
+    return decodeURIComponent(path);
   } catch {
-    return false;
+    return null;
   }
 }
+
+// Non-ASCII characters whose case mapping is an ASCII letter: the Kelvin sign K is `k`, the long s ſ
+// is `S`, the dotless ı is `I`, and İ is `i` and a dot, to Java's equalsIgnoreCase, .NET's ignore-case
+// comparisons and JavaScript's toLowerCase: such an upstream could route `/pets/find%E2%84%AAey` to a
+// literal the gateway counted as a parameter.
+const foldsToAscii = /[\u0130\u0131\u017F\u212A]/u;
 
 function resolveDotSegments(path: string, query: string): NormalizedTarget {
   const raw = path.split('/').slice(1);

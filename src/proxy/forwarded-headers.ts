@@ -26,6 +26,9 @@ export const peerIdentityFields = [
   'x-original-host',
 ] as const;
 
+/** The fields `applyForwardedHeaders` sets. */
+export const forwardedFields = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host'] as const;
+
 /**
  * Sets X-Forwarded-For/-Proto/-Host of `headers` (going upstream) from `req`'s socket. A trusted peer's
  * values are kept and extended; anyone else's are replaced, so clients cannot pose as other addresses

@@ -1,3 +1,4 @@
+import { cgiSpelling } from '../request-screening.js';
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 
 // RFC 9110 §7.6.1: connection-specific fields, plus the obsolete ones proxies still meet in practice.
@@ -30,7 +31,8 @@ function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
 }
 
 /**
- * The request's end-to-end fields as a new object, without hop-by-hop fields and without `drop`. The
+ * The request's end-to-end fields as a new object, without hop-by-hop fields, without `drop`, and without
+ * any underscore spelling of a field in `owned` (the fields the gateway sets, drops or frames by). The
  * framing fields stay: Node frames the upstream request by them (a chunked body is re-encoded), so the
  * body goes upstream framed exactly as it was received, or not at all. A copy rather than deletes in
  * place: objects that lose properties turn slow for every later copy.
@@ -38,15 +40,22 @@ function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
 export function endToEndRequestHeaders(
   headers: IncomingHttpHeaders,
   drop: ReadonlySet<string>,
+  owned: ReadonlySet<string>,
 ): IncomingHttpHeaders {
   const named = namedInConnection(headers);
   const result: IncomingHttpHeaders = {};
   for (const name in headers) {
     if (drop.has(name) || (!framing.has(name) && (hopByHop.has(name) || named.has(name)))) continue;
+    // CGI-style upstreams read `X_Forwarded_For` as `X-Forwarded-For`: such a spelling of a field the
+    // gateway sets, drops or frames by never goes upstream, from any peer.
+    if (name.includes('_') && owned.has(cgiSpelling(name))) continue;
     result[name] = headers[name];
   }
   return result;
 }
+
+/** The fields this module handles: the hop-by-hop and framing ones. */
+export const hopByHopAndFramingFields: readonly string[] = [...hopByHop, ...framing];
 
 /**
  * Appends the end-to-end fields of an upstream response to `fields` (name, value pairs, as

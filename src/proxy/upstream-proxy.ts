@@ -8,7 +8,7 @@ import type { Logger } from '../log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
 
 /** How an exchange with the upstream ended. */
-export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'client_aborted';
+export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
 
 /**
  * What one proxied exchange did, filled in while it runs; byte counts are body bytes as they streamed
@@ -37,6 +37,11 @@ export function outcomeOf(exchange: Exchange, res: ServerResponse): ProxyOutcome
 
 class UpstreamTimeoutError extends Error {
   readonly code = 'UPSTREAM_TIMEOUT';
+}
+
+/** The upstream answered something no client may be given: a status below 100, an unasked 101. */
+class InvalidUpstreamResponse extends Error {
+  readonly code = 'UPSTREAM_INVALID_RESPONSE';
 }
 
 /** Undoes http-proxy-3's deleteLength pass on a chunked request (see `serverFor`). */
@@ -98,8 +103,15 @@ export class UpstreamProxy {
   private respond(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
     const exchange = this.exchanges.get(req);
     if (!exchange) return;
+    const status = proxyRes.statusCode ?? 0;
+    // Node's client hands on any three digits but the 1xx it handles itself; writeHead throws below 100.
+    if (status < 100) {
+      proxyRes.destroy();
+      this.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), req, res, exchange);
+      return;
+    }
     exchange.upstreamMs = performance.now() - exchange.startedAt;
-    exchange.status = proxyRes.statusCode ?? 502;
+    exchange.status = status;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
     const fields = appendEndToEndResponseFields(
@@ -130,8 +142,15 @@ export class UpstreamProxy {
       exchange.outcome = 'client_aborted';
       return;
     }
-    if (exchange.outcome === 'completed')
-      exchange.outcome = timedOut ? 'timeout' : exchange.upstreamMs === null ? 'unreachable' : 'reset';
+    if (exchange.outcome === 'completed') {
+      exchange.outcome = timedOut
+        ? 'timeout'
+        : error instanceof InvalidUpstreamResponse
+          ? 'invalid'
+          : exchange.upstreamMs === null
+            ? 'unreachable'
+            : 'reset';
+    }
     this.options.logger.warn(
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
@@ -166,10 +185,18 @@ export class UpstreamProxy {
     // `content-length: 0` and drops its Transfer-Encoding, so a chunked body would follow unframed and be
     // read upstream as another request. The pass after it puts the chunked framing back.
     server.before('web', 'timeout', restoreChunkedFraming);
-    server.on('proxyReq', (proxyReq) => {
+    server.on('proxyReq', (proxyReq, req, res) => {
       proxyReq.setTimeout(this.options.proxyTimeout, () =>
         proxyReq.destroy(new UpstreamTimeoutError('upstream timeout')),
       );
+      // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client
+      // would wait for an answer that never comes.
+      proxyReq.on('upgrade', (_upgraded, socket) => {
+        socket.destroy();
+        const exchange = this.exchanges.get(req);
+        const error = new InvalidUpstreamResponse('upstream switched protocols unasked (101)');
+        if (exchange) this.fail(error, req, res, exchange);
+      });
     });
     server.on('proxyRes', (proxyRes, req, res) => this.respond(proxyRes, req, res));
     server.on('error', (error, req, res) => {

@@ -4,14 +4,16 @@ import { rawExchange, request } from '../helpers/raw-http.js';
 import {
   basicAuth,
   devKey,
+  type GatewayOverUpstream,
   petsConfig,
   setQuota,
+  startGatewayOverUpstream,
   startTestGateway,
   systemQuotaId,
-  throttle,
   type TestGateway,
+  throttle,
 } from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import type { TestUpstream } from '../helpers/upstream.js';
 
 /**
  * Header fields a client who read the README would try, and what an auth plugin is shown: nothing may
@@ -24,17 +26,14 @@ const auth = { authorization: basicAuth(devKey) };
 let upstream: TestUpstream;
 let gateway: TestGateway;
 let host: string;
+let setup: GatewayOverUpstream;
 
 beforeAll(async () => {
-  upstream = await startUpstream();
-  gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`));
-  host = new URL(gateway.url).host;
+  setup = await startGatewayOverUpstream();
+  ({ upstream, gateway, host } = setup);
 });
 
-afterAll(async () => {
-  await gateway.close();
-  await upstream.close();
-});
+afterAll(() => setup.close());
 
 const clientFields = {
   'x-real-ip': '6.6.6.6',

@@ -3,13 +3,15 @@ import { request } from '../helpers/raw-http.js';
 import {
   basicAuth,
   devKey,
+  type GatewayOverUpstream,
   petsApiId,
   petsConfig,
   setQuota,
+  startGatewayOverUpstream,
   startTestGateway,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import type { TestUpstream } from '../helpers/upstream.js';
 
 /**
  * Spellings of a path, against the router and the upstream: every spelling the gateway forwards is
@@ -23,15 +25,14 @@ const auth = { authorization: basicAuth(devKey) };
 let upstream: TestUpstream;
 let gateway: TestGateway;
 
+let setup: GatewayOverUpstream;
+
 beforeAll(async () => {
-  upstream = await startUpstream();
-  gateway = await startTestGateway(petsConfig(`${upstream.url}/v2/pets`));
+  setup = await startGatewayOverUpstream((url) => petsConfig(`${url}/v2/pets`));
+  ({ upstream, gateway } = setup);
 });
 
-afterAll(async () => {
-  await gateway.close();
-  await upstream.close();
-});
+afterAll(() => setup.close());
 
 const lastAccessLine = async () => {
   await new Promise((resolve) => setImmediate(resolve));
@@ -88,6 +89,10 @@ describe('path spellings that upstream stacks route differently', () => {
     ['an overlong UTF-8 dot', '/pets/%c0%ae%c0%ae/admin'],
     ['an encoded slash', '/pets/1%2f..%2fadmin'],
     ['an encoded backslash', '/pets/1%5c..%5cadmin'],
+    ['a fragment after the query', '/pets/1?x=1#frag'],
+    ['a fragment an exemption could be read in', '/pets/1?#/public/logo.png'],
+    ['an empty fragment', '/pets/findByStatus?status=sold#'],
+    ['a Kelvin sign, which ignore-case matching reads as k', '/pets/%E2%84%AAennel'],
   ])('answers 400 to %s and sends nothing upstream', async (_name, path) => {
     const before = upstream.requests.length;
     const res = await request(gateway.url, { path, headers: auth });

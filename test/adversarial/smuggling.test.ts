@@ -3,11 +3,13 @@ import { rawExchange } from '../helpers/raw-http.js';
 import {
   basicAuth,
   devKey,
+  type GatewayOverUpstream,
   petsConfig,
-  startTestGateway,
+  startGatewayOverUpstream,
   type TestGateway,
+  withMethods,
 } from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import type { TestUpstream } from '../helpers/upstream.js';
 
 /**
  * Request smuggling through the gateway, on raw sockets: a client that names framing fields in
@@ -24,22 +26,19 @@ const authorization = basicAuth(devKey);
 /** A second request hidden in the body: reaching the upstream would mean no auth, no quota, any path. */
 const smuggled = 'GET /internal/secret HTTP/1.1\r\nHost: upstream\r\n\r\n';
 
+let setup: GatewayOverUpstream;
+
 beforeAll(async () => {
-  upstream = await startUpstream();
-  const config = petsConfig(`${upstream.url}/pets`);
-  const [api] = config.apis as Array<{ methods: Array<Record<string, string>> }>;
-  api!.methods.push(
-    { id: '3a6b9c2d-1e4f-4a5b-8c7d-0e1f2a3b4c5d', name: 'deletePet', verb: 'DELETE', path: '/{petId}' },
-    { id: '4b7c0d3e-2f5a-4b6c-9d8e-1f2a3b4c5d6e', name: 'petOptions', verb: 'OPTIONS', path: '/{petId}' },
+  setup = await startGatewayOverUpstream((url) =>
+    withMethods(petsConfig(`${url}/pets`), [
+      { id: '3a6b9c2d-1e4f-4a5b-8c7d-0e1f2a3b4c5d', name: 'deletePet', verb: 'DELETE', path: '/{petId}' },
+      { id: '4b7c0d3e-2f5a-4b6c-9d8e-1f2a3b4c5d6e', name: 'petOptions', verb: 'OPTIONS', path: '/{petId}' },
+    ]),
   );
-  gateway = await startTestGateway(config);
-  host = new URL(gateway.url).host;
+  ({ upstream, gateway, host } = setup);
 });
 
-afterAll(async () => {
-  await gateway.close();
-  await upstream.close();
-});
+afterAll(() => setup.close());
 
 /** Sends `head` and `body` on one connection, as written, and waits for the gateway to close it. */
 async function exchange(head: string[], body = ''): Promise<string> {
@@ -121,6 +120,24 @@ describe('request smuggling through framing fields', () => {
       expect(seen[0]!.body).toBe(smuggled);
     },
   );
+
+  it('sends a Content-Length with leading zeros upstream without them, as the number Node framed by', async () => {
+    const seen = await upstreamSaw(() =>
+      exchange(
+        [
+          'POST /pets HTTP/1.1',
+          `Host: ${host}`,
+          `Authorization: ${authorization}`,
+          `Content-Length: 000${smuggled.length}`,
+          'Connection: close',
+        ],
+        smuggled,
+      ),
+    );
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.rawHeaders).toContain(String(smuggled.length));
+    expect(seen[0]!.body).toBe(smuggled);
+  });
 
   it('keeps Transfer-Encoding when Connection names it', async () => {
     const seen = await upstreamSaw(() =>

@@ -42,6 +42,8 @@ describe('normalizeTarget', () => {
     ['/..', 'path climbs above the root'],
     ['/pets/../../etc/passwd', 'path climbs above the root'],
     ['/pets#frag', 'fragment in request target'],
+    ['/pets/1?x=1#frag', 'fragment in request target'],
+    ['/pets/1?#', 'fragment in request target'],
     ['http://evil.test/pets/1', 'the request target names another host'],
     ['*', 'the request target must be a path'],
     ['gw.test:443', 'the request target must be a path'],
@@ -65,6 +67,10 @@ describe('normalizeTarget', () => {
     ['/pets/%ff', 'percent-encoding that is not UTF-8'],
     ['/pets/%c3', 'percent-encoding that is not UTF-8'],
     ['/pets/%ed%a0%80', 'percent-encoding that is not UTF-8'],
+    ['/pets/%E2%84%AAennel', 'a character that case-insensitive matching reads as ASCII'],
+    ['/pets/findByStatu%C5%BF', 'a character that case-insensitive matching reads as ASCII'],
+    ['/pets/l%C4%B1st', 'a character that case-insensitive matching reads as ASCII'],
+    ['/pets/%C4%B0d', 'a character that case-insensitive matching reads as ASCII'],
   ])('rejects %s (%s)', (target, reason) => {
     expect(pathOf(target)).toBe(`rejected: ${reason}`);
   });

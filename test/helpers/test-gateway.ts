@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/log.js';
 import { secretValues } from '../../src/secret-redaction.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
+import { startUpstream, type TestUpstream } from './upstream.js';
 
 export const devKey = 'dev-key-0123456789abcdef0123456789';
 export const prodKey = 'prod-key-0123456789abcdef012345678';
@@ -171,4 +172,44 @@ export async function setQuota(
   });
   if (res.status >= 300) throw new Error(`setting a quota failed: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { id: string }).id;
+}
+
+export interface GatewayOverUpstream {
+  upstream: TestUpstream;
+  gateway: TestGateway;
+  /** The gateway's `host:port`, as a Host field names it. */
+  host: string;
+  close(): Promise<void>;
+}
+
+/**
+ * A recording upstream and a gateway in front of it, configured by `configFor(upstream URL)` (by default
+ * the pets API, its upstream path `/pets`).
+ */
+export async function startGatewayOverUpstream(
+  configFor: (upstreamUrl: string) => Record<string, unknown> = (url) => petsConfig(`${url}/pets`),
+): Promise<GatewayOverUpstream> {
+  const upstream = await startUpstream();
+  const gateway = await startTestGateway(configFor(upstream.url)).catch(async (error: unknown) => {
+    await upstream.close();
+    throw error;
+  });
+  return {
+    upstream,
+    gateway,
+    host: new URL(gateway.url).host,
+    async close() {
+      await gateway.close();
+      await upstream.close();
+    },
+  };
+}
+
+/** `config` (a petsConfig) with more methods on its API. */
+export function withMethods(
+  config: Record<string, unknown>,
+  methods: Array<{ id: string; name: string; verb: string; path: string }>,
+): Record<string, unknown> {
+  const [api, ...rest] = config.apis as Array<{ methods: unknown[] }>;
+  return { ...config, apis: [{ ...api, methods: [...api!.methods, ...methods] }, ...rest] };
 }
