@@ -15,7 +15,7 @@ import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
 import { closestToLimit, rateLimitFields } from './limiter/rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
-import { announcesBody, expectsContinue, screeningProblem } from './request-screening.js';
+import { announcesBody, screeningProblem } from './request-screening.js';
 
 export interface GatewayParts {
   router: Router;
@@ -91,11 +91,12 @@ export class Gateway {
   };
 
   /**
-   * The `checkContinue` listener of the data-plane servers: Node would otherwise answer
-   * `100 Continue` at once, inviting the body of a request that is not yet authenticated.
+   * The `checkContinue` listener of the data-plane servers (Node emits it for `Expect: 100-continue`):
+   * Node would otherwise answer `100 Continue` at once, inviting the body of a request that is not yet
+   * authenticated.
    */
   readonly handleExpectingContinue = (req: IncomingMessage, res: ServerResponse): void => {
-    this.start(req, res, expectsContinue(req));
+    this.start(req, res, true);
   };
 
   private start(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {

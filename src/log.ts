@@ -1,5 +1,5 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-import { redactError, redactedText, withoutCredentialFields, withoutValues } from './secret-redaction.js';
+import { redactError, redactedText, valueRemover, withoutCredentialFields } from './secret-redaction.js';
 
 export type { Logger } from 'pino';
 
@@ -47,21 +47,22 @@ function requestSummary(req: Parameters<typeof pino.stdSerializers.req>[0]) {
 /** The root logger; every component takes a child of it. */
 export function createLogger(settings: LoggerSettings = {}): Logger {
   const secrets = settings.secrets ?? [];
+  const withoutSecrets = valueRemover(secrets);
   // As they appear inside a JSON line: quotes and backslashes escaped.
-  const inJson = secrets.map((secret) => JSON.stringify(secret).slice(1, -1));
+  const withoutSecretsInJson = valueRemover(secrets.map((secret) => JSON.stringify(secret).slice(1, -1)));
   const options: LoggerOptions = {
     level: settings.level ?? process.env.LOG_LEVEL ?? 'info',
     base: { service: 'quotagate' },
     redact: { paths: redactedPaths, censor: redactedText },
     serializers: {
       // Field names cannot protect an error's message: a plugin may quote the credential it refused.
-      err: (error: Error) => redactError(pino.stdSerializers.err(error), secrets),
+      err: (error: Error) => redactError(pino.stdSerializers.err(error), withoutSecrets),
       // An auth plugin is given this logger and may log the request, or its fields, as they came.
       req: requestSummary,
       headers: withoutCredentialFields,
     },
     // The config's secrets are taken out of every line, wherever a plugin or a message put them.
-    ...(inJson.length > 0 ? { hooks: { streamWrite: (line: string) => withoutValues(line, inJson) } } : {}),
+    ...(secrets.length > 0 ? { hooks: { streamWrite: withoutSecretsInJson } } : {}),
   };
   if (settings.destination) return pino(options, settings.destination);
   if (process.stdout.isTTY) {

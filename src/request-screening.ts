@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http';
  * authenticated and counted: frameworks (IIS, Symfony, Zend; Express's method-override, ASP.NET, Google
  * APIs) take the path or the verb from them instead of the request line.
  */
-export const targetOverrideFields = [
+const targetOverrideFields = [
   'x-original-url',
   'x-rewrite-url',
   'x-http-method-override',
@@ -57,12 +57,8 @@ export function screeningProblem(req: IncomingMessage, query: string): string | 
   if (headers.host?.includes(',')) return 'more than one Host';
   if (req.httpVersionMinor === 0 && req.httpVersionMajor === 1 && headers['transfer-encoding'] !== undefined)
     return 'Transfer-Encoding on HTTP/1.0';
-  for (const name of targetOverrideFields) {
-    if (headers[name] !== undefined) return `${name} would override the routed target`;
-  }
   for (const name in headers) {
-    if (name.includes('_') && targetOverrides.has(cgiSpelling(name)))
-      return `${name} would override the routed target`;
+    if (targetOverrides.has(cgiSpelling(name))) return `${name} would override the routed target`;
   }
   if (query !== '' && overridesMethod(query)) return 'a _method parameter would override the verb';
   return null;
@@ -72,13 +68,4 @@ export function screeningProblem(req: IncomingMessage, query: string): string | 
 export function announcesBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
-}
-
-// Node's own test for the expectation (lib/_http_server.js), so both agree on which requests wait for 100.
-const continueExpectation = /(?:^|\W)100-continue(?:$|\W)/i;
-
-/** Whether the client waits for `100 Continue` before it sends the body. */
-export function expectsContinue(req: IncomingMessage): boolean {
-  const expect = req.headers.expect;
-  return expect !== undefined && continueExpectation.test(expect);
 }

@@ -28,12 +28,22 @@ const looksLikeKey = (run: string) =>
 /** Longer text is cut before it is searched, so that no log line costs more than a bounded search. */
 export const longestRedactedText = 4096;
 
+/**
+ * A function that replaces every one of `values` (at least 4 characters long) in a text, the longest
+ * first. The values are sorted once, for text that is redacted often (every log line).
+ */
+export function valueRemover(values: readonly string[]): (text: string) => string {
+  const longestFirst = values.filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
+  return (text) => {
+    let result = text;
+    for (const value of longestFirst) result = result.split(value).join(redactedText);
+    return result;
+  };
+}
+
 /** `text` with every one of `values` (at least 4 characters long) replaced, the longest first. */
 export function withoutValues(text: string, values: readonly string[]): string {
-  let result = text;
-  const longestFirst = values.filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
-  for (const value of longestFirst) result = result.split(value).join(redactedText);
-  return result;
+  return valueRemover(values)(text);
 }
 
 /**
@@ -66,9 +76,15 @@ export function secretValues(value: unknown, underSecretKey = false): string[] {
   );
 }
 
-/** A serialized error (pino's `err`) with secrets and credential-shaped text taken out of its text. */
-export function redactError<T extends Record<string, unknown>>(serialized: T, secrets: readonly string[]): T {
-  const clean = (text: string) => withoutCredentials(withoutValues(text, secrets));
+/**
+ * A serialized error (pino's `err`) with secrets (those `withoutSecrets` takes out) and credential-shaped
+ * text taken out of its text.
+ */
+export function redactError<T extends Record<string, unknown>>(
+  serialized: T,
+  withoutSecrets: (text: string) => string,
+): T {
+  const clean = (text: string) => withoutCredentials(withoutSecrets(text));
   const result: Record<string, unknown> = { ...serialized };
   const { message, stack } = serialized;
   if (typeof message === 'string') result.message = clean(message);
@@ -77,10 +93,10 @@ export function redactError<T extends Record<string, unknown>>(serialized: T, se
     const head = typeof message === 'string' && message !== '' ? stack.indexOf(message) : -1;
     result.stack =
       head === -1
-        ? withoutValues(stack, secrets)
+        ? withoutSecrets(stack)
         : stack.slice(0, head) +
           clean(message as string) +
-          withoutValues(stack.slice(head + (message as string).length), secrets);
+          withoutSecrets(stack.slice(head + (message as string).length));
   }
   for (const [key, value] of Object.entries(serialized)) {
     if (key !== 'message' && key !== 'stack' && typeof value === 'string') result[key] = clean(value);

@@ -105,14 +105,21 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
 
   const refusedWith = (match: (refused: RefusedQuota) => boolean) => repository.refused().find(match);
 
-  /** The quota with this id, to read: a stored definition the schema refuses is a 500 that says so. */
-  const found = (id: string): StoredQuota => {
+  /** What is stored under this id: a quota, or a definition the schema refuses; 404 when neither. */
+  const storedAs = (id: string): { record: StoredQuota } | { refused: RefusedQuota } => {
     const key = id.toLowerCase();
     const refused = refusedWith((candidate) => candidate.id === key);
-    if (refused) throw unreadable(refused);
+    if (refused) return { refused };
     const record = repository.get(key);
     if (!record) throw new AdminError(404, [`no quota with id '${id}'`]);
-    return record;
+    return { record };
+  };
+
+  /** The quota with this id, to read: a stored definition the schema refuses is a 500 that says so. */
+  const found = (id: string): StoredQuota => {
+    const stored = storedAs(id);
+    if ('refused' in stored) throw unreadable(stored.refused);
+    return stored.record;
   };
 
   const targetOf = (record: StoredQuota): WriteTarget => ({
@@ -134,12 +141,8 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
 
   /** The quota with this id, to replace or delete: a stored definition the schema refuses is one too. */
   const writable = (id: string): WriteTarget => {
-    const key = id.toLowerCase();
-    const refused = refusedWith((candidate) => candidate.id === key);
-    if (refused) return refusedTarget(refused);
-    const record = repository.get(key);
-    if (!record) throw new AdminError(404, [`no quota with id '${id}'`]);
-    return targetOf(record);
+    const stored = storedAs(id);
+    return 'refused' in stored ? refusedTarget(stored.refused) : targetOf(stored.record);
   };
 
   const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {

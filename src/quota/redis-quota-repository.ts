@@ -196,14 +196,9 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     const json = await this.run(() => this.redis.hget(this.keys.defs, id));
     if (json === null) throw new QuotaNotFound(id);
     const named = applicationIn(json);
-    const application = named === null ? await this.linkedApplication(id) : named;
+    const application =
+      named === null ? linkedTo(id, await this.run(() => this.redis.hgetall(this.keys.apps))) : named;
     return application === undefined ? { etag: etagOf(json) } : { etag: etagOf(json), application };
-  }
-
-  /** The application linked to quota `id` in the applications hash: for a definition that cannot tell. */
-  private async linkedApplication(id: string): Promise<string | undefined> {
-    const links = await this.run(() => this.redis.hgetall(this.keys.apps));
-    return Object.entries(links).find(([, quotaId]) => quotaId === id)?.[0];
   }
 
   /** Makes a write visible to this process at once: its admin reads its own writes. */
@@ -277,10 +272,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       const links = await this.redis.hgetall(this.keys.apps);
       for (const definition of refused.values()) {
         const named = applicationIn(definition.stored);
-        const application =
-          named === null
-            ? Object.entries(links).find(([, quotaId]) => quotaId === definition.id)?.[0]
-            : named;
+        const application = named === null ? linkedTo(definition.id, links) : named;
         if (application !== undefined) definition.application = application;
       }
     }
@@ -332,6 +324,11 @@ function readDefinition(id: string, json: string): { record: QuotaRecord } | { p
     return { problems: [`id: must be '${id}', the key it is stored under`] };
   }
   return parsed;
+}
+
+/** The application linked to quota `id` in the applications hash (`links`): for a text that cannot tell. */
+function linkedTo(id: string, links: Record<string, string>): string | undefined {
+  return Object.entries(links).find(([, quotaId]) => quotaId === id)?.[0];
 }
 
 /**
