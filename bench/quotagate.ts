@@ -78,5 +78,6 @@ export const neverRejecting = [
     type: 'throttle',
     config: { messages: 1_000_000_000_000, per: 1, period: 'hour' },
   },
-  { api: '*', method: '*', type: 'throttlemb', config: { mb: 1_000_000_000, per: 1, period: 'hour' } },
+  // 900,000,000 MB an hour: under the schema's largest mb (its bytes must fit a 15-digit RateLimit q).
+  { api: '*', method: '*', type: 'throttlemb', config: { mb: 900_000_000, per: 1, period: 'hour' } },
 ];

@@ -3,6 +3,8 @@ export interface Row {
   rps: number;
   p50Ms: number;
   p99Ms: number;
+  /** CPU time of the setup's process per request, in microseconds (NaN where /proc cannot tell). */
+  cpuUs: number;
 }
 
 const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
@@ -12,14 +14,14 @@ export function markdownTable(rows: readonly Row[], bare: string, nginx: string 
   const base = rows.find((row) => row.name === bare);
   const reference = nginx ? rows.find((row) => row.name === nginx) : undefined;
   const lines = [
-    `| Setup | req/s | p50 ms | p99 ms | vs bare http-proxy-3 |${reference ? ' vs nginx |' : ''}`,
-    `|---|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
+    `| Setup | req/s | p50 ms | p99 ms | CPU µs/req | vs bare http-proxy-3 |${reference ? ' vs nginx |' : ''}`,
+    `|---|---:|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
   ];
   for (const row of rows) {
     const vsBase = base ? `${fixed((row.rps / base.rps) * 100, 0)}%` : '';
     const vsNginx = reference ? ` ${fixed((row.rps / reference.rps) * 100, 0)}% |` : '';
     lines.push(
-      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${vsBase} |${vsNginx}`,
+      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${vsBase} |${vsNginx}`,
     );
   }
   return lines.join('\n');

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { runAccuracyBench } from './accuracy.js';
+import { cpuSeconds } from './cpu-time.js';
 import { runLoad, type LoadResult } from './load.js';
 import { freePort, listening, start, type Running } from './processes.js';
 import { benchKey, neverRejecting, setSystemRestrictions, startQuotagate } from './quotagate.js';
@@ -61,7 +62,8 @@ const startTracked = async <T extends Running>(what: Promise<T>): Promise<T> => 
   return started;
 };
 
-async function startNginx(name: string, server: string): Promise<number> {
+/** Starts an nginx serving `server`; its port, and the pid of its master. */
+async function startNginx(name: string, server: string): Promise<{ port: number; pid: number }> {
   const port = await freePort();
   const dir = path.join(work, name);
   mkdirSync(dir, { recursive: true });
@@ -72,12 +74,12 @@ async function startNginx(name: string, server: string): Promise<number> {
       `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;\n` +
       `  keepalive_requests 1000000;\n  server {\n    listen 127.0.0.1:${port};\n${server}\n  }\n}\n`,
   );
-  await startTracked(
+  const started = await startTracked(
     start(name, nginx!, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], () =>
       listening(port),
     ),
   );
-  return port;
+  return { port, pid: started.child.pid! };
 }
 
 async function main(): Promise<void> {
@@ -92,14 +94,14 @@ async function main(): Promise<void> {
   );
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
 
-  const upstreamPort = nginx
+  const upstreamServer = nginx
     ? await startNginx(
         'upstream',
         `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
       )
     : await (async () => {
         const port = await freePort();
-        await startTracked(
+        const started = await startTracked(
           start(
             'node upstream',
             process.execPath,
@@ -107,22 +109,28 @@ async function main(): Promise<void> {
             () => listening(port),
           ),
         );
-        return port;
+        return { port, pid: started.child.pid! };
       })();
+  const upstreamPort = upstreamServer.port;
   const upstream = `http://127.0.0.1:${upstreamPort}`;
 
-  const targets: Array<{ name: string; url: string }> = [
-    { name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`, url: `${upstream}/pets/1` },
+  // `pid`: the process whose CPU time a request of this setup costs (the upstream's for the direct one).
+  const targets: Array<{ name: string; url: string; pid: number }> = [
+    {
+      name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`,
+      url: `${upstream}/pets/1`,
+      pid: upstreamServer.pid,
+    },
   ];
   if (nginx) {
-    const port = await startNginx(
+    const { port, pid } = await startNginx(
       'proxy',
       `    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }\n  }\n  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64;`,
     );
-    targets.push({ name: 'nginx proxy_pass, keep-alive', url: `http://127.0.0.1:${port}/pets/1` });
+    targets.push({ name: 'nginx proxy_pass, keep-alive', url: `http://127.0.0.1:${port}/pets/1`, pid });
   }
   const barePort = await freePort();
-  await startTracked(
+  const bare = await startTracked(
     start(
       'bare proxy',
       process.execPath,
@@ -130,20 +138,24 @@ async function main(): Promise<void> {
       () => listening(barePort),
     ),
   );
-  targets.push({ name: 'bare http-proxy-3, keep-alive', url: `http://127.0.0.1:${barePort}/pets/1` });
+  targets.push({
+    name: 'bare http-proxy-3, keep-alive',
+    url: `http://127.0.0.1:${barePort}/pets/1`,
+    pid: bare.child.pid!,
+  });
 
   const memory = await startTracked(startQuotagate(path.join(work, 'memory'), upstream, { type: 'memory' }));
   await setSystemRestrictions(memory, neverRejecting);
-  targets.push({ name: 'quotagate, memory store', url: `${memory.url}/pets/1` });
+  targets.push({ name: 'quotagate, memory store', url: `${memory.url}/pets/1`, pid: memory.pid });
 
   const shared = await startTracked(
     startQuotagate(path.join(work, 'redis'), upstream, { type: 'redis', url: redisUrl, prefix: 'bench:' }),
   );
   await setSystemRestrictions(shared, neverRejecting);
-  targets.push({ name: 'quotagate, Redis store', url: `${shared.url}/pets/1` });
+  targets.push({ name: 'quotagate, Redis store', url: `${shared.url}/pets/1`, pid: shared.pid });
 
   const peerPort = await freePort();
-  await startTracked(
+  const peer = await startTracked(
     start(
       'peer gateway',
       process.execPath,
@@ -154,6 +166,7 @@ async function main(): Promise<void> {
   targets.push({
     name: 'fast-gateway + rate-limiter-flexible (Redis)',
     url: `http://127.0.0.1:${peerPort}/pets/1`,
+    pid: peer.child.pid!,
   });
 
   const headers = { authorization: `Basic ${Buffer.from(`${benchKey}:`).toString('base64')}` };
@@ -168,13 +181,22 @@ async function main(): Promise<void> {
     await load(target.url, warmupSeconds);
   }
 
-  const results = new Map<string, LoadResult[]>(targets.map((target) => [target.name, []]));
+  // CPU µs per request: the setup's process time (user + system, from /proc) over the round's requests.
+  const results = new Map<string, Array<LoadResult & { cpuUs: number }>>(
+    targets.map((target) => [target.name, []]),
+  );
   for (let round = 1; round <= rounds; round += 1) {
     for (const target of targets) {
       say(`round ${round}/${rounds}: ${target.name} (${seconds} s)`);
+      const cpuBefore = cpuSeconds(target.pid);
       const result = await load(target.url);
+      const cpuAfter = cpuSeconds(target.pid);
       if (result.non2xx > 0) throw new Error(`${target.name}: ${result.non2xx} responses were not 2xx`);
-      results.get(target.name)!.push(result);
+      const cpuUs =
+        cpuBefore === null || cpuAfter === null
+          ? NaN
+          : ((cpuAfter - cpuBefore) * 1e6) / Math.max(1, result.requests);
+      results.get(target.name)!.push({ ...result, cpuUs });
     }
   }
   const rows: Row[] = targets.map((target) => {
@@ -184,6 +206,7 @@ async function main(): Promise<void> {
       rps: median(runs.map((r) => r.rps)),
       p50Ms: median(runs.map((r) => r.p50Ms)),
       p99Ms: median(runs.map((r) => r.p99Ms)),
+      cpuUs: median(runs.map((r) => r.cpuUs)),
     };
   });
 
