@@ -58,6 +58,8 @@ export async function start(
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');
     child.kill('SIGTERM');
+    // A process stopped by SIGSTOP (the accuracy bench's frozen Redis) acts on SIGTERM only once continued.
+    child.kill('SIGCONT');
     const force = setTimeout(() => child.kill('SIGKILL'), 5_000);
     await exited;
     clearTimeout(force);

@@ -3,6 +3,8 @@ import path from 'node:path';
 import { freePort, listening, start, type Running } from './processes.js';
 
 export const benchKey = 'bench-key-0123456789abcdef0123456789';
+/** The Authorization header of the bench's API key (basic auth, key as user name, no password). */
+export const benchAuthorization = `Basic ${Buffer.from(`${benchKey}:`).toString('base64')}`;
 const admin = { username: 'bench', password: 'bench-admin-password' };
 const adminAuth = `Basic ${Buffer.from(`${admin.username}:${admin.password}`).toString('base64')}`;
 const systemQuota = '00000000-0000-0000-0000-000000000000';
@@ -27,7 +29,11 @@ export async function startQuotagate(
     apikey_development: benchKey,
     apikey_production: `${benchKey}-production`,
     admin: { host: '127.0.0.1', port: adminPort, users: [{ ...admin, role: 'admin' }] },
-    store: { file: path.join(dir, 'quotas.json'), ...store },
+    store: {
+      file: path.join(dir, 'quotas.json'),
+      snapshotFile: path.join(dir, 'quota-snapshot.json'),
+      ...store,
+    },
     apis: [
       {
         id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',

@@ -1,3 +1,6 @@
+import type { AccuracyResult } from './accuracy.js';
+import type { RefusalCost } from './refusal-cost.js';
+
 export interface Row {
   name: string;
   rps: number;
@@ -5,23 +8,57 @@ export interface Row {
   p99Ms: number;
   /** CPU time of the setup's process per request, in microseconds (NaN where /proc cannot tell). */
   cpuUs: number;
+  /** Redis script calls (EVAL, EVALSHA, FCALL) per request; null for a setup without Redis. */
+  redisCalls: number | null;
+  /** CPU time of the bench's redis-server per request, in microseconds; null for a setup without Redis. */
+  redisCpuUs: number | null;
 }
 
 const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+const orDash = (value: number | null, digits: number) => (value === null ? '—' : fixed(value, digits));
 
 /** The Markdown table: medians of the rounds, and ratios to bare http-proxy-3 and to nginx. */
 export function markdownTable(rows: readonly Row[], bare: string, nginx: string | null): string {
   const base = rows.find((row) => row.name === bare);
   const reference = nginx ? rows.find((row) => row.name === nginx) : undefined;
   const lines = [
-    `| Setup | req/s | p50 ms | p99 ms | CPU µs/req | vs bare http-proxy-3 |${reference ? ' vs nginx |' : ''}`,
-    `|---|---:|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
+    `| Setup | req/s | p50 ms | p99 ms | CPU µs/req | Redis script calls/req | Redis CPU µs/req | vs bare http-proxy-3 |${reference ? ' vs nginx |' : ''}`,
+    `|---|---:|---:|---:|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
   ];
   for (const row of rows) {
     const vsBase = base ? `${fixed((row.rps / base.rps) * 100, 0)}%` : '';
     const vsNginx = reference ? ` ${fixed((row.rps / reference.rps) * 100, 0)}% |` : '';
     lines.push(
-      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${vsBase} |${vsNginx}`,
+      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${orDash(row.redisCalls, 3)} | ${orDash(row.redisCpuUs, 1)} | ${vsBase} |${vsNginx}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** The limit-20-per-minute case: what admitted and refused requests cost in Redis script calls. */
+export function refusalTable(cases: readonly RefusalCost[]): string {
+  const per = (calls: number, requests: number) => (requests ? (calls / requests).toFixed(2) : 'n/a');
+  const lines = [
+    `| Limit ${cases[0]?.limit ?? ''} per minute, Redis store | requests | admitted | refused | script calls per admitted | per refused |`,
+    '|---|---:|---:|---:|---:|---:|',
+  ];
+  for (const c of cases) {
+    lines.push(
+      `| ${c.gateways === 1 ? '1 gateway' : `${c.gateways} gateways in turn`} | ${c.requests} | ${c.admitted} | ${c.refused} | ${per(c.callsAdmitted, c.admitted)} | ${per(c.callsRefused, c.refused)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** The accuracy bench: the most admitted in any interval of one window, at the upstream and at the client. */
+export function accuracyTable(results: readonly AccuracyResult[]): string {
+  const lines = [
+    '| Accuracy, 3 gateways, boundary bursts | limit | most in one window at the upstream | target | at the client | attempts | admitted at the upstream | switches to onError |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const r of results) {
+    lines.push(
+      `| ${r.name} | ${r.limit} per ${r.windowSeconds} s | ${r.upstream.most} | ≤ ${r.target} | ${r.client.most} | ${r.attempts} | ${r.upstream.admitted} | ${r.fallbacks} |`,
     );
   }
   return lines.join('\n');

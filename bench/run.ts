@@ -3,13 +3,20 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
-import { runAccuracyBench } from './accuracy.js';
+import { runAccuracyBench, type AccuracyResult } from './accuracy.js';
 import { cpuSeconds } from './cpu-time.js';
 import { runLoad, type LoadResult } from './load.js';
 import { freePort, listening, start, type Running } from './processes.js';
-import { benchKey, neverRejecting, setSystemRestrictions, startQuotagate } from './quotagate.js';
-import { markdownTable, median, svgChart, type Row } from './report.js';
+import {
+  benchAuthorization,
+  benchKey,
+  neverRejecting,
+  setSystemRestrictions,
+  startQuotagate,
+} from './quotagate.js';
+import { costPerRequest, RedisMeter, type RedisCost } from './redis-usage.js';
+import { runRefusalCost, type RefusalCost } from './refusal-cost.js';
+import { accuracyTable, markdownTable, median, refusalTable, svgChart, type Row } from './report.js';
 
 const { values } = parseArgs({
   options: {
@@ -84,7 +91,7 @@ async function startNginx(name: string, server: string): Promise<{ port: number;
 
 async function main(): Promise<void> {
   const redisPort = await freePort();
-  await startTracked(
+  const redis = await startTracked(
     start(
       'redis-server',
       redisServer!,
@@ -93,6 +100,8 @@ async function main(): Promise<void> {
     ),
   );
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
+  const redisPid = redis.child.pid!;
+  const meter = new RedisMeter(redisUrl, redisPid);
 
   const upstreamServer = nginx
     ? await startNginx(
@@ -114,12 +123,14 @@ async function main(): Promise<void> {
   const upstreamPort = upstreamServer.port;
   const upstream = `http://127.0.0.1:${upstreamPort}`;
 
-  // `pid`: the process whose CPU time a request of this setup costs (the upstream's for the direct one).
-  const targets: Array<{ name: string; url: string; pid: number }> = [
+  // `pid`: the process whose CPU time a request of this setup costs (the upstream's for the direct one);
+  // `redis`: whether its requests use the bench's redis-server, whose calls and CPU time are then read too.
+  const targets: Array<{ name: string; url: string; pid: number; redis: boolean }> = [
     {
       name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`,
       url: `${upstream}/pets/1`,
       pid: upstreamServer.pid,
+      redis: false,
     },
   ];
   if (nginx) {
@@ -127,7 +138,12 @@ async function main(): Promise<void> {
       'proxy',
       `    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }\n  }\n  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64;`,
     );
-    targets.push({ name: 'nginx proxy_pass, keep-alive', url: `http://127.0.0.1:${port}/pets/1`, pid });
+    targets.push({
+      name: 'nginx proxy_pass, keep-alive',
+      url: `http://127.0.0.1:${port}/pets/1`,
+      pid,
+      redis: false,
+    });
   }
   const barePort = await freePort();
   const bare = await startTracked(
@@ -142,17 +158,28 @@ async function main(): Promise<void> {
     name: 'bare http-proxy-3, keep-alive',
     url: `http://127.0.0.1:${barePort}/pets/1`,
     pid: bare.child.pid!,
+    redis: false,
   });
 
   const memory = await startTracked(startQuotagate(path.join(work, 'memory'), upstream, { type: 'memory' }));
   await setSystemRestrictions(memory, neverRejecting);
-  targets.push({ name: 'quotagate, memory store', url: `${memory.url}/pets/1`, pid: memory.pid });
+  targets.push({
+    name: 'quotagate, memory store',
+    url: `${memory.url}/pets/1`,
+    pid: memory.pid,
+    redis: false,
+  });
 
   const shared = await startTracked(
     startQuotagate(path.join(work, 'redis'), upstream, { type: 'redis', url: redisUrl, prefix: 'bench:' }),
   );
   await setSystemRestrictions(shared, neverRejecting);
-  targets.push({ name: 'quotagate, Redis store', url: `${shared.url}/pets/1`, pid: shared.pid });
+  targets.push({
+    name: 'quotagate, Redis store',
+    url: `${shared.url}/pets/1`,
+    pid: shared.pid,
+    redis: true,
+  });
 
   const peerPort = await freePort();
   const peer = await startTracked(
@@ -167,9 +194,10 @@ async function main(): Promise<void> {
     name: 'fast-gateway + rate-limiter-flexible (Redis)',
     url: `http://127.0.0.1:${peerPort}/pets/1`,
     pid: peer.child.pid!,
+    redis: true,
   });
 
-  const headers = { authorization: `Basic ${Buffer.from(`${benchKey}:`).toString('base64')}` };
+  const headers = { authorization: benchAuthorization };
   const load = (url: string, duration = seconds) =>
     runLoad(wrk, { url, connections, seconds: duration, headers });
 
@@ -181,45 +209,42 @@ async function main(): Promise<void> {
     await load(target.url, warmupSeconds);
   }
 
-  // CPU µs per request: the setup's process time (user + system, from /proc) over the round's requests.
-  const results = new Map<string, Array<LoadResult & { cpuUs: number }>>(
+  // CPU µs per request: the setup's process time (user + system, from /proc) over the round's requests;
+  // for a setup on Redis, also the bench's redis-server's script calls and CPU time over the same requests.
+  const results = new Map<string, Array<LoadResult & { cpuUs: number; redis: RedisCost | null }>>(
     targets.map((target) => [target.name, []]),
   );
   for (let round = 1; round <= rounds; round += 1) {
     for (const target of targets) {
       say(`round ${round}/${rounds}: ${target.name} (${seconds} s)`);
+      const redisBefore = target.redis ? await meter.read() : null;
       const cpuBefore = cpuSeconds(target.pid);
       const result = await load(target.url);
       const cpuAfter = cpuSeconds(target.pid);
+      const redisAfter = redisBefore ? await meter.read() : null;
       if (result.non2xx > 0) throw new Error(`${target.name}: ${result.non2xx} responses were not 2xx`);
       const cpuUs =
         cpuBefore === null || cpuAfter === null
           ? NaN
           : ((cpuAfter - cpuBefore) * 1e6) / Math.max(1, result.requests);
-      results.get(target.name)!.push({ ...result, cpuUs });
+      const redis =
+        redisBefore && redisAfter ? costPerRequest(redisBefore, redisAfter, result.requests) : null;
+      results.get(target.name)!.push({ ...result, cpuUs, redis });
     }
   }
   const rows: Row[] = targets.map((target) => {
     const runs = results.get(target.name)!;
+    const redisRuns = runs.flatMap((r) => (r.redis ? [r.redis] : []));
     return {
       name: target.name,
       rps: median(runs.map((r) => r.rps)),
       p50Ms: median(runs.map((r) => r.p50Ms)),
       p99Ms: median(runs.map((r) => r.p99Ms)),
       cpuUs: median(runs.map((r) => r.cpuUs)),
+      redisCalls: target.redis ? median(redisRuns.map((r) => r.scriptCalls)) : null,
+      redisCpuUs: target.redis ? median(redisRuns.map((r) => r.cpuUs)) : null,
     };
   });
-
-  say('counting Redis round trips per request (INFO commandstats)');
-  const admin = new Redis(redisUrl);
-  const scriptCalls = async () =>
-    [...(await admin.info('commandstats')).matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)].reduce(
-      (sum, m) => sum + Number(m[1]),
-      0,
-    );
-  const callsBefore = await scriptCalls();
-  const counted = await load(`${shared.url}/pets/1`, 5);
-  const roundTrips = (await scriptCalls()) - callsBefore;
 
   const soakSeconds = Number(values['soak-seconds']);
   say(`steady memory: quotagate (Redis store) under full load for ${soakSeconds} s`);
@@ -229,11 +254,35 @@ async function main(): Promise<void> {
   const rssWarm = rss();
   await load(`${shared.url}/pets/1`, soakSeconds);
   const rssAfter = rss();
-  await admin.quit();
+  // The cases below count every script call Redis runs, so no gateway of the rounds may add its own.
+  await shared.stop();
 
-  const accuracy = values['skip-accuracy']
-    ? null
-    : await runAccuracyBench(path.join(work, 'accuracy'), upstream, redisUrl, say);
+  const refusals: RefusalCost[] = [];
+  for (const gatewayCount of [1, 3]) {
+    refusals.push(
+      await runRefusalCost(
+        path.join(work, `refusals-${gatewayCount}`),
+        upstream,
+        redisUrl,
+        meter,
+        gatewayCount,
+        say,
+      ),
+    );
+  }
+  await meter.close();
+
+  const accuracy: AccuracyResult[] = [];
+  if (!values['skip-accuracy']) {
+    accuracy.push(await runAccuracyBench(path.join(work, 'accuracy'), redisUrl, say));
+    accuracy.push(
+      await runAccuracyBench(path.join(work, 'accuracy-frozen'), redisUrl, say, {
+        pid: redisPid,
+        fromSeconds: 10,
+        forSeconds: 12,
+      }),
+    );
+  }
 
   const machine = {
     cores: os.cpus().length,
@@ -248,28 +297,22 @@ async function main(): Promise<void> {
   };
   const bareName = 'bare http-proxy-3, keep-alive';
   const table = markdownTable(rows, bareName, nginx ? 'nginx proxy_pass, keep-alive' : null);
-  const extra = [
-    `Redis round trips: ${roundTrips} script calls for ${counted.requests} requests (${(roundTrips / Math.max(1, counted.requests)).toFixed(3)} per request).`,
-    `RSS of quotagate (Redis store): ${(rssWarm / 2 ** 20).toFixed(1)} MiB after warm-up, ${(rssAfter / 2 ** 20).toFixed(1)} MiB after ${soakSeconds} s at full load (${(((rssAfter - rssWarm) / rssWarm) * 100).toFixed(1)}%).`,
-    ...(accuracy
-      ? [
-          `Accuracy (3 gateways, one Redis, boundary bursts): at most ${accuracy.most} admitted in any ${accuracy.windowSeconds} s interval for a limit of ${accuracy.limit} (${accuracy.attempts} attempts, ${accuracy.admitted} admitted, ${accuracy.fallbacks} switches to store.onError).`,
-        ]
-      : []),
-  ];
   const markdown = [
     `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}, load by ${machine.load}; ${connections} connections, ${rounds} interleaved rounds of ${seconds} s, medians.`,
     '',
     table,
     '',
-    ...extra.map((line) => `- ${line}`),
+    `- RSS of quotagate (Redis store): ${(rssWarm / 2 ** 20).toFixed(1)} MiB after warm-up, ${(rssAfter / 2 ** 20).toFixed(1)} MiB after ${soakSeconds} s at full load (${(((rssAfter - rssWarm) / rssWarm) * 100).toFixed(1)}%).`,
     '',
+    refusalTable(refusals),
+    '',
+    ...(accuracy.length ? [accuracyTable(accuracy), ''] : []),
   ].join('\n');
   const resultsDir = path.resolve('bench/results');
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(
     path.join(resultsDir, 'latest.json'),
-    `${JSON.stringify({ machine, rows, roundTrips, requestsCounted: counted.requests, rssWarm, rssAfter, accuracy, runs: Object.fromEntries(results) }, null, 2)}\n`,
+    `${JSON.stringify({ machine, rows, rssWarm, rssAfter, refusals, accuracy, runs: Object.fromEntries(results) }, null, 2)}\n`,
   );
   writeFileSync(path.join(resultsDir, 'latest.md'), markdown);
   writeFileSync(

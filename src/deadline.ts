@@ -1,3 +1,5 @@
+import { systemClock, type Clock } from './clock.js';
+
 /** What `beforeDeadline` resolves with when the time ran out first. */
 export const deadlinePassed = Symbol('deadline passed');
 
@@ -9,17 +11,21 @@ export const deadlinePassed = Symbol('deadline passed');
  * before it reads sockets, so on a busy process an answer that has already arrived would otherwise lose
  * to a timer that is merely late.
  */
-export function beforeDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeof deadlinePassed> {
+export function beforeDeadline<T>(
+  work: Promise<T>,
+  ms: number,
+  clock: Clock = systemClock,
+): Promise<T | typeof deadlinePassed> {
   // One promise and one timer per call: this runs once per request on the Redis path.
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => setImmediate(resolve, deadlinePassed), ms);
+    const timer = clock.setTimeout(() => setImmediate(resolve, deadlinePassed), ms);
     work.then(
       (value) => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         resolve(value);
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         reject(error);
       },
     );

@@ -8,6 +8,8 @@ export interface Metrics {
   counterStoreSwitches: Counter<'to'>;
   /** Requests refused because a counter they need would pass store.maxCounterMemoryMb. */
   counterStoreFull: Counter;
+  counterStoreTrips: Counter;
+  counterStoreLiveGateways: Gauge;
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction. */
@@ -97,6 +99,16 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       name: 'quotagate_counter_store_switches_total',
       help: 'Switches between the shared counters and the store.onError policy, by what took over',
       labelNames: ['to'],
+      registers: [registry],
+    }),
+    counterStoreTrips: new Counter({
+      name: 'quotagate_counter_store_trips_total',
+      help: 'Script calls this gateway made to the shared counters (checks its leases could not decide, measured bytes, give-backs)',
+      registers: [registry],
+    }),
+    counterStoreLiveGateways: new Gauge({
+      name: 'quotagate_counter_store_live_gateways',
+      help: 'Gateways of the fleet alive by their heartbeat in the shared store, as this one last saw them',
       registers: [registry],
     }),
     counterStoreFull: new Counter({

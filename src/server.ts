@@ -15,7 +15,10 @@ import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
 import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
-import { RedisCounterStore } from './limiter/redis-counter-store.js';
+import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
+import { RedisCounterTrips } from './limiter/redis-counter-trips.js';
+import { SharedCounterStore } from './limiter/shared-counter-store.js';
+import { systemClock } from './clock.js';
 import { openQuotaRepository } from './quota/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
@@ -96,12 +99,28 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   repository.onChange((records) => {
     quotas = new QuotaIndex(records);
   });
+  const heartbeat = redis
+    ? new FleetHeartbeat(redis, config.store.prefix, {
+        clock: systemClock,
+        onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+      })
+    : null;
+  await heartbeat?.start();
   const limiter = new Limiter({
-    shared: redis ? new RedisCounterStore(redis, config.store.prefix) : null,
+    shared:
+      redis && heartbeat
+        ? new SharedCounterStore({
+            trips: new RedisCounterTrips(redis, config.store.prefix),
+            clock: systemClock,
+            live: () => heartbeat.live(),
+            onTrip: () => metrics.counterStoreTrips.inc(),
+          })
+        : null,
     local: localCounters,
     onError: config.store.onError,
     timeoutMs: config.store.commandTimeout,
     probe: () => (redis ? redisAnswers(redis) : Promise.resolve(true)),
+    ...(heartbeat ? { shareOf: (limit: number) => heartbeat.share(limit) } : {}),
     logger: logger.child({ component: 'limiter' }),
     metrics,
   });
@@ -148,7 +167,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
 
   const closeResources = async () => {
     await admin.close();
-    limiter.close();
+    // Unspent leases and measured bytes reach the fleet's counters before the connection closes.
+    await limiter.close();
+    await heartbeat?.stop();
     await localCounters.close();
     await repository.close();
     proxy.close();

@@ -156,6 +156,11 @@ const storeSchema = z
       .min(1)
       .optional(),
     prefix: nonEmpty.default('quotagate:'),
+    /**
+     * The redis store's local copy of the last quota definitions this gateway saw (relative to the project
+     * folder): enforced when it starts while Redis is down, put back into a Redis that lost them.
+     */
+    snapshotFile: nonEmpty.default('data/quota-snapshot.json'),
     onError: z
       .enum(['local', 'allow', 'deny'], { error: msg('must be local, allow or deny') })
       .default('local'),
@@ -174,6 +179,7 @@ const storeSchema = z
     type: 'memory',
     file: 'data/quotas.json',
     prefix: 'quotagate:',
+    snapshotFile: 'data/quota-snapshot.json',
     onError: 'local',
     commandTimeout: 50,
     maxCounterMemoryMb: 128,

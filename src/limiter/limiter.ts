@@ -1,70 +1,100 @@
+import { systemClock, type Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
+import type { MemoryCounterStore } from './memory-counter-store.js';
 
 export type OnError = Config['store']['onError'];
 
 /** What to do with a request: a decision of the counters, or "the store is down and policy is deny". */
 export type LimiterVerdict = Decision | 'unavailable';
 
+/** The fleet's counters as the limiter drives them through an outage. */
+export interface SharedCounters extends CounterStore {
+  /** The store is out of reach: end leases, forget what is known full. */
+  suspend(): void;
+  resume(): void;
+  /** Each counter's total as the store last reported it. */
+  lastKnown(): Array<{ key: string; used: number; limit: number; windowMs: number }>;
+}
+
 export interface LimiterParts {
   /** The fleet's store (Redis), or null when this gateway's memory store is the store. */
-  shared: CounterStore | null;
+  shared: SharedCounters | null;
   /** This gateway's own counters: the store itself, or the fallback of `onError: local`. */
-  local: CounterStore;
+  local: MemoryCounterStore;
   onError: OnError;
-  /** Answers whether the shared store is reachable again; asked while it is not. */
+  /** Answers whether the shared store is reachable; asked to confirm an outage, and while it lasts. */
   probe: () => Promise<boolean>;
-  /** Milliseconds a call to the shared store may take before the policy decides instead. */
+  /** Milliseconds a decision of the shared store may take before an outage is suspected. */
   timeoutMs: number;
   /** Milliseconds between probes while the shared store is unreachable. */
   probeEveryMs?: number;
+  /** This gateway's part of a limit while every gateway decides alone (`onError: local`). */
+  shareOf?: (limit: number) => number;
+  clock?: Clock;
   logger: Logger;
   metrics: Metrics;
 }
 
 const admitted: Decision = { allowed: true, retryAfterMs: 0, states: [] };
-
-class DecisionTimeout extends Error {}
+const outageConfirmed = Symbol('outage confirmed');
 
 /**
  * Puts the counter stores behind the declared failure policy (store.onError). While the shared store
- * answers, it decides. A call that fails or misses its deadline is decided by the policy: `local` (this
- * gateway's own memory counters), `allow`, or `deny`. A failed call (connection down) switches the
- * gateway to the policy at once; a late one only when a PING confirms that the store is unreachable, so
- * that a busy moment does not hand the limits to every gateway's own counters. Each switch is logged
- * once; a background probe switches back as soon as the store answers again. A request never waits for
- * a store that is down.
+ * answers, it decides, however long it takes: a decision that misses `timeoutMs` waits on while a PING
+ * (given four times as long) is asked whether the store is there; only a failed call or a confirmed
+ * outage hands the decisions to the policy, so a slow Redis never lets counters that have not seen the
+ * fleet's traffic decide. With `local`, each gateway then enforces its share of every limit (the limit
+ * ÷ the live gateways), seeded with the totals it last saw, and when the store answers again the units
+ * it admitted alone are added to the shared counters. Each switch is logged once. A request never waits
+ * for a store that is down: a call on a lost connection fails at once, and every call has the Redis
+ * client's command timeout.
  */
 export class Limiter {
   private sharedUp: boolean;
-  private probeTimer: NodeJS.Timeout | null = null;
-  private confirming = false;
+  private probeTimer: unknown = null;
+  private confirming: Promise<boolean> | null = null;
+  /** Units this gateway admitted alone during an outage, to add to the shared counters after it. */
+  private readonly admittedAlone = new Map<string, CounterAddition>();
+  private readonly clock: Clock;
+  private closed = false;
 
   constructor(private readonly parts: LimiterParts) {
+    this.clock = parts.clock ?? systemClock;
     this.sharedUp = parts.shared !== null;
     parts.metrics.counterStoreShared.set(this.sharedUp ? 1 : 0);
   }
 
-  /** Decides at once when this gateway's counters decide; a promise only while the shared store does. */
+  /** Decides at once when this gateway can; a promise only while the shared store is asked. */
   consume(specs: readonly CounterSpec[]): LimiterVerdict | Promise<LimiterVerdict> {
     const { shared } = this.parts;
-    return shared && this.sharedUp ? this.consumeShared(shared, specs) : this.consumeWithoutShared(specs);
+    if (!shared) return this.parts.local.consume(specs);
+    if (!this.sharedUp) return this.decideWithoutShared(specs);
+    const answer = shared.consume(specs);
+    return answer instanceof Promise ? this.awaitShared(answer, specs) : answer;
   }
 
   async add(additions: readonly CounterAddition[]): Promise<void> {
     const { shared } = this.parts;
-    if (shared && this.sharedUp) {
+    if (!shared) return this.parts.local.add(additions);
+    if (this.sharedUp) {
       try {
-        await this.withinTimeout(shared.add(additions));
+        await shared.add(additions);
         return;
       } catch (error) {
-        this.onSharedFailure(error as Error);
+        this.switchToFallback(error as Error);
+        // The shared store keeps these units for its next trip; they count here too meanwhile.
+        if (this.parts.onError === 'local') await this.parts.local.add(additions);
+        return;
       }
     }
-    if (!shared || this.parts.onError === 'local') await this.parts.local.add(additions);
+    if (this.parts.onError === 'local') {
+      await this.parts.local.add(additions);
+      for (const addition of additions) this.tally(addition.key, addition.windowMs, addition.amount);
+    }
   }
 
   /** Units counted now by counters under `keyPrefix`, from the store that currently decides. */
@@ -73,26 +103,67 @@ export class Limiter {
     return store.usage(keyPrefix, windowMs);
   }
 
-  close(): void {
-    if (this.probeTimer) clearInterval(this.probeTimer);
+  /** Stops probing, and hands back leases and measured units still held by the shared store. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.probeTimer !== null) this.clock.clearTimeout(this.probeTimer);
     this.probeTimer = null;
+    if (this.parts.shared && this.sharedUp) await this.parts.shared.close().catch(() => undefined);
   }
 
-  private async consumeShared(shared: CounterStore, specs: readonly CounterSpec[]): Promise<LimiterVerdict> {
+  private async awaitShared(
+    answer: Promise<Decision>,
+    specs: readonly CounterSpec[],
+  ): Promise<LimiterVerdict> {
     try {
-      return await this.withinTimeout(Promise.resolve(shared.consume(specs)));
+      const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
+      if (inTime !== deadlinePassed) return inTime;
+      const late = await Promise.race([
+        answer,
+        this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
+      ]);
+      if (late !== outageConfirmed) return late;
+      this.switchToFallback(new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`));
     } catch (error) {
-      this.onSharedFailure(error as Error);
-      return this.consumeWithoutShared(specs);
+      this.switchToFallback(error as Error);
     }
+    return this.decideWithoutShared(specs);
   }
 
-  /** The decision of the memory store, or of store.onError while the shared store is unreachable. */
-  private consumeWithoutShared(specs: readonly CounterSpec[]): LimiterVerdict | Promise<LimiterVerdict> {
-    if (!this.parts.shared) return this.parts.local.consume(specs);
+  /** Resolves true when a PING confirms that the store is unreachable; one PING for all late decisions. */
+  private confirmOutage(): Promise<boolean> {
+    if (this.confirming) return this.confirming;
+    // A PING gets more time than a decision: it has to tell "down" from "busy".
+    const confirmMs = Math.max(200, this.parts.timeoutMs * 4);
+    this.confirming = beforeDeadline(this.parts.probe(), confirmMs, this.clock).then(
+      (answered) => {
+        this.confirming = null;
+        if (answered === true)
+          this.parts.logger.warn(
+            { timeoutMs: this.parts.timeoutMs },
+            'a counter decision missed its deadline; redis still answers, so it is waited for',
+          );
+        return answered !== true;
+      },
+      () => {
+        this.confirming = null;
+        return true;
+      },
+    );
+    return this.confirming;
+  }
+
+  /** The decision of store.onError while the shared store is unreachable. */
+  private decideWithoutShared(specs: readonly CounterSpec[]): LimiterVerdict {
     switch (this.parts.onError) {
-      case 'local':
-        return this.parts.local.consume(specs);
+      case 'local': {
+        const shareOf = this.parts.shareOf ?? ((limit: number) => limit);
+        const decision = this.parts.local.consume(
+          specs.map((spec) => ({ ...spec, limit: shareOf(spec.limit) })),
+        );
+        if (decision.allowed) for (const spec of specs) this.tally(spec.key, spec.windowMs, spec.cost);
+        return decision;
+      }
       case 'allow':
         return admitted;
       case 'deny':
@@ -100,52 +171,67 @@ export class Limiter {
     }
   }
 
-  private async withinTimeout<T>(work: Promise<T>): Promise<T> {
-    const result = await beforeDeadline(work, this.parts.timeoutMs);
-    if (result === deadlinePassed) throw new DecisionTimeout(`no answer within ${this.parts.timeoutMs} ms`);
-    return result;
-  }
-
-  private onSharedFailure(error: Error): void {
-    if (!(error instanceof DecisionTimeout)) {
-      this.switchToFallback(error);
-      return;
-    }
-    if (this.confirming) return;
-    this.confirming = true;
-    // A PING gets more time than a decision: it has to tell "down" from "busy".
-    const confirmMs = Math.max(200, this.parts.timeoutMs * 4);
-    void beforeDeadline(this.parts.probe(), confirmMs)
-      .then((answered) => {
-        if (answered !== true) this.switchToFallback(error);
-        else
-          this.parts.logger.warn(
-            { timeoutMs: this.parts.timeoutMs },
-            'a counter decision missed its deadline; redis still answers',
-          );
-      })
-      .finally(() => {
-        this.confirming = false;
-      });
+  private tally(key: string, windowMs: number, amount: number): void {
+    if (amount <= 0) return;
+    const held = this.admittedAlone.get(key);
+    this.admittedAlone.set(key, { key, windowMs, amount: amount + (held?.amount ?? 0) });
   }
 
   private switchToFallback(error: Error): void {
-    if (!this.sharedUp) return;
+    const { shared } = this.parts;
+    if (!this.sharedUp || !shared || this.closed) return;
     this.sharedUp = false;
+    shared.suspend();
+    if (this.parts.onError === 'local') this.seedFallback(shared);
     this.parts.metrics.counterStoreShared.set(0);
     this.parts.metrics.counterStoreSwitches.inc({ to: this.parts.onError });
     this.parts.logger.error(
       { err: { message: error.message }, onError: this.parts.onError },
       `shared counter store unreachable: store.onError is '${this.parts.onError}' until it answers again`,
     );
-    this.probeTimer = setInterval(() => void this.probe(), this.parts.probeEveryMs ?? 250);
-    this.probeTimer.unref();
+    this.scheduleProbe();
+  }
+
+  /**
+   * Starts this gateway's own counters from its share of what the fleet had counted when last seen,
+   * charged now: held a whole window, which may refuse a little early but never admits too much.
+   */
+  private seedFallback(shared: SharedCounters): void {
+    const shareOf = this.parts.shareOf ?? ((limit: number) => limit);
+    this.parts.local.clear();
+    this.admittedAlone.clear();
+    const seeds = shared
+      .lastKnown()
+      .filter(({ used, limit }) => used > 0 && limit > 0)
+      .map(({ key, windowMs, used, limit }) => ({
+        key,
+        windowMs,
+        amount: Math.ceil((used * shareOf(limit)) / limit),
+      }));
+    void this.parts.local.add(seeds);
+  }
+
+  private scheduleProbe(): void {
+    if (this.closed) return;
+    this.probeTimer = this.clock.setTimeout(() => void this.probe(), this.parts.probeEveryMs ?? 250);
   }
 
   private async probe(): Promise<void> {
-    if (this.sharedUp || !(await this.parts.probe())) return;
-    if (this.probeTimer) clearInterval(this.probeTimer);
     this.probeTimer = null;
+    const { shared } = this.parts;
+    if (this.sharedUp || !shared || this.closed) return;
+    if (!(await this.parts.probe())) return this.scheduleProbe();
+    shared.resume();
+    const alone = [...this.admittedAlone.values()];
+    this.admittedAlone.clear();
+    try {
+      // The fleet's counters learn what this gateway admitted alone before they decide for it again.
+      await shared.add(alone);
+    } catch {
+      for (const addition of alone) this.tally(addition.key, addition.windowMs, addition.amount);
+      shared.suspend();
+      return this.scheduleProbe();
+    }
     this.sharedUp = true;
     this.parts.metrics.counterStoreShared.set(1);
     this.parts.metrics.counterStoreSwitches.inc({ to: 'shared' });

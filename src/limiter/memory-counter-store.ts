@@ -115,9 +115,14 @@ export class MemoryCounterStore implements CounterStore {
       .filter(({ used }) => used > 0);
   }
 
-  async close(): Promise<void> {
+  /** Forgets every counter: a fallback starts again from its seeds. */
+  clear(): void {
     this.counters.clear();
     this.reservedBytes = 0;
+  }
+
+  async close(): Promise<void> {
+    this.clear();
   }
 
   /** Whether the counters `specs` would add fit in the bound; sweeps expired ones first when they would not. */

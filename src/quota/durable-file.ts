@@ -7,7 +7,9 @@ import path from 'node:path';
  * itself survives a power cut). On failure the temporary file is removed and `file` is untouched.
  */
 export async function writeFileDurably(file: string, text: string): Promise<void> {
-  const temporary = `${file}.tmp`;
+  // A name per process: processes sharing a folder must not write into each other's temporary file
+  // (writes of one process to one file are serialized by its repository).
+  const temporary = `${file}.${process.pid}.tmp`;
   try {
     const handle = await open(temporary, 'w', 0o600);
     try {

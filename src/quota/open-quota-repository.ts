@@ -3,6 +3,7 @@ import { ConfigError } from '../config/config-error.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
+import { DefinitionsSnapshot } from './definitions-snapshot.js';
 import { FileQuotaRepository } from './file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from './quota-repository.js';
 import { RedisQuotaRepository } from './redis-quota-repository.js';
@@ -18,9 +19,16 @@ export async function openQuotaRepository(
   context: { logger: Logger; cwd: string },
 ): Promise<QuotaRepository> {
   const logger = context.logger.child({ component: 'quotas' });
+  const { store } = config;
   const repository = redis
-    ? new RedisQuotaRepository(redis, config.store.prefix, logger)
-    : new FileQuotaRepository(path.resolve(context.cwd, config.store.file), logger);
+    ? new RedisQuotaRepository(redis, store.prefix, logger, {
+        snapshot: new DefinitionsSnapshot(
+          path.resolve(context.cwd, store.snapshotFile),
+          storeName(store),
+          logger,
+        ),
+      })
+    : new FileQuotaRepository(path.resolve(context.cwd, store.file), logger);
   try {
     await repository.open();
   } catch (error) {
@@ -28,4 +36,17 @@ export async function openQuotaRepository(
     throw error;
   }
   return repository;
+}
+
+/**
+ * The Redis store a snapshot belongs to: the prefix and the servers (host, port and database; never the
+ * credentials of the URL), so that a snapshot is never put into another store.
+ */
+function storeName(store: Readonly<Config['store']>): string {
+  const urls = store.cluster ?? (store.url ? [store.url] : []);
+  const servers = urls.map((url) => {
+    const { hostname, port, pathname } = new URL(url);
+    return `${hostname}:${port || 6379}/${pathname.slice(1) || 0}`;
+  });
+  return `${store.prefix} on ${servers.sort().join(',')}`;
 }

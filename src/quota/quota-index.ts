@@ -16,14 +16,18 @@ export interface ApplicableRestriction {
 }
 
 interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> {
-  /** Counter key of the restriction; application quotas append the application. */
+  /**
+   * Counter key of an API-type restriction, or the key prefix of an application quota's counters (one
+   * per application, see `applicationCounterKey`).
+   */
   keyBase: string;
   api: string;
   method: string;
   verb: string | undefined;
 }
 
-function compile(record: StoredQuota): CompiledRestriction[] {
+/** @param perApplication whether the restrictions count each application apart */
+function compile(record: StoredQuota, perApplication: boolean): CompiledRestriction[] {
   return record.quota.restrictions.map((restriction, index) => {
     const window = windowMs(restriction.config);
     // The counter survives a change of limit, but not a change of what it counts or of its window.
@@ -36,8 +40,9 @@ function compile(record: StoredQuota): CompiledRestriction[] {
     ].join('|');
     const fingerprint = createHash('sha1').update(identity).digest('hex').slice(0, 12);
     const limit = unitsOf(restriction.config);
+    const base = `${record.quota.id}:${index}:${fingerprint}`;
     return {
-      keyBase: `${record.quota.id}:${index}:${fingerprint}`,
+      keyBase: perApplication ? `${base}:app:` : `${base}:${apiScopeTag(restriction.api)}`,
       quotaId: record.quota.id,
       index,
       type: restriction.type,
@@ -57,8 +62,51 @@ const matches = (restriction: CompiledRestriction, api: string, method: string |
 
 const applicable = (restriction: CompiledRestriction, application?: string): ApplicableRestriction => {
   const { keyBase, api: _api, method: _method, verb: _verb, ...rest } = restriction;
-  return { ...rest, counterKey: application === undefined ? keyBase : `${keyBase}:app:${application}` };
+  return {
+    ...rest,
+    counterKey: application === undefined ? keyBase : applicationCounterKey(keyBase, application),
+  };
 };
+
+/**
+ * The Redis Cluster hash tag of an API-wide counter: one slot per API, so a cluster spreads the APIs
+ * over its masters; restrictions on every API (`*`) share one slot, which nothing can spread.
+ */
+function apiScopeTag(api: string): string {
+  return api === '*' ? '{all}' : `{api:${shortHash(api)}}`;
+}
+
+/**
+ * The counter of one application under an application quota's restriction: its hash tag is the
+ * application's, so a cluster spreads applications over its masters. The tag comes before the
+ * application id, which may hold braces of its own (the first `{…}` is the tag).
+ */
+function applicationCounterKey(keyBase: string, application: string): string {
+  return `${keyBase}${applicationTag(application)}:${application}`;
+}
+
+/** Tags of recent applications: a hash per request would cost more than the rest of the lookup. */
+const applicationTags = new Map<string, string>();
+const applicationTagsKept = 10_000;
+
+function applicationTag(application: string): string {
+  let tag = applicationTags.get(application);
+  if (tag === undefined) {
+    if (applicationTags.size >= applicationTagsKept) applicationTags.clear();
+    tag = `{app:${shortHash(application)}}`;
+    applicationTags.set(application, tag);
+  }
+  return tag;
+}
+
+/** The application a counter key of `applicationCounterKey` belongs to, from what follows `keyBase`. */
+export function applicationOfCounter(keyAfterBase: string): string {
+  return keyAfterBase.replace(/^\{app:[0-9a-f]+\}:/, '');
+}
+
+function shortHash(text: string): string {
+  return createHash('sha1').update(text).digest('hex').slice(0, 16);
+}
 
 /**
  * The quota definitions compiled for the request path: which restrictions apply to a request. Built
@@ -71,12 +119,16 @@ export class QuotaIndex {
   private readonly apiWideCache = new Map<string, ApplicableRestriction[]>();
 
   constructor(records: readonly StoredQuota[]) {
-    this.apiWide = records.filter((record) => record.quota.type === 'API').flatMap(compile);
+    this.apiWide = records
+      .filter((record) => record.quota.type === 'API')
+      .flatMap((record) => compile(record, false));
     this.byApplication = new Map(
-      records.filter((record) => record.application).map((record) => [record.application!, compile(record)]),
+      records
+        .filter((record) => record.application)
+        .map((record) => [record.application!, compile(record, true)]),
     );
     const fallback = records.find((record) => record.quota.id === applicationDefaultQuotaId);
-    this.applicationDefault = fallback ? compile(fallback) : [];
+    this.applicationDefault = fallback ? compile(fallback, true) : [];
   }
 
   /**

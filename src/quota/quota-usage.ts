@@ -1,5 +1,5 @@
 import type { Limiter } from '../limiter/limiter.js';
-import type { QuotaIndex } from './quota-index.js';
+import { applicationOfCounter, type QuotaIndex } from './quota-index.js';
 import type { QuotaRepository } from './quota-repository.js';
 
 export interface RestrictionUsage {
@@ -46,12 +46,14 @@ export async function quotaUsage(
         const found = await limiter.usage(counter.keyBase, counter.windowMs);
         return { ...base, used: found.find((entry) => entry.key === counter.keyBase)?.used ?? 0 };
       }
-      const prefix = `${counter.keyBase}:app:`;
-      const found = await limiter.usage(prefix, counter.windowMs);
+      const found = await limiter.usage(counter.keyBase, counter.windowMs);
       return {
         ...base,
         applications: found
-          .map((entry) => ({ application: entry.key.slice(prefix.length), used: entry.used }))
+          .map((entry) => ({
+            application: applicationOfCounter(entry.key.slice(counter.keyBase.length)),
+            used: entry.used,
+          }))
           .sort((a, b) => a.application.localeCompare(b.application)),
       };
     }),

@@ -1,6 +1,14 @@
 import type { Logger } from '../log.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
-import { readLuaScript } from '../redis/lua-script.js';
+import {
+  applicationIn,
+  linkedTo,
+  missingWellKnown,
+  readDefinitionSet,
+  wellKnownSet,
+  type DefinitionSet,
+} from './definition-set.js';
+import type { DefinitionsSnapshot } from './definitions-snapshot.js';
 import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
 import {
   QuotaConflict,
@@ -11,163 +19,144 @@ import {
   type RefusedQuota,
 } from './quota-repository.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
-import { etagOf, parseRecord, serializeRecord, stored } from './stored-records.js';
-
-type ScriptReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION';
-
-interface QuotaScripts {
-  quotaCreate(
-    defs: string,
-    apps: string,
-    id: string,
-    json: string,
-    application: string,
-    channel: string,
-  ): Promise<ScriptReply>;
-  quotaReplace(defs: string, id: string, json: string, etag: string, channel: string): Promise<ScriptReply>;
-  quotaRemove(
-    defs: string,
-    apps: string,
-    id: string,
-    etag: string,
-    application: string,
-    channel: string,
-  ): Promise<ScriptReply>;
-}
+import { RedisDefinitions } from './redis-definitions.js';
+import { ReloadLoop, type Timers } from './reload-loop.js';
+import { etagOf, serializeRecord, stored } from './stored-records.js';
 
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
 const casAttempts = 5;
 
 /**
+ * Loads a reload may take: a restore (or one lost to a newer restore of another gateway), the creation of
+ * missing well-known quotas, then the set to keep.
+ */
+const loadsPerReload = 4;
+
+export interface RedisQuotaRepositoryOptions {
+  /** Where this gateway keeps the last definitions it saw (`store.snapshotFile`); none when absent. */
+  snapshot?: DefinitionsSnapshot;
+  /** The timers of the reload's retries; the real ones when absent. */
+  timers?: Timers;
+}
+
+/**
  * `store.type: "redis"`: definitions shared by every gateway on one Redis. Each write is one Lua script
- * (atomic, compare-and-set on the ETag) that also publishes the change; every process reloads the set
- * when told, and whenever its subscription (re)connects.
+ * (atomic, compare-and-set on the ETag) that raises the set's version and publishes the change; every
+ * process reloads the set when told, and whenever its subscription or its connection (re)connects,
+ * retrying a failed reload until one succeeds. A reload that finds the set gone (Redis restarted without
+ * its data) puts back the newest set this gateway holds, from Redis earlier or from its snapshot file.
  */
 export class RedisQuotaRepository extends QuotaSnapshot implements QuotaRepository {
-  private readonly keys: { defs: string; apps: string; channel: string };
+  private readonly store: RedisDefinitions;
+  private readonly snapshot: DefinitionsSnapshot | undefined;
+  private readonly reloads: ReloadLoop;
   private subscriber: RedisConnection | null = null;
-  private reloading: Promise<void> | null = null;
-  private reloadAgain = false;
+  /** The last set this process saw in Redis, or read from its snapshot: what it restores. */
+  private held: DefinitionSet | null = null;
   /** The version of each refused definition already logged. */
   private readonly reported = new Map<string, string>();
+  private readonly reloadSoon = () => this.reloads.request();
 
   constructor(
     private readonly redis: RedisConnection,
     prefix: string,
     private readonly logger: Logger,
+    options: RedisQuotaRepositoryOptions = {},
   ) {
     super();
-    // One hash tag for both keys, so that the scripts run on Redis Cluster too.
-    this.keys = {
-      defs: `${prefix}{quotas}:definitions`,
-      apps: `${prefix}{quotas}:applications`,
-      channel: `${prefix}quotas:changes`,
-    };
-    redis.defineCommand('quotaCreate', {
-      numberOfKeys: 2,
-      lua: readLuaScript(import.meta.url, 'quota-create'),
-    });
-    redis.defineCommand('quotaReplace', {
-      numberOfKeys: 1,
-      lua: readLuaScript(import.meta.url, 'quota-replace'),
-    });
-    redis.defineCommand('quotaRemove', {
-      numberOfKeys: 2,
-      lua: readLuaScript(import.meta.url, 'quota-remove'),
+    this.store = new RedisDefinitions(redis, prefix);
+    this.snapshot = options.snapshot;
+    this.reloads = new ReloadLoop(() => this.reload(), {
+      ...(options.timers ? { timers: options.timers } : {}),
+      onFailure: (error, failures, retryInMs) => {
+        // Once per outage: a retry every 2 s must not flood the log.
+        if (failures > 1) return;
+        this.logger.warn(
+          { err: { message: error.message }, retryInMs },
+          'cannot load the quota definitions from redis; retrying until it answers',
+        );
+      },
+      onRecovery: (failures) =>
+        this.logger.info({ failedAttempts: failures }, 'quota definitions loaded from redis again'),
     });
     this.records = new Map(wellKnownQuotas().map((record) => [record.quota.id, stored(record)]));
   }
 
-  private get scripts(): QuotaScripts {
-    return this.redis as unknown as QuotaScripts;
-  }
-
   async open(): Promise<void> {
+    const saved = (await this.snapshot?.read()) ?? null;
+    if (saved) this.adopt(saved);
     const subscriber = duplicateConnection(this.redis);
     this.subscriber = subscriber;
     let subscribed = false;
     const subscribe = async () => {
       if (subscribed) return;
-      await subscriber.subscribe(this.keys.channel);
+      await subscriber.subscribe(this.store.channel);
       // ioredis subscribes again by itself after later reconnections.
       subscribed = true;
     };
-    subscriber.on('message', () => this.scheduleReload());
+    subscriber.on('message', this.reloadSoon);
     subscriber.on('ready', () => {
       // A (re)connected subscriber may have missed changes: load the whole set again.
-      subscribe().then(
-        () => this.scheduleReload(),
-        () => undefined,
-      );
+      subscribe().then(this.reloadSoon, this.reloadSoon);
     });
     subscriber.on('error', () => undefined);
+    // The reload runs on this connection: while it is down every reload fails, so try again once it is up.
+    this.redis.on('ready', this.reloadSoon);
     if (await firstConnection(subscriber, 2_000)) {
       await subscribe().catch((error: Error) =>
         this.logger.error({ err: { message: error.message } }, 'cannot subscribe to quota changes yet'),
       );
     }
     try {
-      await this.ensureWellKnown();
-      await this.reload();
-    } catch (error) {
-      this.logger.error(
-        { err: { message: (error as Error).message } },
-        'cannot load quota definitions from redis yet; serving the well-known quotas until it answers',
-      );
+      await this.reloads.run();
+    } catch {
+      if (saved) {
+        this.logger.warn(
+          { file: this.snapshot?.file, quotas: this.records.size, version: saved.version },
+          'redis does not answer: enforcing the quota definitions of the local snapshot until it does',
+        );
+      } else {
+        this.logger.error('redis does not answer: serving the well-known quotas (no limits) until it does');
+      }
     }
     await this.warnAboutDurability();
   }
 
   async create(record: QuotaRecord): Promise<StoredQuota> {
     const json = serializeRecord(record);
-    const reply = await this.run(() =>
-      this.scripts.quotaCreate(
-        this.keys.defs,
-        this.keys.apps,
-        record.quota.id,
-        json,
-        record.application ?? '',
-        this.keys.channel,
-      ),
-    );
-    if (reply === 'CONFLICT')
-      throw new QuotaConflict(`application '${record.application}' already has a quota`);
-    return this.applied(record);
+    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
+      const reply = await this.run(() => this.store.create(record.quota.id, json, record.application));
+      if (reply === 'OK') return this.applied(record);
+      if (reply === 'CONFLICT')
+        throw new QuotaConflict(`application '${record.application}' already has a quota`);
+      // EMPTY: Redis lost the set; put it back before adding to it.
+      await this.reloadNow();
+    }
+    throw new QuotaStoreUnavailable('redis keeps losing the quota definitions; try again');
   }
 
   async replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota> {
     const id = record.quota.id;
     for (let attempt = 0; attempt < casAttempts; attempt += 1) {
-      const current = await this.read(id);
+      const current = await this.current(id);
       if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
       const next: QuotaRecord = {
         quota: record.quota,
         ...(current.application ? { application: current.application } : {}),
       };
-      const reply = await this.run(() =>
-        this.scripts.quotaReplace(this.keys.defs, id, serializeRecord(next), current.etag, this.keys.channel),
-      );
+      const reply = await this.run(() => this.store.replace(id, serializeRecord(next), current.etag));
       if (reply === 'OK') return this.applied(next);
-      if (reply === 'NOT_FOUND') throw new QuotaNotFound(id);
-      if (ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
+      if (reply === 'PRECONDITION' && ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
+      // Gone since the read (removed, or Redis lost the set): the next read tells which.
     }
     throw new QuotaStoreUnavailable(`quota '${id}' keeps changing under concurrent writers; try again`);
   }
 
   async remove(id: string, ifMatch?: string): Promise<void> {
     for (let attempt = 0; attempt < casAttempts; attempt += 1) {
-      const current = await this.read(id);
+      const current = await this.current(id);
       if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
-      const reply = await this.run(() =>
-        this.scripts.quotaRemove(
-          this.keys.defs,
-          this.keys.apps,
-          id,
-          current.etag,
-          current.application ?? '',
-          this.keys.channel,
-        ),
-      );
+      const reply = await this.run(() => this.store.remove(id, current.etag, current.application));
       if (reply === 'OK') {
         const next = new Map(this.records);
         next.delete(id);
@@ -177,27 +166,33 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
         this.publish(next);
         return;
       }
-      if (reply === 'NOT_FOUND') throw new QuotaNotFound(id);
-      if (ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
+      if (reply === 'PRECONDITION' && ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
     }
     throw new QuotaStoreUnavailable(`quota '${id}' keeps changing under concurrent writers; try again`);
   }
 
   async close(): Promise<void> {
-    await this.reloading?.catch(() => undefined);
+    this.redis.off('ready', this.reloadSoon);
+    await this.reloads.close();
     if (this.subscriber) await this.subscriber.quit().catch(() => this.subscriber?.disconnect());
   }
 
   /**
    * The ETag and application of the current definition, read from Redis (not from this process's copy),
    * without judging it by the schema: a definition the schema refuses can still be replaced or removed.
+   * One that is missing is looked for again after a reload, which puts back a set Redis lost and the
+   * well-known quotas, so that those can always be replaced.
    */
-  private async read(id: string): Promise<{ etag: string; application?: string }> {
-    const json = await this.run(() => this.redis.hget(this.keys.defs, id));
+  private async current(id: string): Promise<{ etag: string; application?: string }> {
+    let json = await this.run(() => this.store.definition(id));
+    if (json === null) {
+      await this.reloadNow();
+      json = await this.run(() => this.store.definition(id));
+    }
     if (json === null) throw new QuotaNotFound(id);
     const named = applicationIn(json);
     const application =
-      named === null ? linkedTo(id, await this.run(() => this.redis.hgetall(this.keys.apps))) : named;
+      named === null ? linkedTo(id, await this.run(() => this.store.applications())) : named;
     return application === undefined ? { etag: etagOf(json) } : { etag: etagOf(json), application };
   }
 
@@ -218,69 +213,65 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     }
   }
 
-  private async ensureWellKnown(): Promise<void> {
-    for (const record of wellKnownQuotas()) {
-      const created = await this.redis.hsetnx(this.keys.defs, record.quota.id, serializeRecord(record));
-      if (created === 1) await this.redis.publish(this.keys.channel, record.quota.id);
-    }
-  }
-
-  private scheduleReload(): void {
-    if (this.reloading) {
-      this.reloadAgain = true;
-      return;
-    }
-    this.reloading = this.reload()
-      .catch((error: Error) =>
-        this.logger.warn({ err: { message: error.message } }, 'reloading quota definitions failed'),
-      )
-      .finally(() => {
-        this.reloading = null;
-        if (this.reloadAgain) {
-          this.reloadAgain = false;
-          this.scheduleReload();
-        }
-      });
+  private reloadNow(): Promise<void> {
+    return this.run(() => this.reloads.run());
   }
 
   /**
-   * Loads the whole set. A definition the quota schema refuses is logged, kept out of the set (a
-   * well-known quota falls back to its empty default) and listed by `refused()`.
+   * Loads the whole set and makes it this process's (and its snapshot's). A set Redis has lost is first
+   * restored from the one this gateway holds (the well-known quotas alone when it holds none), and so is
+   * a restore of an older version than this gateway holds; missing well-known quotas are created. Each
+   * may race with other gateways doing the same: the set is loaded again after each, and what is kept is
+   * what Redis holds then.
    */
   private async reload(): Promise<void> {
-    const entries = await this.redis.hgetall(this.keys.defs);
-    const records = new Map<string, StoredQuota>();
-    const refused = new Map<string, RefusedQuota>();
-    for (const [id, json] of Object.entries(entries)) {
-      const result = readDefinition(id, json);
-      if ('record' in result) {
-        records.set(id, { ...result.record, etag: etagOf(json) });
+    for (let load = 0; load < loadsPerReload; load += 1) {
+      const { set, restored } = await this.store.load();
+      const empty = Object.keys(set.definitions).length === 0;
+      if (empty || (restored && this.held !== null && this.held.version > set.version)) {
+        await this.restore();
         continue;
       }
-      const etag = etagOf(json);
-      refused.set(id, { id, etag, problems: result.problems, stored: json });
-      // Once per version of a definition, not at every reload.
-      if (this.reported.get(id) !== etag) {
-        this.reported.set(id, etag);
-        this.logger.error(
-          { id, problems: result.problems },
-          'a stored quota definition breaks the quota schema; it is not enforced',
-        );
+      const missing = missingWellKnown(set);
+      if (missing.length > 0) {
+        await this.store.ensure(missing);
+        continue;
       }
+      this.adopt(set);
+      await this.snapshot?.save(set);
+      return;
     }
-    if (refused.size > 0) {
-      const links = await this.redis.hgetall(this.keys.apps);
-      for (const definition of refused.values()) {
-        const named = applicationIn(definition.stored);
-        const application = named === null ? linkedTo(definition.id, links) : named;
-        if (application !== undefined) definition.application = application;
-      }
-    }
-    for (const record of wellKnownQuotas()) {
-      if (!records.has(record.quota.id)) records.set(record.quota.id, stored(record));
-    }
+    throw new Error('the quota definitions in redis kept changing during a reload');
+  }
+
+  private async restore(): Promise<void> {
+    const held = this.held ?? wellKnownSet();
+    if ((await this.store.restore(held)) === 'KEPT' || !this.held) return;
+    this.logger.warn(
+      { quotas: Object.keys(held.definitions).length, version: held.version },
+      'redis had lost the quota definitions: restored the ones this gateway held',
+    );
+  }
+
+  /**
+   * Makes `set` the one this process enforces and holds. A definition the quota schema refuses is logged
+   * (once per version), kept out of the set and listed by `refused()`.
+   */
+  private adopt(set: DefinitionSet): void {
+    const { records, refused } = readDefinitionSet(set);
+    for (const definition of refused.values()) this.report(definition);
+    this.held = set;
     this.refusedRecords = refused;
     this.publish(records);
+  }
+
+  private report(definition: RefusedQuota): void {
+    if (this.reported.get(definition.id) === definition.etag) return;
+    this.reported.set(definition.id, definition.etag);
+    this.logger.error(
+      { id: definition.id, problems: definition.problems },
+      'a stored quota definition breaks the quota schema; it is not enforced',
+    );
   }
 
   /** Definitions must outlive a Redis restart and must never be evicted: say so when they might not. */
@@ -293,7 +284,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       const [, policy] = (await node.config('GET', 'maxmemory-policy')) as [string, string];
       if (appendonly !== 'yes' && save.trim() === '') {
         this.logger.warn(
-          'redis persistence is off (no AOF, no RDB snapshots): quota definitions will not survive a Redis restart',
+          'redis persistence is off (no AOF, no RDB snapshots): after a Redis restart, quota definitions come back only from the gateways that hold them',
         );
       }
       if (policy.startsWith('allkeys-')) {
@@ -309,40 +300,4 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       );
     }
   }
-}
-
-/** The stored text of quota `id` read through the quota schema: the record, or every problem it has. */
-function readDefinition(id: string, json: string): { record: QuotaRecord } | { problems: string[] } {
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    return { problems: ['not JSON'] };
-  }
-  const parsed = parseRecord(value);
-  if ('record' in parsed && parsed.record.quota.id !== id) {
-    return { problems: [`id: must be '${id}', the key it is stored under`] };
-  }
-  return parsed;
-}
-
-/** The application linked to quota `id` in the applications hash (`links`): for a text that cannot tell. */
-function linkedTo(id: string, links: Record<string, string>): string | undefined {
-  return Object.entries(links).find(([, quotaId]) => quotaId === id)?.[0];
-}
-
-/**
- * The application a stored text names, whether or not the schema accepts the rest of it: undefined when
- * it is a JSON object that names none, null when it is no JSON object at all (and so cannot tell).
- */
-function applicationIn(json: string): string | undefined | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(json);
-  } catch {
-    return null;
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
-  const { application } = value as { application?: unknown };
-  return typeof application === 'string' ? application : undefined;
 }

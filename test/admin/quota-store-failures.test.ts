@@ -36,7 +36,8 @@ describe('quota store failures', () => {
     const gateway = await gatewayWith({ store: { type: 'memory', file } });
     const api = `${gateway.adminUrl}/api/portal/v1.3/quotas`;
     const before = readFileSync(file, 'utf8');
-    mkdirSync(`${file}.tmp`);
+    // A folder where the (per-process) temporary file must go fails the write, as a full disk would.
+    mkdirSync(`${file}.${process.pid}.tmp`);
     const res = await fetch(api, { method: 'POST', headers, body: quota });
     expect(res.status).toBe(500);
     expect(((await res.json()) as { errors: Array<{ message: string }> }).errors[0]!.message).toMatch(

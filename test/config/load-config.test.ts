@@ -148,6 +148,7 @@ describe('loadConfig: valid configs', () => {
       onError: 'local',
       commandTimeout: 50,
       maxCounterMemoryMb: 128,
+      snapshotFile: 'data/quota-snapshot.json',
     });
     expect(config.proxyTimeout).toBe(30_000);
     expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false });

@@ -20,9 +20,15 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const clock = { now: 1_800_000_000_000 };
 const caller = (i: number) => `caller-${String(i).padStart(5, '0')}`;
-// `<quota id>:<restriction index>:<12-digit fingerprint>:app:<application>`
+// `<quota id>:<restriction index>:<12-digit fingerprint>:app:{app:<16-digit hash>}:<application>`
 const counterKeyLength =
-  applicationDefaultQuotaId.length + ':0:'.length + 12 + ':app:'.length + caller(0).length;
+  applicationDefaultQuotaId.length +
+  ':0:'.length +
+  12 +
+  ':app:'.length +
+  '{app:}:'.length +
+  16 +
+  caller(0).length;
 const capacity = Math.floor(1_048_576 / counterReservation('k'.repeat(counterKeyLength)));
 
 let upstream: TestUpstream;

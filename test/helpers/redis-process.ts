@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
@@ -16,8 +16,11 @@ export interface RedisProcess {
   resume(): void;
   /** SIGKILL: no shutdown, no final save. */
   kill(): Promise<void>;
-  /** Starts it again on the same port and folder (its append-only file brings the data back). */
-  restart(): Promise<void>;
+  /**
+   * Starts it again on the same port and folder: its append-only file brings the data back, unless
+   * `empty` (after kill()) deletes the folder's files first, as a Redis that lost its disk.
+   */
+  restart(options?: { empty?: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -95,7 +98,13 @@ export async function startRedisProcess(executable: string): Promise<RedisProces
     pause: () => child.kill('SIGSTOP'),
     resume: () => child.kill('SIGCONT'),
     kill,
-    restart: launch,
+    async restart({ empty = false } = {}) {
+      if (empty) {
+        rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir);
+      }
+      await launch();
+    },
     async stop() {
       child.kill('SIGCONT');
       await kill();

@@ -79,10 +79,15 @@ export function writeSeedConfigDir(config: Record<string, unknown>): string {
   return dir;
 }
 
-/** Without a quota file of its own, a test config keeps its quota file in its own folder, not in data/. */
+/**
+ * A test config keeps its quota file (memory store) or its snapshot of the definitions (Redis store) in
+ * its own folder, not in the repository's data/.
+ */
 function withPrivateStore(config: Record<string, unknown>, dir: string): Record<string, unknown> {
   const store = (config.store ?? {}) as Record<string, unknown>;
-  return store.type === 'redis' || store.file
+  if (store.type === 'redis')
+    return { ...config, store: { snapshotFile: path.join(dir, 'quota-snapshot.json'), ...store } };
+  return store.file
     ? config
     : { ...config, store: { type: 'memory', file: path.join(dir, 'quotas.json'), ...store } };
 }

@@ -102,7 +102,7 @@ describe('FileQuotaRepository', () => {
     await repository.create({ quota: kept });
     const before = readFileSync(file, 'utf8');
     // A folder where the temporary file must go makes the write fail, as a full or read-only disk would.
-    mkdirSync(`${file}.tmp`);
+    mkdirSync(`${file}.${process.pid}.tmp`);
     await expect(repository.create({ quota: sampleQuota() })).rejects.toBeInstanceOf(QuotaWriteFailed);
     await expect(repository.replace({ quota: { ...kept, name: 'not saved' } })).rejects.toBeInstanceOf(
       QuotaWriteFailed,
@@ -111,7 +111,7 @@ describe('FileQuotaRepository', () => {
     expect(readFileSync(file, 'utf8')).toBe(before);
     expect(repository.all()).toHaveLength(3);
     expect(repository.get(kept.id)?.quota.name).toBe(kept.name);
-    rmSync(`${file}.tmp`, { recursive: true });
+    rmSync(`${file}.${process.pid}.tmp`, { recursive: true });
     await repository.replace({ quota: { ...kept, name: 'saved' } });
     expect(JSON.parse(readFileSync(file, 'utf8')).quotas[2].name).toBe('saved');
   });

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
 import type { Quota } from '../../src/quota/model.js';
 import { QuotaPreconditionFailed } from '../../src/quota/quota-repository.js';
 import { RedisQuotaRepository } from '../../src/quota/redis-quota-repository.js';
 import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';
+import { createLogger } from '../../src/log.js';
+import { capturingLogger } from '../helpers/log-capture.js';
 
 const logger = createLogger({ level: 'silent' });
 const connections: Redis[] = [];
@@ -70,7 +70,7 @@ describe('RedisQuotaRepository', () => {
     const repository = await openRepository(prefix);
     await repository.create({ quota: sampleQuota({ type: 'APPLICATION' }), application: 'app' });
     const keys = await connect().keys(`${prefix}*`);
-    expect(keys.length).toBe(2);
+    expect(keys.length).toBe(3);
     for (const key of keys) expect(key).toMatch(new RegExp(`^${prefix}\\{quotas\\}:`));
     await repository.close();
   });
@@ -85,17 +85,6 @@ describe('RedisQuotaRepository and stored definitions the quota schema refuses',
     await redis.hset(`${prefix}{quotas}:definitions`, definitions);
     if (Object.keys(applications).length > 0)
       await redis.hset(`${prefix}{quotas}:applications`, applications);
-  }
-
-  function capturingLogger() {
-    const lines: Array<Record<string, unknown>> = [];
-    const destination = new Writable({
-      write(chunk, _encoding, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-        done();
-      },
-    });
-    return { lines, logger: createLogger({ level: 'info', destination }) };
   }
 
   const withMb = (value: string, overrides: Partial<Quota> = {}) =>

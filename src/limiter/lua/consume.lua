@@ -1,13 +1,19 @@
--- Sliding-window counters: add the units measured since the last call, then check every counter and,
--- only if all have room, charge all of them.
+-- Sliding-window counters, one trip of a gateway: give back unused units of leases, add the units
+-- measured since, then check every counter and, only if all have room, charge all of them (with the
+-- lease each gateway asked for, when there is room for it).
 -- Each counter is a hash: 't' running total, 'o' oldest bucket that may hold units, and one field per
 -- bucket index (bucket = window / N). A counter admits when total + need <= limit over the last N + 1
 -- buckets, so no interval of one window ever holds more than the limit.
--- KEYS: the counters to check, then the counters to add to.
+-- The cost of a call is bounded whatever the idle gap: expired buckets are found among the fields
+-- present (at most N + 3), never by stepping through bucket indices.
+-- KEYS: the counters to check, then the counters to add to, then the counters to give back to.
 -- ARGV[1]: N. ARGV[2]: '' for the Redis server's clock (one clock for the whole fleet), or a time in ms
--- that tests set. ARGV[3]: how many counters to check. Then four per checked counter: limit, bucket ms,
--- cost, need; then two per added counter: bucket ms, units.
--- Returns {allowed (1|0), retry-after ms, used_1, reset-ms_1, used_2, reset-ms_2, ...} for the checked ones.
+-- that tests set. ARGV[3], ARGV[4]: how many counters to check and to add to. ARGV[5]: live gateways.
+-- Then five per checked counter: limit, bucket ms, cost, need, units the gateway would lease over a
+-- whole bucket; two per added counter: bucket ms, units; three per given-back counter: bucket ms,
+-- bucket index, units.
+-- Returns {allowed (1|0), retry-after ms, then per checked counter: used, reset ms, units leased beyond
+-- the cost, bucket index charged, ms left in that bucket, ms until it has room (0 when it has)}.
 local N = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 if not now then
@@ -15,46 +21,51 @@ if not now then
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 local checked = tonumber(ARGV[3])
+local added = tonumber(ARGV[4])
+local live = math.max(1, tonumber(ARGV[5]))
 
 local function int(n)
   return string.format('%.0f', n)
 end
 
--- The counter's total and oldest non-empty bucket, after dropping the buckets that left the window.
+-- The counter's total and oldest bucket, after dropping the buckets that left the window.
 local function load(key, bucketMs)
   local index = math.floor(now / bucketMs)
   local oldestKept = index - N
   local state = redis.call('HMGET', key, 't', 'o')
-  local total = tonumber(state[1]) or 0
-  local oldest = tonumber(state[2]) or oldestKept
-  local changed = false
-  if oldestKept - oldest > N + 1 then
-    -- Idle for longer than a window: everything in it has expired.
-    total = 0
-    oldest = oldestKept
-    changed = true
+  local total = tonumber(state[1])
+  local oldest = tonumber(state[2])
+  if not total then
+    return 0, index, index
   end
-  while oldest < oldestKept do
-    local units = redis.call('HGET', key, int(oldest))
-    if units then
-      total = total - tonumber(units)
-      redis.call('HDEL', key, int(oldest))
-    end
-    oldest = oldest + 1
-    changed = true
+  if oldest and oldest >= oldestKept then
+    return total, oldest, index
   end
-  while total > 0 and oldest < index and redis.call('HEXISTS', key, int(oldest)) == 0 do
-    oldest = oldest + 1
-    changed = true
-  end
-  if changed then
-    if total <= 0 then
-      total = 0
-      redis.call('DEL', key)
-    else
-      redis.call('HSET', key, 't', int(total), 'o', int(oldest))
+  total = 0
+  oldest = nil
+  local expired = {}
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    local bucket = tonumber(fields[i])
+    if bucket then
+      if bucket < oldestKept then
+        expired[#expired + 1] = fields[i]
+      else
+        total = total + tonumber(fields[i + 1])
+        if not oldest or bucket < oldest then
+          oldest = bucket
+        end
+      end
     end
   end
+  if total <= 0 then
+    redis.call('DEL', key)
+    return 0, index, index
+  end
+  if #expired > 0 then
+    redis.call('HDEL', key, unpack(expired))
+  end
+  redis.call('HSET', key, 't', int(total), 'o', int(oldest))
   return total, oldest, index
 end
 
@@ -62,64 +73,121 @@ local function charge(key, bucketMs, total, oldest, index, units)
   if total == 0 then
     oldest = index
   end
-  redis.call('HINCRBY', key, int(index), units)
-  total = total + tonumber(units)
+  redis.call('HINCRBY', key, int(index), int(units))
+  total = total + units
   redis.call('HSET', key, 't', int(total), 'o', int(oldest))
   redis.call('PEXPIRE', key, (N + 1) * bucketMs)
   return total, oldest
 end
 
-local addBase = 3 + checked * 4
-for i = checked + 1, #KEYS do
+-- Units of a lease that were never spent leave the bucket they were charged to, if it is still counted.
+local function giveBack(key, bucketMs, bucket, units)
+  if bucket < math.floor(now / bucketMs) - N then
+    return
+  end
+  local held = tonumber(redis.call('HGET', key, int(bucket)))
+  if not held then
+    return
+  end
+  local back = math.min(held, units)
+  if back == held then
+    redis.call('HDEL', key, int(bucket))
+  else
+    redis.call('HINCRBY', key, int(bucket), int(-back))
+  end
+  local total = (tonumber(redis.call('HGET', key, 't')) or 0) - back
+  if total <= 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('HSET', key, 't', int(total))
+  end
+end
+
+local givenBackBase = 5 + checked * 5 + added * 2
+for i = checked + added + 1, #KEYS do
+  local base = givenBackBase + (i - checked - added - 1) * 3
+  giveBack(KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]))
+end
+
+local addBase = 5 + checked * 5
+for i = checked + 1, checked + added do
   local base = addBase + (i - checked - 1) * 2
   local bucketMs = tonumber(ARGV[base + 1])
   local total, oldest, index = load(KEYS[i], bucketMs)
-  charge(KEYS[i], bucketMs, total, oldest, index, ARGV[base + 2])
+  charge(KEYS[i], bucketMs, total, oldest, index, tonumber(ARGV[base + 2]))
 end
 
-local totals, oldests, indexes, buckets = {}, {}, {}, {}
+local totals, oldests, indexes, buckets, leased, waits = {}, {}, {}, {}, {}, {}
 local allowed = 1
 for i = 1, checked do
-  local base = 3 + (i - 1) * 4
+  local base = 5 + (i - 1) * 5
   local limit = tonumber(ARGV[base + 1])
   local bucketMs = tonumber(ARGV[base + 2])
   local need = tonumber(ARGV[base + 4])
   totals[i], oldests[i], indexes[i] = load(KEYS[i], bucketMs)
   buckets[i] = bucketMs
+  leased[i] = 0
+  waits[i] = 0
   if totals[i] + need > limit then
     allowed = 0
   end
 end
 
+-- Units of counter i that must leave the window before `need` more fit: the wait, from the fields.
+local function waitFor(i, excess)
+  local oldestKept = indexes[i] - N
+  local counted = {}
+  local fields = redis.call('HGETALL', KEYS[i])
+  for f = 1, #fields, 2 do
+    local bucket = tonumber(fields[f])
+    if bucket and bucket >= oldestKept then
+      counted[#counted + 1] = { bucket, tonumber(fields[f + 1]) }
+    end
+  end
+  table.sort(counted, function(a, b)
+    return a[1] < b[1]
+  end)
+  for _, entry in ipairs(counted) do
+    excess = excess - entry[2]
+    if excess <= 0 then
+      return (entry[1] + N + 1) * buckets[i] - now
+    end
+  end
+  return (N + 1) * buckets[i]
+end
+
 local retryAfter = 0
 if allowed == 1 then
   for i = 1, checked do
-    local base = 3 + (i - 1) * 4
-    if tonumber(ARGV[base + 3]) > 0 then
-      totals[i], oldests[i] = charge(KEYS[i], buckets[i], totals[i], oldests[i], indexes[i], ARGV[base + 3])
+    local base = 5 + (i - 1) * 5
+    local limit = tonumber(ARGV[base + 1])
+    local cost = tonumber(ARGV[base + 3])
+    local wanted = tonumber(ARGV[base + 5])
+    if wanted > 0 then
+      -- The lease lasts what is left of this bucket, and never takes more than this gateway's part of
+      -- one bucket's steady rate or of the room left, so small limits stay one unit per trip.
+      local bucketLeft = (indexes[i] + 1) * buckets[i] - now
+      local wantedNow = math.floor(wanted * bucketLeft / buckets[i])
+      local fair = math.floor(math.min(limit / (N * live), (limit - totals[i] - cost) / live))
+      leased[i] = math.max(0, math.min(wantedNow, fair))
+    end
+    if cost + leased[i] > 0 then
+      totals[i], oldests[i] = charge(KEYS[i], buckets[i], totals[i], oldests[i], indexes[i], cost + leased[i])
     end
   end
 else
   -- How long until enough of the oldest buckets leave the window for every full counter.
   for i = 1, checked do
-    local base = 3 + (i - 1) * 4
+    local base = 5 + (i - 1) * 5
     local limit = tonumber(ARGV[base + 1])
     local need = tonumber(ARGV[base + 4])
     local excess = totals[i] + need - limit
     if excess > 0 then
       local wait = (N + 1) * buckets[i]
       if need <= limit then
-        for bucket = oldests[i], indexes[i] do
-          local units = redis.call('HGET', KEYS[i], int(bucket))
-          if units then
-            excess = excess - tonumber(units)
-            if excess <= 0 then
-              wait = (bucket + N + 1) * buckets[i] - now
-              break
-            end
-          end
-        end
+        wait = waitFor(i, excess)
       end
+      waits[i] = wait
       if wait > retryAfter then
         retryAfter = wait
       end
@@ -135,5 +203,9 @@ for i = 1, checked do
   end
   reply[#reply + 1] = totals[i]
   reply[#reply + 1] = reset
+  reply[#reply + 1] = leased[i]
+  reply[#reply + 1] = indexes[i]
+  reply[#reply + 1] = (indexes[i] + 1) * buckets[i] - now
+  reply[#reply + 1] = waits[i]
 end
 return reply

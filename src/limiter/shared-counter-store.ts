@@ -1,0 +1,205 @@
+import type { Clock } from '../clock.js';
+import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
+import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
+import { LeaseBook } from './lease-book.js';
+
+export interface SharedCounterStoreOptions {
+  trips: CounterTrips;
+  clock: Clock;
+  /** Gateways alive in the fleet (at least 1), from their heartbeat. */
+  live: () => number;
+  /** Counted by every trip: `/metrics` shows how many decisions needed one. */
+  onTrip?: () => void;
+}
+
+/** Leases that expired are given back this long after, unless a trip has carried them by then. */
+const giveBackDelayMs = 20;
+
+/**
+ * `store.type: "redis"`: the fleet's counters, with leases. A check that the leases of this gateway cover
+ * is decided here, at once, with no trip; a counter known to be full is refused here until its
+ * Retry-After; every other check makes one trip, which also asks for a lease sized from this gateway's
+ * recent rate, carries the leftovers of expired leases back, and carries measured bytes that no lease
+ * covered (those are sent at once, so no decision anywhere waits on them).
+ */
+export class SharedCounterStore implements CounterStore {
+  private readonly book = new LeaseBook();
+  private readonly clock: Clock;
+  /** Measured units whose trip failed: they travel with the next one (counted twice at worst). */
+  private readonly unsent = new Map<string, CounterAddition>();
+  /** Trips asking for a lease, by counter: a check arriving meanwhile waits for the lease, not a trip. */
+  private readonly leasing = new Map<string, Promise<unknown>>();
+  private sweepTimer: unknown = null;
+  private sweepAt = Infinity;
+  private suspended = false;
+
+  constructor(private readonly options: SharedCounterStoreOptions) {
+    this.clock = options.clock;
+  }
+
+  consume(specs: readonly CounterSpec[]): Decision | Promise<Decision> {
+    return this.decide(specs, true);
+  }
+
+  async add(additions: readonly CounterAddition[]): Promise<void> {
+    const now = this.clock.now();
+    const uncovered: CounterAddition[] = [];
+    for (const addition of additions) {
+      const amount = this.suspended
+        ? addition.amount
+        : this.book.spendMeasured(addition.key, addition.amount, now);
+      if (amount > 0) uncovered.push({ ...addition, amount });
+    }
+    if (uncovered.length === 0) return;
+    await this.send({ checks: [], additions: uncovered, giveBacks: [], live: this.options.live() });
+  }
+
+  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+    return this.options.trips.usage(keyPrefix, windowMs);
+  }
+
+  /** Gives every unspent lease back and sends the measured units still held, then stops its timer. */
+  async close(): Promise<void> {
+    if (this.sweepTimer !== null) this.clock.clearTimeout(this.sweepTimer);
+    this.sweepTimer = null;
+    this.book.dropAll();
+    await this.send({ checks: [], additions: [], giveBacks: [], live: this.options.live() });
+  }
+
+  /**
+   * The store is out of reach and the policy decides: leases end (their units go back once the store
+   * answers again) and no counter stays known full. Trips that answer late bring no lease.
+   */
+  suspend(): void {
+    this.suspended = true;
+    this.book.dropAll();
+  }
+
+  resume(): void {
+    this.suspended = false;
+  }
+
+  /** Each counter's total as the store last reported it, to seed the counters of a fallback. */
+  lastKnown(): Array<{ key: string; used: number; limit: number; windowMs: number }> {
+    return this.book.lastKnown();
+  }
+
+  private decide(specs: readonly CounterSpec[], mayWait: boolean): Decision | Promise<Decision> {
+    const now = this.clock.now();
+    const book = this.book;
+    let refusedFor = 0;
+    for (const spec of specs) refusedFor = Math.max(refusedFor, book.knownFull(spec, now));
+    if (refusedFor > 0) {
+      return {
+        allowed: false,
+        retryAfterMs: refusedFor,
+        states: specs.map((spec) => book.state(spec.key, now)),
+      };
+    }
+    const uncovered = specs.filter((spec) => book.available(spec, now) < spec.need);
+    if (uncovered.length > 0 && mayWait) {
+      // A lease being fetched for these counters will likely cover this check too: wait for it.
+      const pending = uncovered
+        .map((spec) => this.leasing.get(spec.key))
+        .filter((trip) => trip !== undefined);
+      if (pending.length > 0) return Promise.allSettled(pending).then(() => this.decide(specs, false));
+    }
+    const covered = specs
+      .filter((spec) => !uncovered.includes(spec))
+      .map((spec) => ({ spec, bucket: book.spend(spec.key, spec.cost, now) }));
+    if (uncovered.length === 0) {
+      return { allowed: true, retryAfterMs: 0, states: specs.map((spec) => book.state(spec.key, now)) };
+    }
+    return this.decideWithTrip(specs, covered, uncovered, now);
+  }
+
+  private async decideWithTrip(
+    specs: readonly CounterSpec[],
+    covered: ReadonlyArray<{ spec: CounterSpec; bucket: number }>,
+    uncovered: readonly CounterSpec[],
+    sentAt: number,
+  ): Promise<Decision> {
+    const checks = uncovered.map((spec) => ({
+      ...spec,
+      wanted: this.suspended ? 0 : this.book.wanted(spec, sentAt),
+    }));
+    const trip = this.send({ checks, additions: [], giveBacks: [], live: this.options.live() });
+    for (const check of checks) if (check.wanted > 0) this.leasing.set(check.key, trip);
+    let reply: TripReply;
+    try {
+      reply = await trip;
+    } catch (error) {
+      this.restore(covered);
+      throw error;
+    } finally {
+      for (const check of checks) if (this.leasing.get(check.key) === trip) this.leasing.delete(check.key);
+    }
+    const now = this.clock.now();
+    uncovered.forEach((spec, i) => {
+      const checked = reply.checks[i]!;
+      // A late answer after the store was given up for the policy brings no lease: its units go back.
+      const leased = this.suspended ? { ...checked, leased: 0 } : checked;
+      if (this.suspended && checked.leased > 0)
+        this.book.keepGiveBacks([
+          { key: spec.key, windowMs: spec.windowMs, bucket: checked.bucket, units: checked.leased },
+        ]);
+      this.book.recordTrip(spec, leased, reply.allowed, sentAt, now);
+    });
+    if (!reply.allowed) this.restore(covered);
+    this.scheduleSweep();
+    return {
+      allowed: reply.allowed,
+      retryAfterMs: reply.retryAfterMs,
+      states: specs.map((spec) => {
+        const at = uncovered.indexOf(spec);
+        return at === -1 ? this.book.state(spec.key, now) : reply.checks[at]!;
+      }),
+    };
+  }
+
+  /** Puts the units a refused check took from leases back. */
+  private restore(covered: ReadonlyArray<{ spec: CounterSpec; bucket: number }>): void {
+    const now = this.clock.now();
+    for (const { spec, bucket } of covered)
+      this.book.restore(spec.key, spec.windowMs, spec.cost, bucket, now);
+  }
+
+  /** One trip: `trip` plus the give-backs and unsent units it can carry. */
+  private async send(trip: Trip): Promise<TripReply> {
+    const giveBacks: GiveBack[] = [...trip.giveBacks, ...this.book.takeGiveBacks(this.clock.now())];
+    const additions = [...trip.additions, ...this.unsent.values()];
+    this.unsent.clear();
+    if (trip.checks.length === 0 && additions.length === 0 && giveBacks.length === 0)
+      return { allowed: true, retryAfterMs: 0, checks: [] };
+    this.options.onTrip?.();
+    try {
+      return await this.options.trips.trip({ ...trip, additions, giveBacks });
+    } catch (error) {
+      for (const addition of additions) this.keepUnsent(addition);
+      throw error;
+    }
+  }
+
+  private keepUnsent({ key, windowMs, amount }: CounterAddition): void {
+    const held = this.unsent.get(key);
+    this.unsent.set(key, { key, windowMs, amount: amount + (held?.amount ?? 0) });
+  }
+
+  /** Wakes at the earliest lease expiry, to give its leftovers back if no trip has carried them. */
+  private scheduleSweep(): void {
+    const next = this.book.nextExpiry();
+    if (next === null || next + giveBackDelayMs >= this.sweepAt) return;
+    if (this.sweepTimer !== null) this.clock.clearTimeout(this.sweepTimer);
+    this.sweepAt = next + giveBackDelayMs;
+    this.sweepTimer = this.clock.setTimeout(
+      () => {
+        this.sweepTimer = null;
+        this.sweepAt = Infinity;
+        this.send({ checks: [], additions: [], giveBacks: [], live: this.options.live() })
+          .catch(() => undefined)
+          .finally(() => this.scheduleSweep());
+      },
+      Math.max(0, this.sweepAt - this.clock.now()),
+    );
+  }
+}

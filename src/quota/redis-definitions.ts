@@ -1,0 +1,147 @@
+import type { RedisConnection } from '../redis/connect-redis.js';
+import { readLuaScript } from '../redis/lua-script.js';
+import type { DefinitionSet } from './definition-set.js';
+import type { QuotaRecord } from './model.js';
+import { serializeRecord } from './stored-records.js';
+
+/** A write's answer: EMPTY when Redis has lost the whole set, which must be restored first. */
+export type WriteReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION' | 'EMPTY';
+
+interface DefinitionScripts {
+  quotaLoad(defs: string, apps: string, version: string): Promise<[string[], string[], string, string]>;
+  quotaRestore(defs: string, apps: string, version: string, ...args: string[]): Promise<'RESTORED' | 'KEPT'>;
+  quotaEnsure(defs: string, channel: string, ...pairs: string[]): Promise<'OK' | 'EMPTY'>;
+  quotaCreate(
+    defs: string,
+    apps: string,
+    version: string,
+    id: string,
+    json: string,
+    application: string,
+    channel: string,
+  ): Promise<WriteReply>;
+  quotaReplace(
+    defs: string,
+    version: string,
+    id: string,
+    json: string,
+    etag: string,
+    channel: string,
+  ): Promise<WriteReply>;
+  quotaRemove(
+    defs: string,
+    apps: string,
+    version: string,
+    id: string,
+    etag: string,
+    application: string,
+    channel: string,
+  ): Promise<WriteReply>;
+}
+
+const scripts: Array<[name: keyof DefinitionScripts, file: string, numberOfKeys: number]> = [
+  ['quotaLoad', 'quota-load', 3],
+  ['quotaRestore', 'quota-restore', 3],
+  ['quotaEnsure', 'quota-ensure', 1],
+  ['quotaCreate', 'quota-create', 3],
+  ['quotaReplace', 'quota-replace', 2],
+  ['quotaRemove', 'quota-remove', 3],
+];
+
+/**
+ * The quota definitions in Redis under one prefix: the definitions hash (id → JSON), the applications
+ * hash (application → id) and the version hash (`version`, and `restored` while the set is a restore
+ * that no write has touched). One hash tag for all three, so that every script runs on Redis Cluster.
+ * Each method is one command or one Lua script, and rejects when Redis does not answer.
+ */
+export class RedisDefinitions {
+  readonly channel: string;
+  private readonly keys: { defs: string; apps: string; version: string };
+
+  constructor(
+    private readonly redis: RedisConnection,
+    prefix: string,
+  ) {
+    this.keys = {
+      defs: `${prefix}{quotas}:definitions`,
+      apps: `${prefix}{quotas}:applications`,
+      version: `${prefix}{quotas}:version`,
+    };
+    this.channel = `${prefix}quotas:changes`;
+    for (const [name, file, numberOfKeys] of scripts) {
+      redis.defineCommand(name, { numberOfKeys, lua: readLuaScript(import.meta.url, file) });
+    }
+  }
+
+  private get scripts(): DefinitionScripts {
+    return this.redis as unknown as DefinitionScripts;
+  }
+
+  /**
+   * The whole set at one moment (no definitions at all when Redis has lost them, or never had any), and
+   * whether it is a restore that no write has touched since.
+   */
+  async load(): Promise<{ set: DefinitionSet; restored: boolean }> {
+    const { defs, apps, version } = this.keys;
+    const [definitions, applications, stored, restored] = await this.scripts.quotaLoad(defs, apps, version);
+    const set = {
+      version: stored === '' ? 0 : Number(stored),
+      definitions: pairsToRecord(definitions),
+      applications: pairsToRecord(applications),
+    };
+    return { set, restored: restored === '1' };
+  }
+
+  /** Puts `set` back, marked as a restore, unless Redis holds a set that is not an older restore. */
+  restore(set: DefinitionSet): Promise<'RESTORED' | 'KEPT'> {
+    const { defs, apps, version } = this.keys;
+    const definitions = Object.entries(set.definitions);
+    return this.scripts.quotaRestore(
+      defs,
+      apps,
+      version,
+      String(set.version),
+      this.channel,
+      String(definitions.length),
+      ...definitions.flat(),
+      ...Object.entries(set.applications).flat(),
+    );
+  }
+
+  /** Creates `records` (the missing well-known quotas) where absent, without counting it as a write. */
+  ensure(records: QuotaRecord[]): Promise<'OK' | 'EMPTY'> {
+    const pairs = records.flatMap((record) => [record.quota.id, serializeRecord(record)]);
+    return this.scripts.quotaEnsure(this.keys.defs, this.channel, ...pairs);
+  }
+
+  create(id: string, json: string, application: string | undefined): Promise<WriteReply> {
+    const { defs, apps, version } = this.keys;
+    return this.scripts.quotaCreate(defs, apps, version, id, json, application ?? '', this.channel);
+  }
+
+  /** Compare and set on `etag`, the SHA-1 of the stored text. */
+  replace(id: string, json: string, etag: string): Promise<WriteReply> {
+    return this.scripts.quotaReplace(this.keys.defs, this.keys.version, id, json, etag, this.channel);
+  }
+
+  remove(id: string, etag: string, application: string | undefined): Promise<WriteReply> {
+    const { defs, apps, version } = this.keys;
+    return this.scripts.quotaRemove(defs, apps, version, id, etag, application ?? '', this.channel);
+  }
+
+  /** The stored text of one definition, null when there is none. */
+  definition(id: string): Promise<string | null> {
+    return this.redis.hget(this.keys.defs, id);
+  }
+
+  applications(): Promise<Record<string, string>> {
+    return this.redis.hgetall(this.keys.apps);
+  }
+}
+
+/** HGETALL's flat reply inside a script (`[field, value, …]`) as an object of own keys. */
+function pairsToRecord(pairs: string[]): Record<string, string> {
+  const entries: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < pairs.length; i += 2) entries.push([pairs[i] ?? '', pairs[i + 1] ?? '']);
+  return Object.fromEntries(entries);
+}
