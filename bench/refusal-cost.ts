@@ -13,6 +13,18 @@ export interface RefusalCost {
   /** Redis script calls while admitted requests were answered, and while refused ones were. */
   callsAdmitted: number;
   callsRefused: number;
+  /**
+   * The same, counted by the gateway that answered (`quotagate_counter_store_trips_total`): its counter
+   * trips alone, without the heartbeat every gateway sends once a second.
+   */
+  tripsAdmitted: number;
+  tripsRefused: number;
+}
+
+/** Counter trips a gateway has made, from its /metrics. */
+async function tripsOf(gateway: Gateway): Promise<number> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  return Number(/^quotagate_counter_store_trips_total (\d+)$/m.exec(text)?.[1] ?? 0);
 }
 
 const limit = 20;
@@ -57,21 +69,28 @@ export async function runRefusalCost(
       refused: 0,
       callsAdmitted: 0,
       callsRefused: 0,
+      tripsAdmitted: 0,
+      tripsRefused: 0,
     };
     let before = await meter.read();
     for (let i = 0; i < requests; i += 1) {
+      const gateway = gateways[i % gatewayCount]!;
+      const tripsBefore = await tripsOf(gateway);
       const due = performance.now() + everyMs;
-      const status = await getStatus(`${gateways[i % gatewayCount]!.url}/pets/1`, agent);
+      const status = await getStatus(`${gateway.url}/pets/1`, agent);
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
       const after = await meter.read();
       const calls = after.scriptCalls - before.scriptCalls;
+      const trips = (await tripsOf(gateway)) - tripsBefore;
       before = after;
       if (status === 200) {
         result.admitted += 1;
         result.callsAdmitted += calls;
+        result.tripsAdmitted += trips;
       } else if (status === 429) {
         result.refused += 1;
         result.callsRefused += calls;
+        result.tripsRefused += trips;
       } else {
         throw new Error(`limit ${limit} per minute: a request was answered ${status}, not 200 or 429`);
       }

@@ -35,16 +35,19 @@ export function markdownTable(rows: readonly Row[], bare: string, nginx: string 
   return lines.join('\n');
 }
 
-/** The limit-20-per-minute case: what admitted and refused requests cost in Redis script calls. */
+/**
+ * The limit-20-per-minute case: what admitted and refused requests cost in Redis script calls (all of
+ * them), and in counter trips by the gateways' own count (heartbeats apart).
+ */
 export function refusalTable(cases: readonly RefusalCost[]): string {
   const per = (calls: number, requests: number) => (requests ? (calls / requests).toFixed(2) : 'n/a');
   const lines = [
-    `| Limit ${cases[0]?.limit ?? ''} per minute, Redis store | requests | admitted | refused | script calls per admitted | per refused |`,
-    '|---|---:|---:|---:|---:|---:|',
+    `| Limit ${cases[0]?.limit ?? ''} per minute, Redis store | requests | admitted | refused | script calls per admitted | per refused | counter trips per admitted | per refused |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const c of cases) {
     lines.push(
-      `| ${c.gateways === 1 ? '1 gateway' : `${c.gateways} gateways in turn`} | ${c.requests} | ${c.admitted} | ${c.refused} | ${per(c.callsAdmitted, c.admitted)} | ${per(c.callsRefused, c.refused)} |`,
+      `| ${c.gateways === 1 ? '1 gateway' : `${c.gateways} gateways in turn`} | ${c.requests} | ${c.admitted} | ${c.refused} | ${per(c.callsAdmitted, c.admitted)} | ${per(c.callsRefused, c.refused)} | ${per(c.tripsAdmitted, c.admitted)} | ${per(c.tripsRefused, c.refused)} |`,
     );
   }
   return lines.join('\n');
