@@ -15,19 +15,32 @@ export interface Gateway extends Running {
   pid: number;
 }
 
+/** What a bench gateway runs beyond routing and proxying (the layers of the ablation table). */
+export interface GatewayLayers {
+  /** 'basic': the bench key as basic user name (the default); 'none': no authentication at all. */
+  auth?: 'basic' | 'none';
+  /**
+   * Access logging: off (LOG_LEVEL warn, the default, as for nginx and the peer) or on (LOG_LEVEL info, a
+   * JSON line per request on stdout, which start() points at /dev/null).
+   */
+  accessLog?: boolean;
+}
+
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
 export async function startQuotagate(
   dir: string,
   upstream: string,
   store: Record<string, unknown>,
+  { auth = 'basic', accessLog = false }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
   mkdirSync(dir, { recursive: true });
   const config = {
     port,
-    APIKeyAuthType: 'basic',
-    apikey_development: benchKey,
-    apikey_production: `${benchKey}-production`,
+    APIKeyAuthType: auth,
+    ...(auth === 'basic'
+      ? { apikey_development: benchKey, apikey_production: `${benchKey}-production` }
+      : {}),
     admin: { host: '127.0.0.1', port: adminPort, users: [{ ...admin, role: 'admin' }] },
     store: {
       file: path.join(dir, 'quotas.json'),
@@ -47,15 +60,14 @@ export async function startQuotagate(
     ],
   };
   writeFileSync(path.join(dir, 'default.js'), `module.exports = ${JSON.stringify(config, null, 2)};\n`);
-  // Access logs off, as for nginx and the peer: the bench measures the request path, not log shipping.
+  // Access logs off unless asked for, as for nginx and the peer: the main table measures the request path,
+  // not log shipping.
   const running = await start(
     'quotagate',
     process.execPath,
     ['dist/cli.js', 'start', '--config-dir', dir],
     () => listening(adminPort),
-    {
-      LOG_LEVEL: 'warn',
-    },
+    { LOG_LEVEL: accessLog ? 'info' : 'warn' },
   );
   return {
     ...running,

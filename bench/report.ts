@@ -6,8 +6,12 @@ export interface Row {
   rps: number;
   p50Ms: number;
   p99Ms: number;
-  /** CPU time of the setup's process per request, in microseconds (NaN where /proc cannot tell). */
+  /** Processes in the setup's tree (an nginx: its master and its worker); null where /proc cannot tell. */
+  processes: number | null;
+  /** CPU time of the setup's process tree per request, in microseconds (NaN where /proc cannot tell). */
   cpuUs: number;
+  /** cpuUs over bare http-proxy-3's in the same round: the median of the rounds' ratios. */
+  cpuVsBare: number;
   /** Redis script calls (EVAL, EVALSHA, FCALL) per request; null for a setup without Redis. */
   redisCalls: number | null;
   /** CPU time of the bench's redis-server per request, in microseconds; null for a setup without Redis. */
@@ -15,6 +19,9 @@ export interface Row {
 }
 
 const fixed = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+const times = (value: number) => (Number.isFinite(value) ? `${value.toFixed(2)}×` : 'n/a');
+const signed = (value: number, digits: number) =>
+  Number.isFinite(value) ? `${value >= 0 ? '+' : '−'}${Math.abs(value).toFixed(digits)}` : 'n/a';
 const orDash = (value: number | null, digits: number) => (value === null ? '—' : fixed(value, digits));
 
 /** The Markdown table: medians of the rounds, and ratios to bare http-proxy-3 and to nginx. */
@@ -22,14 +29,70 @@ export function markdownTable(rows: readonly Row[], bare: string, nginx: string 
   const base = rows.find((row) => row.name === bare);
   const reference = nginx ? rows.find((row) => row.name === nginx) : undefined;
   const lines = [
-    `| Setup | req/s | p50 ms | p99 ms | CPU µs/req | Redis script calls/req | Redis CPU µs/req | vs bare http-proxy-3 |${reference ? ' vs nginx |' : ''}`,
-    `|---|---:|---:|---:|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
+    `| Setup | req/s | p50 ms | p99 ms | processes | CPU µs/req | CPU vs bare | Redis script calls/req | Redis CPU µs/req | req/s vs bare http-proxy-3 |${reference ? ' req/s vs nginx |' : ''}`,
+    `|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|${reference ? '---:|' : ''}`,
   ];
   for (const row of rows) {
     const vsBase = base ? `${fixed((row.rps / base.rps) * 100, 0)}%` : '';
     const vsNginx = reference ? ` ${fixed((row.rps / reference.rps) * 100, 0)}% |` : '';
     lines.push(
-      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${orDash(row.redisCalls, 3)} | ${orDash(row.redisCpuUs, 1)} | ${vsBase} |${vsNginx}`,
+      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${row.processes ?? 'n/a'} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${orDash(row.redisCalls, 3)} | ${orDash(row.redisCpuUs, 1)} | ${vsBase} |${vsNginx}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export interface LatencyRow {
+  name: string;
+  /** From each request's scheduled send time to the end of its answer; medians of the rounds. */
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  /** p99 minus bare http-proxy-3's p99 of the same round: the median of the rounds' differences. */
+  addedP99Ms: number;
+  /** CPU time of the setup's process tree per answered request at this rate. */
+  cpuUs: number;
+  cpuVsBare: number;
+  /** The generator's own lateness (scheduled time to write), p99; part of the latency. */
+  sendLagP99Ms: number;
+  /** Over all rounds: requests that waited for a free connection of a full pool. */
+  late: number;
+  /** Over all rounds: requests whose connection failed, or still unanswered at the end. */
+  failed: number;
+}
+
+/** The open-loop table: latency at a fixed request rate, and CPU per request at that rate. */
+export function latencyTable(rows: readonly LatencyRow[], rate: number): string {
+  const lines = [
+    `| At ${rate.toLocaleString('en-US')} req/s, open loop | p50 ms | p99 ms | p99.9 ms | added p99 over bare ms | CPU µs/req | CPU vs bare | generator lag p99 ms | late / failed |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const row of rows) {
+    lines.push(
+      `| ${row.name} | ${fixed(row.p50Ms, 2)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.p999Ms, 2)} | ${signed(row.addedP99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${fixed(row.sendLagP99Ms, 2)} | ${row.late} / ${row.failed} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+export interface AblationRow {
+  layers: string;
+  rps: number;
+  cpuUs: number;
+  cpuVsBare: number;
+  /** CPU µs/req over the row above's in the same round: the median of the rounds' differences. */
+  addedUs: number | null;
+}
+
+/** The ablation table: quotagate (memory store) one layer at a time, CPU per request against bare. */
+export function ablationTable(rows: readonly AblationRow[]): string {
+  const lines = [
+    '| quotagate, memory store, layer by layer | CPU µs/req | CPU vs bare | µs/req added by the layer | req/s |',
+    '|---|---:|---:|---:|---:|',
+  ];
+  for (const row of rows) {
+    lines.push(
+      `| ${row.layers} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${row.addedUs === null ? '—' : signed(row.addedUs, 0)} | ${fixed(row.rps, 0)} |`,
     );
   }
   return lines.join('\n');

@@ -4,7 +4,8 @@ import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runAccuracyBench, type AccuracyResult } from './accuracy.js';
-import { cpuSeconds } from './cpu-time.js';
+import { cpuSeconds, machineCpuSeconds, treeCpuTime } from './cpu-time.js';
+import { runFixedRate, type OpenLoopResult } from './fixed-rate.js';
 import { runLoad, type LoadResult } from './load.js';
 import { freePort, listening, start, type Running } from './processes.js';
 import {
@@ -13,10 +14,22 @@ import {
   neverRejecting,
   setSystemRestrictions,
   startQuotagate,
+  type GatewayLayers,
 } from './quotagate.js';
 import { costPerRequest, RedisMeter, type RedisCost } from './redis-usage.js';
 import { runRefusalCost, type RefusalCost } from './refusal-cost.js';
-import { accuracyTable, markdownTable, median, refusalTable, svgChart, type Row } from './report.js';
+import {
+  ablationTable,
+  accuracyTable,
+  latencyTable,
+  markdownTable,
+  median,
+  refusalTable,
+  svgChart,
+  type AblationRow,
+  type LatencyRow,
+  type Row,
+} from './report.js';
 
 const { values } = parseArgs({
   options: {
@@ -26,11 +39,19 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '50' },
     'soak-seconds': { type: 'string', default: '60' },
     'skip-accuracy': { type: 'boolean', default: false },
+    'latency-rate': { type: 'string', default: '2000' },
+    'latency-seconds': { type: 'string', default: '6' },
+    'skip-latency': { type: 'boolean', default: false },
+    'skip-ablation': { type: 'boolean', default: false },
   },
 });
 const seconds = Number(values.seconds);
 const rounds = Math.max(3, Number(values.rounds));
 const connections = Number(values.connections);
+const latencyRate = Number(values['latency-rate']);
+const latencySeconds = Number(values['latency-seconds']);
+// Unrecorded lead-in of each open-loop run: its connections are opened under the same schedule.
+const latencyWarmupSeconds = 1;
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 const which = (name: string) => {
@@ -60,6 +81,15 @@ say(
     ? `nginx: ${versionOf(nginx, ['-v'])}`
     : 'nginx: not found, skipping the nginx reference and using a Node upstream',
 );
+
+const bareName = 'bare http-proxy-3, keep-alive';
+const memoryName = 'quotagate, memory store';
+const redisName = 'quotagate, Redis store';
+const peerName = 'fast-gateway + rate-limiter-flexible (Redis)';
+
+/** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
+const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
+  before === null || after === null ? NaN : ((after - before) * 1e6) / Math.max(1, requests);
 
 const work = mkdtempSync(path.join(tmpdir(), 'quotagate-bench-'));
 const running: Running[] = [];
@@ -123,14 +153,16 @@ async function main(): Promise<void> {
   const upstreamPort = upstreamServer.port;
   const upstream = `http://127.0.0.1:${upstreamPort}`;
 
-  // `pid`: the process whose CPU time a request of this setup costs (the upstream's for the direct one);
-  // `redis`: whether its requests use the bench's redis-server, whose calls and CPU time are then read too.
-  const targets: Array<{ name: string; url: string; pid: number; redis: boolean }> = [
+  // `pid`: the root of the process tree whose CPU time a request of this setup costs (the upstream's for
+  // the direct one); `redis`: whether its requests use the bench's redis-server, whose calls and CPU time
+  // are then read too; `main`: a row of the main table (else of the ablation table only).
+  const targets: Array<{ name: string; url: string; pid: number; redis: boolean; main: boolean }> = [
     {
       name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`,
       url: `${upstream}/pets/1`,
       pid: upstreamServer.pid,
       redis: false,
+      main: true,
     },
   ];
   if (nginx) {
@@ -143,6 +175,7 @@ async function main(): Promise<void> {
       url: `http://127.0.0.1:${port}/pets/1`,
       pid,
       redis: false,
+      main: true,
     });
   }
   const barePort = await freePort();
@@ -155,19 +188,21 @@ async function main(): Promise<void> {
     ),
   );
   targets.push({
-    name: 'bare http-proxy-3, keep-alive',
+    name: bareName,
     url: `http://127.0.0.1:${barePort}/pets/1`,
     pid: bare.child.pid!,
     redis: false,
+    main: true,
   });
 
   const memory = await startTracked(startQuotagate(path.join(work, 'memory'), upstream, { type: 'memory' }));
   await setSystemRestrictions(memory, neverRejecting);
   targets.push({
-    name: 'quotagate, memory store',
+    name: memoryName,
     url: `${memory.url}/pets/1`,
     pid: memory.pid,
     redis: false,
+    main: true,
   });
 
   const shared = await startTracked(
@@ -175,10 +210,11 @@ async function main(): Promise<void> {
   );
   await setSystemRestrictions(shared, neverRejecting);
   targets.push({
-    name: 'quotagate, Redis store',
+    name: redisName,
     url: `${shared.url}/pets/1`,
     pid: shared.pid,
     redis: true,
+    main: true,
   });
 
   const peerPort = await freePort();
@@ -191,11 +227,46 @@ async function main(): Promise<void> {
     ),
   );
   targets.push({
-    name: 'fast-gateway + rate-limiter-flexible (Redis)',
+    name: peerName,
     url: `http://127.0.0.1:${peerPort}/pets/1`,
     pid: peer.child.pid!,
     redis: true,
+    main: true,
   });
+
+  // The ablation: quotagate on the memory store, one layer more a row; the row with the quota is the main
+  // table's memory store (basic auth and the two never-rejecting restrictions, access logs off).
+  const ablation: Array<{ layers: string; target: string }> = [];
+  if (!values['skip-ablation']) {
+    const layer = async (dir: string, name: string, layers: GatewayLayers, restrictions: unknown[]) => {
+      const gateway = await startTracked(
+        startQuotagate(path.join(work, dir), upstream, { type: 'memory' }, layers),
+      );
+      if (restrictions.length > 0) await setSystemRestrictions(gateway, restrictions);
+      targets.push({ name, url: `${gateway.url}/pets/1`, pid: gateway.pid, redis: false, main: false });
+      return name;
+    };
+    const routingOnly = await layer(
+      'ablation-a',
+      'quotagate, memory store: routing + proxy only',
+      { auth: 'none' },
+      [],
+    );
+    const withAuth = await layer('ablation-b', 'quotagate, memory store: + basic auth', {}, []);
+    const withLog = await layer(
+      'ablation-d',
+      'quotagate, memory store: + quota + access log',
+      { accessLog: true },
+      neverRejecting,
+    );
+    ablation.push(
+      { layers: 'bare http-proxy-3 (reference)', target: bareName },
+      { layers: "(a) routing + proxy only (APIKeyAuthType 'none', no restrictions)", target: routingOnly },
+      { layers: '(b) + basic auth', target: withAuth },
+      { layers: '(c) + quota: 2 never-rejecting restrictions (= main table)', target: memoryName },
+      { layers: '(d) + access log (LOG_LEVEL info, a JSON line per request to /dev/null)', target: withLog },
+    );
+  }
 
   const headers = { authorization: benchAuthorization };
   const load = (url: string, duration = seconds) =>
@@ -209,8 +280,22 @@ async function main(): Promise<void> {
     await load(target.url, warmupSeconds);
   }
 
-  // CPU µs per request: the setup's process time (user + system, from /proc) over the round's requests;
-  // for a setup on Redis, also the bench's redis-server's script calls and CPU time over the same requests.
+  // The process tree of each setup, as the rounds will read it (an nginx is its master and its worker).
+  const trees = Object.fromEntries(
+    targets.map((target) => [target.name, treeCpuTime(target.pid)?.pids.length ?? null]),
+  );
+
+  // CPU time spent on the machine outside the bench's own process tree (every server, wrk and generator it
+  // started) while the timed rounds run: another tenant's load makes every figure noisier.
+  const outsideBench = () => {
+    const [machineSeconds, benchSeconds] = [machineCpuSeconds(), cpuSeconds(process.pid)];
+    return machineSeconds === null || benchSeconds === null ? NaN : machineSeconds - benchSeconds;
+  };
+  const timedFrom = { cpu: outsideBench(), wall: performance.now() };
+
+  // CPU µs per request: user + system time of the setup's whole process tree (from /proc) over the round's
+  // requests, timed rounds only; for a setup on Redis, also the bench's redis-server's script calls and
+  // CPU time over the same requests.
   const results = new Map<string, Array<LoadResult & { cpuUs: number; redis: RedisCost | null }>>(
     targets.map((target) => [target.name, []]),
   );
@@ -223,28 +308,95 @@ async function main(): Promise<void> {
       const cpuAfter = cpuSeconds(target.pid);
       const redisAfter = redisBefore ? await meter.read() : null;
       if (result.non2xx > 0) throw new Error(`${target.name}: ${result.non2xx} responses were not 2xx`);
-      const cpuUs =
-        cpuBefore === null || cpuAfter === null
-          ? NaN
-          : ((cpuAfter - cpuBefore) * 1e6) / Math.max(1, result.requests);
+      const cpuUs = cpuPerRequest(cpuBefore, cpuAfter, result.requests);
       const redis =
         redisBefore && redisAfter ? costPerRequest(redisBefore, redisAfter, result.requests) : null;
       results.get(target.name)!.push({ ...result, cpuUs, redis });
     }
   }
-  const rows: Row[] = targets.map((target) => {
-    const runs = results.get(target.name)!;
-    const redisRuns = runs.flatMap((r) => (r.redis ? [r.redis] : []));
+  // A setup against bare http-proxy-3 in the same round (its neighbour in time), then the median.
+  const againstBare = <T>(runs: Map<string, T[]>, name: string, compare: (run: T, bare: T) => number) => {
+    const bareRuns = runs.get(bareName)!;
+    return median(runs.get(name)!.map((run, i) => compare(run, bareRuns[i]!)));
+  };
+  const rows: Row[] = targets
+    .filter((target) => target.main)
+    .map((target) => {
+      const runs = results.get(target.name)!;
+      const redisRuns = runs.flatMap((r) => (r.redis ? [r.redis] : []));
+      return {
+        name: target.name,
+        rps: median(runs.map((r) => r.rps)),
+        p50Ms: median(runs.map((r) => r.p50Ms)),
+        p99Ms: median(runs.map((r) => r.p99Ms)),
+        processes: trees[target.name] ?? null,
+        cpuUs: median(runs.map((r) => r.cpuUs)),
+        cpuVsBare: againstBare(results, target.name, (run, bare) => run.cpuUs / bare.cpuUs),
+        redisCalls: target.redis ? median(redisRuns.map((r) => r.scriptCalls)) : null,
+        redisCpuUs: target.redis ? median(redisRuns.map((r) => r.cpuUs)) : null,
+      };
+    });
+  const ablationRows: AblationRow[] = ablation.map(({ layers, target }, i) => {
+    const runs = results.get(target)!;
+    const previous = i > 0 ? results.get(ablation[i - 1]!.target)! : null;
     return {
-      name: target.name,
+      layers,
       rps: median(runs.map((r) => r.rps)),
-      p50Ms: median(runs.map((r) => r.p50Ms)),
-      p99Ms: median(runs.map((r) => r.p99Ms)),
       cpuUs: median(runs.map((r) => r.cpuUs)),
-      redisCalls: target.redis ? median(redisRuns.map((r) => r.scriptCalls)) : null,
-      redisCpuUs: target.redis ? median(redisRuns.map((r) => r.cpuUs)) : null,
+      cpuVsBare: againstBare(results, target, (run, bare) => run.cpuUs / bare.cpuUs),
+      addedUs: previous ? median(runs.map((run, round) => run.cpuUs - previous[round]!.cpuUs)) : null,
     };
   });
+
+  // Latency at a fixed rate, open loop: the generator runs in its own process and sends on schedule;
+  // the same setups are measured in interleaved rounds, with their process trees' CPU time over each run.
+  const latencyNames = [bareName, memoryName, redisName, peerName];
+  const latencyRuns = new Map<string, Array<OpenLoopResult & { cpuUs: number }>>(
+    latencyNames.map((name) => [name, []]),
+  );
+  if (!values['skip-latency']) {
+    for (let round = 1; round <= rounds; round += 1) {
+      for (const name of latencyNames) {
+        const target = targets.find((one) => one.name === name)!;
+        say(
+          `latency round ${round}/${rounds}: ${name} (${latencyRate} req/s, open loop, ${latencySeconds} s)`,
+        );
+        const cpuBefore = cpuSeconds(target.pid);
+        const result = await runFixedRate({
+          url: target.url,
+          rate: latencyRate,
+          seconds: latencySeconds,
+          warmupSeconds: latencyWarmupSeconds,
+          headers,
+        });
+        const cpuAfter = cpuSeconds(target.pid);
+        if (result.non2xx > 0) throw new Error(`${name}: ${result.non2xx} responses were not 2xx`);
+        const cpuUs = cpuPerRequest(cpuBefore, cpuAfter, result.answeredTotal);
+        latencyRuns.get(name)!.push({ ...result, cpuUs });
+      }
+    }
+  }
+  const outsideCores = (outsideBench() - timedFrom.cpu) / ((performance.now() - timedFrom.wall) / 1000);
+
+  const latencyRows: LatencyRow[] = values['skip-latency']
+    ? []
+    : latencyNames.map((name) => {
+        const runs = latencyRuns.get(name)!;
+        const sum = (count: (run: OpenLoopResult) => number) =>
+          runs.reduce((total, run) => total + count(run), 0);
+        return {
+          name,
+          p50Ms: median(runs.map((r) => r.latencyMs.p50)),
+          p99Ms: median(runs.map((r) => r.latencyMs.p99)),
+          p999Ms: median(runs.map((r) => r.latencyMs.p999)),
+          addedP99Ms: againstBare(latencyRuns, name, (run, bare) => run.latencyMs.p99 - bare.latencyMs.p99),
+          cpuUs: median(runs.map((r) => r.cpuUs)),
+          cpuVsBare: againstBare(latencyRuns, name, (run, bare) => run.cpuUs / bare.cpuUs),
+          sendLagP99Ms: median(runs.map((r) => r.sendLagMs.p99)),
+          late: sum((run) => run.late),
+          failed: sum((run) => run.errors + run.unanswered),
+        };
+      });
 
   const soakSeconds = Number(values['soak-seconds']);
   say(`steady memory: quotagate (Redis store) under full load for ${soakSeconds} s`);
@@ -294,14 +446,34 @@ async function main(): Promise<void> {
     connections,
     seconds,
     rounds,
+    latencyRate,
+    latencySeconds,
+    outsideCores,
   };
-  const bareName = 'bare http-proxy-3, keep-alive';
   const table = markdownTable(rows, bareName, nginx ? 'nginx proxy_pass, keep-alive' : null);
   const markdown = [
-    `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}, load by ${machine.load}; ${connections} connections, ${rounds} interleaved rounds of ${seconds} s, medians.`,
+    `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}, load by ${machine.load}; ${connections} connections, ${rounds} interleaved rounds of ${seconds} s, medians. Other processes on the machine used ${Number.isFinite(outsideCores) ? outsideCores.toFixed(2) : 'n/a'} cores on average during the timed rounds.`,
     '',
     table,
     '',
+    `CPU µs/req: user + system time of the setup's whole process tree (its server process and every descendant, from /proc; "processes": how many there were) over the timed rounds only, divided by the requests wrk completed in them. "CPU vs bare": the setup's CPU µs/req over bare http-proxy-3's in the same round, median of the rounds.`,
+    '',
+    ...(latencyRows.length
+      ? [
+          latencyTable(latencyRows, latencyRate),
+          '',
+          `Open loop (\`bench/open-loop.ts\`, its own process): ${latencyRate} requests a second on a fixed schedule whether or not earlier ones were answered, on a pool of keep-alive connections (a new one when none is idle, at most 256), ${latencyWarmupSeconds} s unrecorded then ${latencySeconds} s recorded per setup, ${rounds} interleaved rounds, medians. Latency runs from each request's scheduled send time (no coordinated omission); "generator lag" is the part of it spent before the request was written. "Added p99 over bare" and "CPU vs bare": against bare http-proxy-3 in the same round, median of the rounds. CPU µs/req here: the process tree's time over the run, divided by the requests it answered. "Late": requests that found all 256 connections busy; "failed": connection errors and requests unanswered 2 s after the last was due (a request whose kept-alive connection the server closed before any answer is sent once more, as HTTP clients do, and counted as retried in latest.json).`,
+          '',
+        ]
+      : []),
+    ...(ablationRows.length
+      ? [
+          ablationTable(ablationRows),
+          '',
+          `Same rounds as the first table (wrk, ${connections} connections), each row a gateway of its own; "added by the layer": the row's CPU µs/req minus the row above's in the same round, median of the rounds.`,
+          '',
+        ]
+      : []),
     `- RSS of quotagate (Redis store): ${(rssWarm / 2 ** 20).toFixed(1)} MiB after warm-up, ${(rssAfter / 2 ** 20).toFixed(1)} MiB after ${soakSeconds} s at full load (${(((rssAfter - rssWarm) / rssWarm) * 100).toFixed(1)}%).`,
     '',
     refusalTable(refusals),
@@ -312,7 +484,23 @@ async function main(): Promise<void> {
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(
     path.join(resultsDir, 'latest.json'),
-    `${JSON.stringify({ machine, rows, rssWarm, rssAfter, refusals, accuracy, runs: Object.fromEntries(results) }, null, 2)}\n`,
+    `${JSON.stringify(
+      {
+        machine,
+        rows,
+        trees,
+        latency: latencyRows,
+        ablation: ablationRows,
+        rssWarm,
+        rssAfter,
+        refusals,
+        accuracy,
+        runs: Object.fromEntries(results),
+        latencyRuns: Object.fromEntries(latencyRuns),
+      },
+      null,
+      2,
+    )}\n`,
   );
   writeFileSync(path.join(resultsDir, 'latest.md'), markdown);
   writeFileSync(

@@ -94,6 +94,8 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       name: 'quotagate_counter_store_shared',
       help: '1 while the shared (Redis) counters decide, 0 while store.onError does',
       registers: [registry],
+      // Across the workers of `workers: N`: 0 as soon as one of them decides without the shared counters.
+      aggregator: 'min',
     }),
     counterStoreSwitches: new Counter({
       name: 'quotagate_counter_store_switches_total',
@@ -110,6 +112,8 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       name: 'quotagate_counter_store_live_gateways',
       help: 'Gateways of the fleet alive by their heartbeat in the shared store, as this one last saw them',
       registers: [registry],
+      // Every worker of `workers: N` sees the same fleet: the sum would count it once per worker.
+      aggregator: 'max',
     }),
     counterStoreFull: new Counter({
       name: 'quotagate_counter_store_full_total',

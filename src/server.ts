@@ -10,7 +10,7 @@ import type { LoadedConfig } from './config/load-config.js';
 import { Gateway } from './gateway.js';
 import type { Logger } from './log.js';
 import { httpServerOptions } from './http-server-options.js';
-import { createMetrics } from './metrics.js';
+import { createMetrics, type Metrics } from './metrics.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
 import { Limiter } from './limiter/limiter.js';
@@ -23,13 +23,16 @@ import { openQuotaRepository } from './quota/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
 import { quotaUsage } from './quota/quota-usage.js';
-import { connectRedis, firstConnection, redisAnswers } from './redis/connect-redis.js';
+import { openStoreRedis, redisAnswers } from './redis/connect-redis.js';
+import type { QuotaDefinitions, WorkerRole } from './workers/worker-role.js';
 
 export interface RunningGateway {
   /** Bound ports: useful when the config asked for port 0. */
   ports: { http: number; https?: number; admin: number };
   /** Graceful shutdown: stop accepting, let in-flight requests finish within `shutdownTimeout`, close all. */
   close(): Promise<void>;
+  /** This process's metrics (a worker's, for its primary to aggregate). */
+  metrics: Metrics;
 }
 
 export interface StartOptions {
@@ -40,6 +43,11 @@ export interface StartOptions {
   now?: () => number;
   /** Clock of the memory counter store, in milliseconds (tests move it). */
   clock?: () => number;
+  /**
+   * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
+   * admin listener and, with the memory store, the counters; this process serves the data plane only.
+   */
+  worker?: WorkerRole;
 }
 
 function listen(server: Server, port: number, host: string | undefined): Promise<number> {
@@ -62,7 +70,7 @@ function dataServer(server: Server, gateway: Gateway): Server {
 /** Builds every part from the config and starts the data-plane and admin listeners. */
 export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<RunningGateway> {
   const { config } = loaded;
-  const { logger } = options;
+  const { logger, worker } = options;
   const cwd = options.cwd ?? process.cwd();
   const localCounters = new MemoryCounterStore({
     ...(options.clock ? { now: options.clock } : {}),
@@ -80,23 +88,22 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     logger: logger.child({ component: 'proxy' }),
   });
   const readiness: ReadinessCheck[] = [];
-  const redis =
-    config.store.type === 'redis' ? connectRedis(config.store, logger.child({ component: 'redis' })) : null;
-  if (redis) {
-    readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
-    if (!(await firstConnection(redis, 2_000)))
-      logger.warn('redis is not reachable yet; retrying in the background');
-  }
+  const redis = await openStoreRedis(config.store, logger);
+  if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
 
-  let repository: QuotaRepository;
-  try {
-    repository = await openQuotaRepository(config, redis, { logger, cwd });
-  } catch (error) {
-    redis?.disconnect();
-    throw error;
+  let repository: QuotaRepository | null = null;
+  let definitions: QuotaDefinitions;
+  if (worker) definitions = worker.definitions;
+  else {
+    try {
+      definitions = repository = await openQuotaRepository(config, redis, { logger, cwd });
+    } catch (error) {
+      redis?.disconnect();
+      throw error;
+    }
   }
-  let quotas = new QuotaIndex(repository.all());
-  repository.onChange((records) => {
+  let quotas = new QuotaIndex(definitions.all());
+  definitions.onChange((records) => {
     quotas = new QuotaIndex(records);
   });
   const heartbeat = redis
@@ -106,6 +113,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       })
     : null;
   await heartbeat?.start();
+  const primaryCounters = worker?.counters ?? null;
   const limiter = new Limiter({
     shared:
       redis && heartbeat
@@ -115,11 +123,19 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
           })
-        : null,
+        : primaryCounters
+          ? new SharedCounterStore({
+              trips: primaryCounters.trips,
+              clock: systemClock,
+              live: primaryCounters.live,
+              onTrip: () => metrics.counterStoreTrips.inc(),
+            })
+          : null,
     local: localCounters,
     onError: config.store.onError,
-    timeoutMs: config.store.commandTimeout,
-    probe: () => (redis ? redisAnswers(redis) : Promise.resolve(true)),
+    timeoutMs: primaryCounters?.timeoutMs ?? config.store.commandTimeout,
+    probe: () =>
+      redis ? redisAnswers(redis) : primaryCounters ? primaryCounters.reachable() : Promise.resolve(true),
     ...(heartbeat ? { shareOf: (limit: number) => heartbeat.share(limit) } : {}),
     logger: logger.child({ component: 'limiter' }),
     metrics,
@@ -138,16 +154,18 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   });
 
   let draining = false;
-  const admin = await createAdminServer({
-    config,
-    logger,
-    metrics,
-    readiness,
-    isDraining: () => draining,
-    authDocumentation: authenticator.documentation,
-    repository,
-    usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
-  });
+  const admin = repository
+    ? await createAdminServer({
+        config,
+        logger,
+        metrics,
+        readiness,
+        isDraining: () => draining,
+        authDocumentation: authenticator.documentation,
+        repository,
+        usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
+      })
+    : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
   if (config.tls) {
     const read = (file: string) => readFileSync(path.resolve(cwd, file));
@@ -166,12 +184,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   }
 
   const closeResources = async () => {
-    await admin.close();
+    await admin?.close();
     // Unspent leases and measured bytes reach the fleet's counters before the connection closes.
     await limiter.close();
     await heartbeat?.stop();
     await localCounters.close();
-    await repository.close();
+    await definitions.close();
     proxy.close();
     await authenticator.close?.();
     if (redis) await redis.quit().catch(() => redis.disconnect());
@@ -183,8 +201,11 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     const httpsPort = config.tls
       ? await listen(dataServers[1]!, config.tls.port, config.tls.host ?? config.host)
       : undefined;
-    await admin.listen({ port: config.admin.port, host: config.admin.host });
-    const adminPort = (admin.server.address() as AddressInfo).port;
+    let adminPort = worker?.adminPort ?? 0;
+    if (admin) {
+      await admin.listen({ port: config.admin.port, host: config.admin.host });
+      adminPort = (admin.server.address() as AddressInfo).port;
+    }
     ports = { http: httpPort, admin: adminPort, ...(httpsPort === undefined ? {} : { https: httpsPort }) };
   } catch (error) {
     for (const server of dataServers) server.close();
@@ -193,11 +214,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   }
   logger.info(
     { ports, auth: config.APIKeyAuthType, store: config.store.type, apis: config.apis.length },
-    'gateway started',
+    worker ? 'worker started' : 'gateway started',
   );
 
   return {
     ports,
+    metrics,
     async close() {
       draining = true;
       gateway.startDraining();
@@ -210,7 +232,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         logger.warn({ shutdownTimeout: config.shutdownTimeout }, 'grace period over, closing open requests');
       for (const server of dataServers) server.closeAllConnections();
       await closeResources();
-      logger.info('gateway stopped');
+      logger.info(worker ? 'worker stopped' : 'gateway stopped');
     },
   };
 }

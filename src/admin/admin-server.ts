@@ -62,6 +62,8 @@ export interface AdminServerParts {
   authDocumentation: AuthDocumentation;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
+  /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
+  metricsText?: () => Promise<string>;
 }
 
 const portalPrefix = '/api/portal/v1.3';
@@ -233,7 +235,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   });
 
   app.get('/metrics', open, async (_request, reply) => {
-    const body = await parts.metrics.registry.metrics();
+    const body = await (parts.metricsText?.() ?? parts.metrics.registry.metrics());
     return reply.type(parts.metrics.registry.contentType).send(body);
   });
 

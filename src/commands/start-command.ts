@@ -1,9 +1,13 @@
+import cluster from 'node:cluster';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { startDemoUpstream } from '../demo/demo-upstream.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import { createLogger } from '../log.js';
 import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
+import { startPrimary } from '../workers/primary.js';
+import { runWorker } from '../workers/worker.js';
+import { workerCount } from '../workers/worker-count.js';
 import { exitCode, parseOptions, type Command } from './command.js';
 
 type Stoppable = { close(): Promise<void> };
@@ -55,7 +59,8 @@ export const startCommand: Command = {
 
 Loads the config (see gateway check-config) and runs the data plane and the admin listener until
 SIGTERM or SIGINT, then shuts down gracefully: no new connections, in-flight requests get
-shutdownTimeout milliseconds to finish, exit 0.
+shutdownTimeout milliseconds to finish, exit 0. With \`workers: N\` (N > 1, or 'auto') this process
+runs the admin listener and N worker processes behind the same data-plane ports, and drains them all.
 
 Options:
   --config-dir DIR   folder of the config (default: ./conf)
@@ -83,12 +88,18 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     }
     const loaded = await loadConfig({ configDir: values['config-dir'] });
     const logger = createLogger({ secrets: secretValues({ ...loaded.extras, ...loaded.config }) });
+    // A worker of `workers: N` runs this command again; the primary has said the rest.
+    if (cluster.isWorker) return runWorker(loaded, { logger });
     for (const warning of loaded.warnings) logger.warn(warning);
 
+    const workers = workerCount(loaded.config);
     const demo = values.demo ? await startDemo(loaded) : null;
     let running: RunningGateway;
     try {
-      running = await startGateway(loaded, { logger });
+      running =
+        workers > 1
+          ? await startPrimary(loaded, { logger, workers })
+          : await startGateway(loaded, { logger });
     } catch (error) {
       await demo?.close();
       throw error;

@@ -257,9 +257,29 @@ const serverSchema = z
     maxHeaderSize: 16_384,
   });
 
+const workerCountError = msg('must be a whole number from 1 to 1024, or "auto" (one per CPU)');
+
+/**
+ * Worker processes of `gateway start` behind the data-plane ports (node:cluster); 1 runs the gateway in
+ * one process, without a cluster.
+ */
+const workers = z
+  .union(
+    [
+      z.literal('auto'),
+      z
+        .int({ error: workerCountError })
+        .min(1, { error: workerCountError })
+        .max(1024, { error: workerCountError }),
+    ],
+    { error: workerCountError },
+  )
+  .default(1);
+
 export const configSchema = z.object({
   host: nonEmpty.optional(),
   port: portNumber.default(8080),
+  workers,
   tls: tlsSchema.optional(),
   APIKeyAuthType: z
     .enum(authTypes, { error: msg(`must be one of ${authTypes.join(', ')}`) })

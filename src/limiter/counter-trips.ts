@@ -42,8 +42,14 @@ export interface CheckedCounter {
 export interface TripReply {
   allowed: boolean;
   retryAfterMs: number;
-  /** One per check, in order. */
+  /** One per check, in order (none when `outOfRoom`). */
   checks: CheckedCounter[];
+  /**
+   * Not allowed because a counter of the checks would pass the store's memory bound
+   * (`store.maxCounterMemoryMb`); nothing of the checks was charged. Only the primary's memory counters
+   * (`workers: N`) set it; Redis has no such bound.
+   */
+  outOfRoom?: boolean;
 }
 
 /** The shared counters, as one gateway reaches them. */

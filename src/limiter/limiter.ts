@@ -141,7 +141,7 @@ export class Limiter {
         if (answered === true)
           this.parts.logger.warn(
             { timeoutMs: this.parts.timeoutMs },
-            'a counter decision missed its deadline; redis still answers, so it is waited for',
+            'a counter decision missed its deadline; the shared counter store still answers, so it is waited for',
           );
         return answered !== true;
       },

@@ -7,6 +7,7 @@ import {
   type CounterStore,
   type Decision,
 } from './counter-store.js';
+import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 
 interface Counter {
   total: number;
@@ -101,10 +102,54 @@ export class MemoryCounterStore implements CounterStore {
 
   /** Adds measured units. Never refused: these are bytes of requests already admitted. */
   async add(additions: readonly CounterAddition[]): Promise<void> {
+    this.addNow(additions, this.now());
+  }
+
+  /**
+   * One trip of the lease protocol (`CounterTrips`), for the workers of `workers: N`, with the semantics
+   * of lua/consume.lua on these counters and this store's clock: give-backs leave the sub-bucket they
+   * were charged to, additions are charged, then every check is checked and, only if all have room,
+   * charged its cost plus a lease of at most `wanted` scaled to what is left of the sub-bucket, and at
+   * most this worker's part of one sub-bucket's steady rate (limit ÷ 100 ÷ live) and of the room left
+   * (room ÷ live). Beyond the script, the memory bound holds: a check that needs a counter past it is
+   * refused (`outOfRoom`), its give-backs and additions still applied.
+   */
+  trip(trip: Trip): TripReply {
     const now = this.now();
-    for (const { key, windowMs, amount } of additions) {
-      if (amount > 0) this.charge(this.current(key, windowMs, now), windowMs, amount, now);
+    this.sweep(now);
+    for (const giveBack of trip.giveBacks) this.giveBack(giveBack, now);
+    this.addNow(trip.additions, now);
+    const { checks } = trip;
+    if (!this.roomFor(checks, now)) {
+      this.options.onFull?.();
+      return { allowed: false, retryAfterMs: sweepEveryMs, checks: [], outOfRoom: true };
     }
+    const counters = checks.map((check) => this.current(check.key, check.windowMs, now));
+    const allowed = checks.every((check, i) => counters[i]!.total + check.need <= check.limit);
+    const live = Math.max(1, trip.live);
+    let retryAfterMs = 0;
+    const replies = checks.map((check, i): CheckedCounter => {
+      const counter = counters[i]!;
+      const bucketMs = bucketMsOf(check.windowMs);
+      const bucket = Math.floor(now / bucketMs);
+      let leased = 0;
+      let waitMs = 0;
+      if (allowed) {
+        leased = this.leaseSize(check, counter.total, bucket, live, now);
+        if (check.cost + leased > 0) this.charge(counter, check.windowMs, check.cost + leased, now);
+      } else if (counter.total + check.need > check.limit) {
+        waitMs = this.waitFor(counter, check, now);
+        retryAfterMs = Math.max(retryAfterMs, waitMs);
+      }
+      return {
+        ...this.state(counter, check.windowMs, now),
+        leased,
+        bucket,
+        bucketLeftMs: (bucket + 1) * bucketMs - now,
+        waitMs,
+      };
+    });
+    return { allowed, retryAfterMs, checks: replies };
   }
 
   async usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
@@ -113,6 +158,64 @@ export class MemoryCounterStore implements CounterStore {
       .filter((key) => key.startsWith(keyPrefix))
       .map((key) => ({ key, used: this.current(key, windowMs, now).total }))
       .filter(({ used }) => used > 0);
+  }
+
+  /** Adds measured units at `now`. Never refused: these are bytes of requests already admitted. */
+  private addNow(additions: readonly CounterAddition[], now: number): void {
+    for (const { key, windowMs, amount } of additions) {
+      if (amount > 0) this.charge(this.current(key, windowMs, now), windowMs, amount, now);
+    }
+  }
+
+  /**
+   * Units of a lease that were never spent leave the sub-bucket they were charged to, if it is still
+   * counted; a counter left empty is dropped, as the script deletes its key.
+   */
+  private giveBack({ key, windowMs, bucket, units }: GiveBack, now: number): void {
+    const counter = this.counters.get(key);
+    if (!counter || bucket < Math.floor(now / bucketMsOf(windowMs)) - bucketsPerWindow) return;
+    const position = bucket - counter.oldest;
+    const held = counter.buckets[position];
+    if (held === undefined || held <= 0) return;
+    const back = Math.min(held, units);
+    counter.buckets[position] = held - back;
+    counter.total -= back;
+    if (counter.total <= 0) {
+      counter.total = 0;
+      counter.buckets.length = 0;
+    }
+  }
+
+  /**
+   * The units of a lease granted with an admitted check: `wanted` over a whole sub-bucket, scaled to what
+   * is left of this one, and never more than this worker's part of one sub-bucket's steady rate or of the
+   * room left, so that small limits stay one unit per trip. `total` is the counter's before the charge.
+   */
+  private leaseSize(check: TripCheck, total: number, bucket: number, live: number, now: number): number {
+    if (check.wanted <= 0) return 0;
+    const bucketMs = bucketMsOf(check.windowMs);
+    const bucketLeft = (bucket + 1) * bucketMs - now;
+    const wantedNow = Math.floor((check.wanted * bucketLeft) / bucketMs);
+    const fair = Math.floor(
+      Math.min(check.limit / (bucketsPerWindow * live), (check.limit - total - check.cost) / live),
+    );
+    return Math.max(0, Math.min(wantedNow, fair));
+  }
+
+  /**
+   * Milliseconds until enough of the oldest buckets leave the window for `check.need` to fit, as the
+   * script reckons it: one whole window and a sub-bucket when the need is larger than the limit.
+   */
+  private waitFor(counter: Counter, check: CounterSpec, now: number): number {
+    const bucketMs = bucketMsOf(check.windowMs);
+    const never = (bucketsPerWindow + 1) * bucketMs;
+    if (check.need > check.limit) return never;
+    let excess = counter.total + check.need - check.limit;
+    for (let i = 0; i < counter.buckets.length; i += 1) {
+      excess -= counter.buckets[i]!;
+      if (excess <= 0) return (counter.oldest + i + bucketsPerWindow + 1) * bucketMs - now;
+    }
+    return never;
   }
 
   /** Forgets every counter: a fallback starts again from its seeds. */

@@ -134,6 +134,11 @@ export class SharedCounterStore implements CounterStore {
     } finally {
       for (const check of checks) if (this.leasing.get(check.key) === trip) this.leasing.delete(check.key);
     }
+    if (reply.outOfRoom) {
+      // A counter the store does not hold yet would pass its memory bound: nothing was charged.
+      this.restore(covered);
+      return { allowed: false, retryAfterMs: reply.retryAfterMs, states: [], outOfRoom: true };
+    }
     const now = this.clock.now();
     uncovered.forEach((spec, i) => {
       const checked = reply.checks[i]!;

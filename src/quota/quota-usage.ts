@@ -23,7 +23,7 @@ export interface QuotaUsage {
 /** What each restriction of a quota has counted in its current window, or null for an unknown quota. */
 export async function quotaUsage(
   index: QuotaIndex,
-  limiter: Limiter,
+  limiter: Pick<Limiter, 'usage'>,
   repository: QuotaRepository,
   quotaId: string,
 ): Promise<QuotaUsage | null> {

@@ -91,3 +91,18 @@ export function firstConnection(connection: RedisConnection, timeoutMs: number):
 export function duplicateConnection(connection: RedisConnection): RedisConnection {
   return connection instanceof Cluster ? connection.duplicate() : connection.duplicate();
 }
+
+/**
+ * The store's Redis connection when `store.type` is redis (null otherwise), once it is ready or has
+ * had 2 s to be: the gateway starts either way, and store.onError decides what happens without Redis.
+ */
+export async function openStoreRedis(
+  store: Readonly<Config['store']>,
+  logger: Logger,
+): Promise<RedisConnection | null> {
+  if (store.type !== 'redis') return null;
+  const redis = connectRedis(store, logger.child({ component: 'redis' }));
+  if (!(await firstConnection(redis, 2_000)))
+    logger.warn('redis is not reachable yet; retrying in the background');
+  return redis;
+}

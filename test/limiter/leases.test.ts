@@ -1,14 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { bucketMsOf, type CounterSpec } from '../../src/limiter/counter-store.js';
+import type { CounterTrips } from '../../src/limiter/counter-trips.js';
+import { IpcCounterTrips, serveCounterTrips } from '../../src/limiter/ipc-counter-trips.js';
+import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
+import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
+import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
+import { ipcPair } from '../workers/ipc-pair.js';
 
 /**
- * Leases against a real Redis, on one fake clock for the gateways and the script: the tests move time
- * instead of waiting for sub-buckets to end.
+ * Leases on each store of shared counters, on one fake clock for the gateways and the store: the tests
+ * move time instead of waiting for sub-buckets to end. The same tests hold for the Redis script and for
+ * the memory counters a primary of `workers: N` holds (directly, and over the IPC its workers use).
  */
 const connect = suiteRedis();
 
@@ -17,21 +24,61 @@ interface Gateway {
   trips: () => number;
 }
 
-/** `size` gateways' stores on one Redis prefix and one clock. */
-function fleet(size: number, clock: FakeClock, prefix = `test:${randomUUID()}:`) {
+/** Shared counters on the test's clock: one gateway's way to them, and a counter's stored total. */
+interface SharedCounters {
+  tripsOfGateway(): CounterTrips;
+  counted(key: string, windowMs: number): Promise<number>;
+}
+
+const onRedis = (clock: FakeClock): SharedCounters => {
   const redis = connect();
+  const prefix = `test:${randomUUID()}:`;
+  return {
+    tripsOfGateway: () => new RedisCounterTrips(redis, prefix, clock.now),
+    counted: async (key) => Number((await redis.hget(`${prefix}${key}`, 't')) ?? 0),
+  };
+};
+
+const inMemory = (clock: FakeClock): SharedCounters => {
+  const counters = new MemoryCounterStore({ now: clock.now });
+  return {
+    tripsOfGateway: () => new MemoryCounterTrips(counters),
+    counted: (key, windowMs) => usedOf(counters, key, windowMs),
+  };
+};
+
+const inMemoryOverIpc = (clock: FakeClock): SharedCounters => {
+  const counters = new MemoryCounterStore({ now: clock.now });
+  const trips = new MemoryCounterTrips(counters);
+  return {
+    tripsOfGateway: () => {
+      const channel = ipcPair();
+      serveCounterTrips(new IpcPeer(channel.primary), trips);
+      return new IpcCounterTrips(new IpcPeer(channel.worker));
+    },
+    counted: (key, windowMs) => usedOf(counters, key, windowMs),
+  };
+};
+
+async function usedOf(counters: MemoryCounterStore, key: string, windowMs: number): Promise<number> {
+  return (await counters.usage(key, windowMs)).find((entry) => entry.key === key)?.used ?? 0;
+}
+
+/** `size` gateways' stores on one set of shared counters and one clock. */
+function fleetOn(open: (clock: FakeClock) => SharedCounters, size: number, clock: FakeClock) {
+  const counters = open(clock);
   const gateways: Gateway[] = Array.from({ length: size }, () => {
     let trips = 0;
     const store = new SharedCounterStore({
-      trips: new RedisCounterTrips(redis, prefix, clock.now),
+      trips: counters.tripsOfGateway(),
       clock,
       live: () => size,
       onTrip: () => (trips += 1),
     });
     return { store, trips: () => trips };
   });
-  const counted = async (key: string) => Number((await redis.hget(`${prefix}${key}`, 't')) ?? 0);
-  return { gateways, counted, prefix };
+  const counted = (key: string, windowMs = minute) => counters.counted(key, windowMs);
+  return { gateways, counted };
 }
 
 const throttle = (limit: number, windowMs: number, key = 'k'): CounterSpec => ({
@@ -54,7 +101,13 @@ function mostInAnyWindow(times: number[], windowMs: number): number {
   return most;
 }
 
-describe('leases', () => {
+describe.each([
+  ['Redis', onRedis],
+  ['the memory counters of a primary (workers: N)', inMemory],
+  ['the memory counters of a primary, over IPC', inMemoryOverIpc],
+])('leases on %s', (_name, open) => {
+  const fleet = (size: number, clock: FakeClock) => fleetOn(open, size, clock);
+
   it('decide a busy counter with far fewer than one trip per request, and stay exact', async () => {
     const clock = new FakeClock();
     const { gateways, counted } = fleet(1, clock);
@@ -223,15 +276,15 @@ describe('leases', () => {
       await store.add([{ key: 'b', windowMs, amount: 1_000 }]);
       await clock.advance(5);
     }
-    const charged = await counted('b');
+    const charged = await counted('b', windowMs);
     expect(charged).toBeGreaterThan(40_000);
     const trips = gateways[0]!.trips();
     await store.add([{ key: 'b', windowMs, amount: 1_000 }]);
     expect(gateways[0]!.trips()).toBe(trips);
-    expect(await counted('b')).toBe(charged);
+    expect(await counted('b', windowMs)).toBe(charged);
     await store.add([{ key: 'b', windowMs, amount: 500_000_000 }]);
     expect(gateways[0]!.trips()).toBe(trips + 1);
     await store.close();
-    expect(await counted('b')).toBe(41_000 + 500_000_000);
+    expect(await counted('b', windowMs)).toBe(41_000 + 500_000_000);
   });
 });

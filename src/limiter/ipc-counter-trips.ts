@@ -1,0 +1,26 @@
+import type { IpcPeer } from '../workers/ipc-peer.js';
+import type { CounterTrips, Trip, TripReply } from './counter-trips.js';
+
+/**
+ * The counters the primary process holds (`workers: N`, `store.type: "memory"`), as a worker reaches
+ * them: one IPC request per trip. A worker drives them with `SharedCounterStore`, so its leases keep IPC
+ * off the path of most requests, exactly as they keep Redis off it.
+ */
+export class IpcCounterTrips implements CounterTrips {
+  constructor(private readonly primary: IpcPeer) {}
+
+  /** @throws when the channel to the primary has closed (the primary is gone). */
+  trip(trip: Trip): Promise<TripReply> {
+    return this.primary.request('trip', trip);
+  }
+
+  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+    return this.primary.request('usage', { keyPrefix, windowMs });
+  }
+}
+
+/** Answers the trips of the worker at the other end of `worker` with `trips` (in the primary). */
+export function serveCounterTrips(worker: IpcPeer, trips: CounterTrips): void {
+  worker.answer('trip', (trip) => trips.trip(trip));
+  worker.answer('usage', ({ keyPrefix, windowMs }) => trips.usage(keyPrefix, windowMs));
+}

@@ -1,0 +1,154 @@
+import type { AddressInfo } from 'node:net';
+import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
+import { createAuthenticator } from '../auth/create-authenticator.js';
+import { systemClock } from '../clock.js';
+import type { LoadedConfig } from '../config/load-config.js';
+import type { CounterTrips } from '../limiter/counter-trips.js';
+import { serveCounterTrips } from '../limiter/ipc-counter-trips.js';
+import { MemoryCounterStore } from '../limiter/memory-counter-store.js';
+import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
+import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
+import type { Logger } from '../log.js';
+import { createMetrics } from '../metrics.js';
+import { openQuotaRepository } from '../quota/open-quota-repository.js';
+import { QuotaIndex } from '../quota/quota-index.js';
+import type { QuotaRepository } from '../quota/quota-repository.js';
+import { quotaUsage } from '../quota/quota-usage.js';
+import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
+import type { RunningGateway } from '../server.js';
+import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
+import { configFingerprint } from './config-fingerprint.js';
+import { WorkerPool } from './worker-pool.js';
+
+export interface PrimaryOptions {
+  logger: Logger;
+  /** Worker processes to run (2 or more; 1 is `startGateway`, without node:cluster). */
+  workers: number;
+  /** Folder that relative paths of the config are resolved against. */
+  cwd?: string;
+}
+
+/** What draining workers get beyond `shutdownTimeout`, to hand their leases back and close. */
+const drainGraceMs = 5_000;
+
+/**
+ * Runs this process as the primary of `workers: N` (node:cluster). It forks N workers that serve the data
+ * plane on the shared ports, and keeps what must exist once: the quota definitions (their repository: the
+ * only writer of `store.file`), sent to every worker on start and after every change; the admin listener
+ * (Quota API, health, readiness of every worker, the metrics of all processes); and with the memory store
+ * the counters, which the workers reach with the lease protocol of the Redis store, so a limit holds for
+ * all workers together. With Redis each worker reaches the counters itself.
+ * A worker that exits is replaced after a backoff; `close` drains every worker (each runs its graceful
+ * close) before the rest closes, and rejects when one had to be killed.
+ */
+export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions): Promise<RunningGateway> {
+  const { config } = loaded;
+  const { logger } = options;
+  const cwd = options.cwd ?? process.cwd();
+  const counters =
+    config.store.type === 'memory'
+      ? new MemoryCounterStore({
+          maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
+          onFull: () => metrics.counterStoreFull.inc(),
+        })
+      : null;
+  const metrics = createMetrics({ counterMemoryBytes: () => counters?.reserved ?? 0 });
+  // Built here too: the admin listener documents the scheme, and a plugin that cannot be constructed
+  // fails the start before any worker runs.
+  const authenticator = await createAuthenticator(loaded, { logger, cwd });
+  const readiness: ReadinessCheck[] = [];
+  const redis = await openStoreRedis(config.store, logger);
+  if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
+  let repository: QuotaRepository;
+  try {
+    repository = await openQuotaRepository(config, redis, { logger, cwd });
+  } catch (error) {
+    redis?.disconnect();
+    await authenticator.close?.();
+    throw error;
+  }
+
+  const memoryTrips = counters ? new MemoryCounterTrips(counters) : null;
+  // The admin listener's usage reads the counters where they are: here, or in Redis.
+  const usageSource: Pick<CounterTrips, 'usage'> =
+    memoryTrips ??
+    (redis ? new RedisCounterTrips(redis, config.store.prefix) : { usage: () => Promise.resolve([]) });
+  const fingerprint = configFingerprint(loaded);
+  let adminPort = 0;
+  let definitions = { generation: 0, records: repository.all() };
+  const pool = new WorkerPool({
+    size: options.workers,
+    logger,
+    clock: systemClock,
+    welcome: () => ({ fingerprint, definitions, adminPort, workers: options.workers }),
+    serve: (worker) => {
+      if (memoryTrips) serveCounterTrips(worker, memoryTrips);
+    },
+    onRestart: () => restarts.inc(),
+  });
+  const restarts = registerWorkerMetrics(metrics.registry, () => pool.listening);
+
+  let quotas = new QuotaIndex(repository.all());
+  repository.onChange((records) => {
+    quotas = new QuotaIndex(records);
+    definitions = { generation: definitions.generation + 1, records };
+    pool.broadcast('definitions', definitions);
+  });
+
+  let draining = false;
+  const admin = await createAdminServer({
+    config,
+    logger,
+    metrics,
+    readiness: [
+      ...readiness,
+      { name: 'workers', ready: () => Promise.resolve(pool.listening === options.workers) },
+    ],
+    isDraining: () => draining,
+    authDocumentation: authenticator.documentation,
+    repository,
+    usage: (quotaId) => quotaUsage(quotas, usageSource, repository, quotaId),
+    metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
+  });
+
+  const closeResources = async () => {
+    await admin.close();
+    await repository.close();
+    await counters?.close();
+    await authenticator.close?.();
+    if (redis) await redis.quit().catch(() => redis.disconnect());
+  };
+
+  let ports: RunningGateway['ports'];
+  try {
+    await admin.listen({ port: config.admin.port, host: config.admin.host });
+    adminPort = (admin.server.address() as AddressInfo).port;
+    ports = { ...(await pool.start()), admin: adminPort };
+  } catch (error) {
+    await pool.drain(config.shutdownTimeout + drainGraceMs);
+    await closeResources();
+    throw error;
+  }
+  logger.info(
+    {
+      ports,
+      workers: options.workers,
+      auth: config.APIKeyAuthType,
+      store: config.store.type,
+      apis: config.apis.length,
+    },
+    'gateway started',
+  );
+
+  return {
+    ports,
+    metrics,
+    async close() {
+      draining = true;
+      const clean = await pool.drain(config.shutdownTimeout + drainGraceMs);
+      await closeResources();
+      logger.info('gateway stopped');
+      if (!clean) throw new Error('a worker did not stop cleanly (see the log)');
+    },
+  };
+}

@@ -1,0 +1,205 @@
+import cluster, { type Worker } from 'node:cluster';
+import { fileURLToPath } from 'node:url';
+import { systemClock, type Clock } from '../clock.js';
+import { beforeDeadline, deadlinePassed } from '../deadline.js';
+import type { Logger } from '../log.js';
+import { IpcPeer, workerEndpoint, type DataPorts, type IpcNotices, type Welcome } from './ipc-peer.js';
+
+/** The first restart of a worker waits this long; each quick exit in a row doubles it, up to the most. */
+const firstRestartDelayMs = 100;
+const longestRestartDelayMs = 10_000;
+/** A worker that ran this long before it exited starts the backoff again from the first delay. */
+const stableAfterMs = 10_000;
+
+/** Milliseconds before a worker that exited is replaced, after `quickExits` exits in a row (at least 1). */
+export function restartDelayMs(quickExits: number): number {
+  return Math.min(longestRestartDelayMs, firstRestartDelayMs * 2 ** Math.max(0, quickExits - 1));
+}
+
+export interface WorkerPoolOptions {
+  size: number;
+  logger: Logger;
+  clock?: Clock;
+  /** What a new worker is answered when it says hello, before it listens. */
+  welcome: () => Welcome;
+  /** Sets up what else a new worker may ask of the primary (its counter trips). */
+  serve?: (worker: IpcPeer) => void;
+  /** Called each time a worker that exited is replaced. */
+  onRestart?: () => void;
+}
+
+/** One place of the pool: the worker running in it now, and how its predecessors ended. */
+interface Slot {
+  worker: Worker | null;
+  peer: IpcPeer | null;
+  /** The worker has said hello: its stop listener is set, so it can be asked to drain. */
+  greeted: boolean;
+  listening: boolean;
+  startedAt: number;
+  /** Resolves when the worker has exited: whether it stopped cleanly. */
+  exited: Promise<boolean> | null;
+  /** The worker was still starting when the pool drained, so it was sent SIGTERM. */
+  signalled: boolean;
+  /** Exits in a row of workers that ran less than `stableAfterMs`. */
+  quickExits: number;
+  restartTimer: unknown;
+}
+
+/** The CLI, which a worker runs with the primary's arguments (`start --config-dir …`). */
+const cliPath = fileURLToPath(new URL('../cli.js', import.meta.url));
+
+/**
+ * The worker processes of the primary (node:cluster), each behind the same data-plane ports. A worker
+ * that exits is replaced after a backoff (100 ms, doubling with each quick exit in a row, at most 10 s),
+ * never in a tight loop; `drain` asks every worker to close gracefully and waits for them.
+ */
+export class WorkerPool {
+  private readonly slots: Slot[];
+  private readonly clock: Clock;
+  private stopping = false;
+  private starting: { resolve(ports: DataPorts): void; reject(error: Error): void } | null = null;
+  private ports: DataPorts | null = null;
+
+  constructor(private readonly options: WorkerPoolOptions) {
+    this.clock = options.clock ?? systemClock;
+    this.slots = Array.from({ length: options.size }, () => ({
+      worker: null,
+      peer: null,
+      greeted: false,
+      listening: false,
+      startedAt: 0,
+      exited: null,
+      signalled: false,
+      quickExits: 0,
+      restartTimer: null,
+    }));
+  }
+
+  /** Workers listening now. */
+  get listening(): number {
+    return this.slots.filter((slot) => slot.listening).length;
+  }
+
+  /** The channels of the workers listening now. */
+  listeningPeers(): IpcPeer[] {
+    return this.slots.flatMap((slot) => (slot.listening && slot.peer ? [slot.peer] : []));
+  }
+
+  /**
+   * Forks every worker.
+   * @returns the shared data-plane ports, once every worker listens
+   * @throws when a worker exits before it listens (a port in use, say); the others are left running
+   * for `drain`
+   */
+  start(): Promise<DataPorts> {
+    cluster.setupPrimary({ exec: cliPath, args: process.argv.slice(2) });
+    return new Promise((resolve, reject) => {
+      this.starting = { resolve, reject };
+      for (const slot of this.slots) this.fork(slot);
+    });
+  }
+
+  /** Sends a notice to every worker that has said hello. */
+  broadcast<K extends keyof IpcNotices>(kind: K, body: IpcNotices[K]): void {
+    for (const slot of this.slots) if (slot.greeted) slot.peer?.notify(kind, body);
+  }
+
+  /**
+   * Asks every worker to close gracefully (a worker still starting gets SIGTERM), and replaces none.
+   * Workers still running after `timeoutMs` are killed.
+   * @returns true when every worker exited with code 0 in time
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    this.stopping = true;
+    for (const slot of this.slots) {
+      if (slot.restartTimer !== null) this.clock.clearTimeout(slot.restartTimer);
+      slot.restartTimer = null;
+      if (!slot.worker) continue;
+      if (slot.greeted) slot.peer?.notify('drain', null);
+      else {
+        slot.signalled = true;
+        slot.worker.process.kill('SIGTERM');
+      }
+    }
+    const running = this.slots.flatMap((slot) => (slot.worker && slot.exited ? [slot] : []));
+    const exits = Promise.all(running.map((slot) => slot.exited));
+    const clean = await beforeDeadline(exits, timeoutMs, this.clock);
+    if (clean !== deadlinePassed) return clean.every(Boolean);
+    for (const slot of running) {
+      if (!slot.worker) continue;
+      this.options.logger.error(
+        { worker: slot.worker.id, pid: slot.worker.process.pid, timeoutMs },
+        'worker did not stop in time; killing it',
+      );
+      slot.worker.process.kill('SIGKILL');
+    }
+    await exits;
+    return false;
+  }
+
+  private fork(slot: Slot): void {
+    const worker = cluster.fork();
+    const peer = new IpcPeer(workerEndpoint(worker));
+    Object.assign(slot, {
+      worker,
+      peer,
+      greeted: false,
+      listening: false,
+      signalled: false,
+      startedAt: this.clock.now(),
+    });
+    peer.answer('hello', () => {
+      slot.greeted = true;
+      return this.options.welcome();
+    });
+    this.options.serve?.(peer);
+    peer.on('listening', (ports) => this.listened(slot, worker, ports));
+    slot.exited = new Promise((resolve) =>
+      worker.once('exit', (code, signal) => {
+        // A worker still loading its config when SIGTERM came may die of it: it served nothing.
+        const clean = code === 0 || (slot.signalled && signal === 'SIGTERM');
+        this.exited(slot, worker, code, signal);
+        resolve(clean);
+      }),
+    );
+  }
+
+  private listened(slot: Slot, worker: Worker, ports: DataPorts): void {
+    if (slot.worker !== worker) return;
+    slot.listening = true;
+    this.ports ??= ports;
+    if (this.starting && this.slots.every((each) => each.listening)) {
+      this.starting.resolve(this.ports);
+      this.starting = null;
+    }
+  }
+
+  private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
+    if (slot.worker !== worker) return;
+    slot.peer?.close();
+    Object.assign(slot, { worker: null, peer: null, greeted: false, listening: false });
+    if (this.stopping) return;
+    if (this.starting) {
+      this.starting.reject(
+        new Error(
+          `worker ${worker.id} exited (${signal ?? `code ${code}`}) before it listened; see its message above`,
+        ),
+      );
+      this.starting = null;
+      this.stopping = true;
+      return;
+    }
+    const ranMs = this.clock.now() - slot.startedAt;
+    slot.quickExits = ranMs < stableAfterMs ? slot.quickExits + 1 : 1;
+    const delayMs = restartDelayMs(slot.quickExits);
+    this.options.logger.error(
+      { worker: worker.id, pid: worker.process.pid, code, signal, ranMs, restartInMs: delayMs },
+      'worker exited; starting another',
+    );
+    this.options.onRestart?.();
+    slot.restartTimer = this.clock.setTimeout(() => {
+      slot.restartTimer = null;
+      if (!this.stopping) this.fork(slot);
+    }, delayMs);
+  }
+}
