@@ -34,6 +34,29 @@ class Children<T> {
     if (!child) thirds.set(third, (child = this.make(first, second, third)));
     return child;
   }
+
+  forEach(visit: (child: T) => void): void {
+    for (const seconds of this.byFirst.values())
+      for (const thirds of seconds.values()) for (const child of thirds.values()) visit(child);
+  }
+}
+
+/**
+ * A count kept as a plain number on the request path and handed to its prom-client counter at scrape
+ * time: `inc()` on a prom-client child builds and validates a label key on every call.
+ */
+class Tally {
+  count = 0;
+  private reported = 0;
+
+  constructor(private readonly labels: Record<string, string>) {}
+
+  /** Adds what was counted since the last scrape to `counter`. */
+  report(counter: Counter<string>): void {
+    if (this.count === this.reported) return;
+    counter.inc(this.labels, this.count - this.reported);
+    this.reported = this.count;
+  }
 }
 
 /** Label values of statuses and restriction indexes, made once instead of per request. */
@@ -56,11 +79,15 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     },
   });
   collectDefaultMetrics({ register: registry, prefix: 'quotagate_' });
-  const requests = new Counter({
+  const requestTallies = new Children((api, method, status) => new Tally({ api, method, status }));
+  new Counter({
     name: 'quotagate_requests_total',
     help: 'Requests answered on the data plane, by API id, method id and status',
     labelNames: ['api', 'method', 'status'],
     registers: [registry],
+    collect() {
+      requestTallies.forEach((tally) => tally.report(this));
+    },
   });
   const duration = new Histogram({
     name: 'quotagate_request_duration_seconds',
@@ -69,19 +96,19 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
-  const quotaDecisions = new Counter({
+  const decisionTallies = new Children(
+    (quota, restriction, decision) => new Tally({ quota, restriction, decision }),
+  );
+  new Counter({
     name: 'quotagate_quota_decisions_total',
     help: 'Quota checks by quota id, restriction index and decision (allowed, rejected)',
     labelNames: ['quota', 'restriction', 'decision'],
     registers: [registry],
+    collect() {
+      decisionTallies.forEach((tally) => tally.report(this));
+    },
   });
-  const requestChildren = new Children((api, method, status) => ({
-    count: requests.labels(api, method, status),
-    duration: duration.labels(api),
-  }));
-  const decisionChildren = new Children((quota, restriction, decision) =>
-    quotaDecisions.labels(quota, restriction, decision),
-  );
+  const durations = new Map<string, ReturnType<Histogram['labels']>>();
   return {
     registry,
     upstreamErrors: new Counter({
@@ -121,13 +148,14 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       registers: [registry],
     }),
     request(api, method, status, seconds) {
-      const child = requestChildren.get(api, method, statusText[status] ?? String(status));
-      child.count.inc();
-      child.duration.observe(seconds);
+      requestTallies.get(api, method, statusText[status] ?? String(status)).count += 1;
+      let observed = durations.get(api);
+      if (!observed) durations.set(api, (observed = duration.labels(api)));
+      observed.observe(seconds);
     },
     quotaDecision(restriction, allowed) {
       const index = indexText[restriction.index] ?? String(restriction.index);
-      decisionChildren.get(restriction.quotaId, index, allowed ? 'allowed' : 'rejected').inc();
+      decisionTallies.get(restriction.quotaId, index, allowed ? 'allowed' : 'rejected').count += 1;
     },
   };
 }
