@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { freePort, listening, start, type Running } from './processes.js';
+import { freePort, listening, start, until, type Running } from './processes.js';
 
 export const benchKey = 'bench-key-0123456789abcdef0123456789';
 /** The Authorization header of the bench's API key (basic auth, key as user name, no password). */
@@ -24,6 +24,8 @@ export interface GatewayLayers {
    * JSON line per request on stdout, which start() points at /dev/null).
    */
   accessLog?: boolean;
+  /** Data-plane worker processes (`workers`); 1, the default, is one process without node:cluster. */
+  workers?: number;
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -31,12 +33,13 @@ export async function startQuotagate(
   dir: string,
   upstream: string,
   store: Record<string, unknown>,
-  { auth = 'basic', accessLog = false }: GatewayLayers = {},
+  { auth = 'basic', accessLog = false, workers = 1 }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
   mkdirSync(dir, { recursive: true });
   const config = {
     port,
+    ...(workers > 1 ? { workers } : {}),
     APIKeyAuthType: auth,
     ...(auth === 'basic'
       ? { apikey_development: benchKey, apikey_production: `${benchKey}-production` }
@@ -69,12 +72,10 @@ export async function startQuotagate(
     () => listening(adminPort),
     { LOG_LEVEL: accessLog ? 'info' : 'warn' },
   );
-  return {
-    ...running,
-    url: `http://127.0.0.1:${port}`,
-    adminUrl: `http://127.0.0.1:${adminPort}`,
-    pid: running.child.pid!,
-  };
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  // The primary's admin listener comes up before its workers listen: /readyz waits for all of them.
+  await until(async () => (await fetch(`${adminUrl}/readyz`)).status === 200, 'quotagate readiness');
+  return { ...running, url: `http://127.0.0.1:${port}`, adminUrl, pid: running.child.pid! };
 }
 
 /** Sets the System quota's restrictions through the admin API. */

@@ -205,6 +205,19 @@ async function main(): Promise<void> {
     main: true,
   });
 
+  // Every core: the same gateway with two data-plane workers behind its port (node:cluster).
+  const twoWorkers = await startTracked(
+    startQuotagate(path.join(work, 'workers'), upstream, { type: 'memory' }, { workers: 2 }),
+  );
+  await setSystemRestrictions(twoWorkers, neverRejecting);
+  targets.push({
+    name: 'quotagate, memory store, workers: 2',
+    url: `${twoWorkers.url}/pets/1`,
+    pid: twoWorkers.pid,
+    redis: false,
+    main: true,
+  });
+
   const shared = await startTracked(
     startQuotagate(path.join(work, 'redis'), upstream, { type: 'redis', url: redisUrl, prefix: 'bench:' }),
   );
