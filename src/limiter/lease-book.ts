@@ -39,6 +39,12 @@ const headroom = 2;
 /** Entries of counters untouched this long are forgotten. */
 const forgetAfterMs = 60_000;
 
+/** The rate of `entry` with what was spent since its last sample blended in, once that spans long enough. */
+function recentRate(entry: Entry, now: number): number {
+  const elapsed = now - entry.since;
+  return elapsed >= shortestRateSampleMs ? (entry.perMs + entry.spent / elapsed) / 2 : entry.perMs;
+}
+
 /**
  * The leases of one gateway, keyed by counter. A lease is taken in a trip that charged it, spent locally,
  * and never outlives the sub-bucket it was charged to: it expires at the local time of the trip's
@@ -114,9 +120,7 @@ export class LeaseBook {
   wanted(spec: CounterSpec, now: number): number {
     const entry = this.entries.get(spec.key);
     if (!entry) return 0;
-    const elapsed = now - entry.since;
-    const perMs = elapsed >= shortestRateSampleMs ? (entry.perMs + entry.spent / elapsed) / 2 : entry.perMs;
-    return Math.ceil(perMs * bucketMsOf(spec.windowMs) * headroom);
+    return Math.ceil(recentRate(entry, now) * bucketMsOf(spec.windowMs) * headroom);
   }
 
   /**
@@ -133,9 +137,8 @@ export class LeaseBook {
   ): void {
     const entry = this.entryOf(spec.key, now);
     entry.known = { used: checked.used, limit: spec.limit, windowMs: spec.windowMs };
-    const elapsed = now - entry.since;
-    if (elapsed >= shortestRateSampleMs) {
-      entry.perMs = (entry.perMs + entry.spent / elapsed) / 2;
+    if (now - entry.since >= shortestRateSampleMs) {
+      entry.perMs = recentRate(entry, now);
       entry.spent = 0;
       entry.since = now;
     }

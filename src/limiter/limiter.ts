@@ -60,10 +60,13 @@ export class Limiter {
   /** Units this gateway admitted alone during an outage, to add to the shared counters after it. */
   private readonly admittedAlone = new Map<string, CounterAddition>();
   private readonly clock: Clock;
+  /** This gateway's part of a limit under `local`: the whole limit without a fleet to share it with. */
+  private readonly shareOf: (limit: number) => number;
   private closed = false;
 
   constructor(private readonly parts: LimiterParts) {
     this.clock = parts.clock ?? systemClock;
+    this.shareOf = parts.shareOf ?? ((limit) => limit);
     this.sharedUp = parts.shared !== null;
     parts.metrics.counterStoreShared.set(this.sharedUp ? 1 : 0);
   }
@@ -157,9 +160,8 @@ export class Limiter {
   private decideWithoutShared(specs: readonly CounterSpec[]): LimiterVerdict {
     switch (this.parts.onError) {
       case 'local': {
-        const shareOf = this.parts.shareOf ?? ((limit: number) => limit);
         const decision = this.parts.local.consume(
-          specs.map((spec) => ({ ...spec, limit: shareOf(spec.limit) })),
+          specs.map((spec) => ({ ...spec, limit: this.shareOf(spec.limit) })),
         );
         if (decision.allowed) for (const spec of specs) this.tally(spec.key, spec.windowMs, spec.cost);
         return decision;
@@ -197,7 +199,6 @@ export class Limiter {
    * charged now: held a whole window, which may refuse a little early but never admits too much.
    */
   private seedFallback(shared: SharedCounters): void {
-    const shareOf = this.parts.shareOf ?? ((limit: number) => limit);
     this.parts.local.clear();
     this.admittedAlone.clear();
     const seeds = shared
@@ -206,7 +207,7 @@ export class Limiter {
       .map(({ key, windowMs, used, limit }) => ({
         key,
         windowMs,
-        amount: Math.ceil((used * shareOf(limit)) / limit),
+        amount: Math.ceil((used * this.shareOf(limit)) / limit),
       }));
     void this.parts.local.add(seeds);
   }

@@ -83,7 +83,7 @@ export class MemoryCounterStore implements CounterStore {
     if (full) {
       const retryAfterMs = Math.max(
         ...specs.map((spec, i) =>
-          counters[i]!.total + spec.need > spec.limit ? this.retryAfter(counters[i]!, spec, now) : 0,
+          counters[i]!.total + spec.need > spec.limit ? this.waitFor(counters[i]!, spec, now) : 0,
         ),
       );
       return {
@@ -204,7 +204,8 @@ export class MemoryCounterStore implements CounterStore {
 
   /**
    * Milliseconds until enough of the oldest buckets leave the window for `check.need` to fit, as the
-   * script reckons it: one whole window and a sub-bucket when the need is larger than the limit.
+   * script reckons it: one whole window and a sub-bucket when the need is larger than the limit (windows
+   * are whole seconds, so a sub-bucket is exactly a hundredth of one).
    */
   private waitFor(counter: Counter, check: CounterSpec, now: number): number {
     const bucketMs = bucketMsOf(check.windowMs);
@@ -294,18 +295,6 @@ export class MemoryCounterStore implements CounterStore {
     const bucketMs = bucketMsOf(windowMs);
     const resetMs = counter.total > 0 ? (counter.oldest + bucketsPerWindow + 1) * bucketMs - now : 0;
     return { used: counter.total, resetMs };
-  }
-
-  /** Milliseconds until enough of the oldest buckets leave the window for `spec.need` to fit. */
-  private retryAfter(counter: Counter, spec: CounterSpec, now: number): number {
-    const bucketMs = bucketMsOf(spec.windowMs);
-    if (spec.need > spec.limit) return spec.windowMs + bucketMs;
-    let excess = counter.total + spec.need - spec.limit;
-    for (let i = 0; i < counter.buckets.length; i += 1) {
-      excess -= counter.buckets[i]!;
-      if (excess <= 0) return (counter.oldest + i + bucketsPerWindow + 1) * bucketMs - now;
-    }
-    return spec.windowMs + bucketMs;
   }
 
   /** Drops counters that have been idle for a whole window, at most once a minute. */
