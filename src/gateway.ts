@@ -9,11 +9,11 @@ import type { Metrics } from './metrics.js';
 import { applyForwardedHeaders, forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
 import { endToEndRequestHeaders, hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
-import { outcomeOf, type Exchange, type UpstreamProxy } from './proxy/upstream-proxy.js';
+import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
 import { closestToLimit, rateLimitFields } from './limiter/rate-limit-headers.js';
-import type { ApplicableRestriction, QuotaIndex } from './quota/quota-index.js';
+import type { QuotaIndex, QuotaPlan } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
 
@@ -30,37 +30,43 @@ export interface GatewayParts {
   metrics: Metrics;
 }
 
-/** What one request did, for the access log and the metrics. */
-class RequestRecord {
+/**
+ * One request through the pipeline: the exchange with the upstream, and what each step decided, for the
+ * access log and the metrics. The only object the gateway makes per request.
+ */
+class RequestRecord extends Exchange {
+  readonly startedAt = performance.now();
   route: RouteMatch | null = null;
   principal: Principal | null = null;
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
   unvalidated = false;
-  exchange: Exchange | null = null;
   /** How the quota check ended, for the access log. */
   quota: 'allowed' | 'rejected' | 'unavailable' | null = null;
-  /** Response fields the gateway adds, as name, value pairs (lower-case names). */
-  readonly fields: string[];
-  /** Byte counters (throttlemb) to charge with what the exchange moved beyond the declared body. */
-  byteCounters: readonly ApplicableRestriction[] = [];
+  /** The restrictions that applied; its byte ones are charged with what the exchange moved beyond the declared body. */
+  plan: QuotaPlan | null = null;
   declaredBytes = 0;
-  /** The client waits for `100 Continue` before it sends the body: sent only once the request is admitted. */
-  expectsContinue = false;
 
   constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
     readonly id: string,
-    readonly startedAt: number,
+    /** The client waits for `100 Continue` before it sends the body: sent only once the request is admitted. */
+    readonly expectsContinue: boolean,
   ) {
-    this.fields = ['x-request-id', id];
+    super(req, res);
+    this.fields.push('x-request-id', id);
   }
 }
 
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 /**
- * The per-request pipeline of the data plane, in order: request id, path normalization, routing,
- * authentication, quota check, forwarding; then, once the response has closed, the byte charge and one
- * access-log line. Work that can finish at once does: no promise is awaited that is not pending.
+ * The per-request pipeline of the data plane, as the steps of DESIGN.md's "One proxied request": identify
+ * (request id), route (normalize the path, match the catalog), authenticate, select the restrictions
+ * (the quota plan of api, method, verb and application), check them (the limiter), forward; then, once
+ * the response has closed, account (the byte charge, one access-log line, the metrics). Work that can
+ * finish at once does: no promise is awaited that is not pending, and a request is one object whose
+ * listeners are shared by all requests.
  */
 export class Gateway {
   private inFlight = 0;
@@ -87,7 +93,7 @@ export class Gateway {
 
   /** The `request` listener of the data-plane servers. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
-    this.start(req, res, false);
+    this.identify(req, res, false);
   };
 
   /**
@@ -96,20 +102,26 @@ export class Gateway {
    * authenticated.
    */
   readonly handleExpectingContinue = (req: IncomingMessage, res: ServerResponse): void => {
-    this.start(req, res, true);
+    this.identify(req, res, true);
   };
 
-  private start(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {
-    const record = new RequestRecord(requestIdOf(req), performance.now());
-    record.expectsContinue = waitsForContinue;
+  /** The 'close' listener of every response: `this` is the response, linked to its record. */
+  private readonly responseClosed = ((gateway: Gateway) =>
+    function (this: ServerResponse): void {
+      gateway.account(exchangeOf(this) as RequestRecord);
+    })(this);
+
+  /** Step 1: the request id, and the record that follows the request to its access-log line. */
+  private identify(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {
+    const record = new RequestRecord(req, res, requestIdOf(req), waitsForContinue);
     this.inFlight += 1;
-    res.once('close', () => this.finish(req, res, record));
+    res.on('close', this.responseClosed);
     if (this.draining) record.fields.push('connection', 'close');
     try {
-      const pending = this.pipeline(req, res, record);
-      if (pending) pending.catch((error: unknown) => this.failed(req, res, record, error));
+      const pending = this.route(record);
+      if (pending) pending.catch((error: unknown) => this.failed(record, error));
     } catch (error) {
-      this.failed(req, res, record, error);
+      this.failed(record, error);
     }
   }
 
@@ -130,9 +142,9 @@ export class Gateway {
     });
   }
 
-  private failed(req: IncomingMessage, res: ServerResponse, record: RequestRecord, error: unknown): void {
+  private failed(record: RequestRecord, error: unknown): void {
     this.parts.logger.error({ err: error, requestId: record.id }, 'request pipeline failed');
-    this.refuse(req, res, record, 'internal_error');
+    this.refuse(record, 'internal_error');
   }
 
   /**
@@ -140,25 +152,20 @@ export class Gateway {
    * connection closes after the answer rather than read it, or take its first bytes for the next request
    * when a client that waited for `100 Continue` sends no body.
    */
-  private refuse(
-    req: IncomingMessage,
-    res: ServerResponse,
-    record: RequestRecord,
-    code: DataPlaneErrorCode,
-    extra: readonly string[] = [],
-  ): void {
+  private refuse(record: RequestRecord, code: DataPlaneErrorCode, extra: readonly string[] = []): void {
     const closing =
-      announcesBody(req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
-    sendError(res, code, [...record.fields, ...extra, ...closing]);
+      announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    sendError(record.res, code, [...record.fields, ...extra, ...closing]);
   }
 
-  /** Screens, routes and authenticates; returns a promise only when authentication has to wait. */
-  private pipeline(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> | void {
+  /** Step 2: screens, normalizes and routes; then authenticates. A promise only when authentication waits. */
+  private route(record: RequestRecord): Promise<void> | void {
+    const { req } = record;
     const target = normalizeTarget(req.url ?? '', req.headers.host);
     const problem = target.ok ? screeningProblem(req, target.query) : target.reason;
     if (!target.ok || problem) {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
-      return this.refuse(req, res, record, 'bad_request');
+      return this.refuse(record, 'bad_request');
     }
     const route = this.parts.router.match(
       req.method ?? 'GET',
@@ -166,99 +173,89 @@ export class Gateway {
       target.trailingSlash,
       target.query,
     );
-    if (!route) return this.refuse(req, res, record, 'not_found');
+    if (!route) return this.refuse(record, 'not_found');
     record.route = route;
     if (!route.method && !route.api.config.passUndeclared) {
       // Only declared operations are exposed: another path is 404, another verb of a declared path 405.
       const allowed = this.parts.router.allowedVerbs(route);
       return allowed.length === 0
-        ? this.refuse(req, res, record, 'not_found')
-        : this.refuse(req, res, record, 'method_not_allowed', ['allow', allowed.join(', ')]);
+        ? this.refuse(record, 'not_found')
+        : this.refuse(record, 'method_not_allowed', ['allow', allowed.join(', ')]);
     }
     // Authentication (an auth plugin's matchURL among it) sees the path that was routed and goes upstream.
     req.url = route.path;
-
-    const auth = this.parts.authenticator.authenticate(req, res);
-    if (isPromise(auth)) return auth.then((result) => this.authenticated(req, res, record, result));
-    return this.authenticated(req, res, record, auth);
+    return this.authenticate(record);
   }
 
-  /** Checks the quotas, then forwards; returns a promise only when the quota check has to wait. */
-  private authenticated(
-    req: IncomingMessage,
-    res: ServerResponse,
-    record: RequestRecord,
-    auth: AuthResult,
-  ): Promise<void> | void {
+  /** Step 3: the authenticator of APIKeyAuthType; a promise only when it has to wait. */
+  private authenticate(record: RequestRecord): Promise<void> | void {
+    const auth = this.parts.authenticator.authenticate(record.req, record.res);
+    if (isPromise(auth)) return auth.then((result) => this.authenticated(record, result));
+    return this.authenticated(record, auth);
+  }
+
+  /** Steps 4 and 5: selects the restrictions and checks them; a promise only when the check waits. */
+  private authenticated(record: RequestRecord, auth: AuthResult): Promise<void> | void {
+    const { req, res } = record;
     if (res.headersSent || res.writableEnded) return;
     if (!auth.ok) {
       const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-      return this.refuse(req, res, record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
+      return this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
     }
     record.principal = auth.principal;
     record.unvalidated = auth.unvalidated === true;
 
     const route = record.route!;
     const verb = req.method ?? 'GET';
-    const restrictions = this.parts
+    const plan = this.parts
       .quotas()
-      .applicableTo(
-        route.api.config.id.toLowerCase(),
-        route.method?.id.toLowerCase() ?? null,
+      .planFor(
+        route.api.config.id,
+        route.method?.id ?? null,
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
-    if (restrictions.length === 0) return this.forward(req, res, record);
+    if (plan.restrictions.length === 0) return this.forward(record);
+    record.plan = plan;
     record.declaredBytes = declaredLength(req);
-    record.byteCounters = restrictions.filter((restriction) => restriction.type === 'throttlemb');
     // A body larger than a whole window's bytes can never fit: no Retry-After would help.
-    if (record.byteCounters.some((restriction) => restriction.limit < record.declaredBytes))
-      return this.refuse(req, res, record, 'payload_too_large');
-    const specs = counterSpecs(restrictions, record.declaredBytes);
+    if (record.declaredBytes > plan.largestBody) return this.refuse(record, 'payload_too_large');
+    const specs = plan.specs(record.declaredBytes);
     const verdict = this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
       return verdict.then((settled) => {
-        if (this.admitted(req, res, record, restrictions, specs, settled)) this.forward(req, res, record);
+        if (this.admitted(record, plan, specs, settled)) this.forward(record);
       });
     }
-    if (this.admitted(req, res, record, restrictions, specs, verdict)) this.forward(req, res, record);
-  }
-
-  private forward(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
-    // The client left while auth or the quota check was pending: its request has been logged already.
-    if (res.destroyed) return;
-    const route = record.route!;
-    this.prepareUpstreamHeaders(req, record.id);
-    if (record.expectsContinue) res.writeContinue();
-    record.exchange = this.parts.proxy.forward(req, res, route.api, route.upstreamTarget, record.fields);
+    if (this.admitted(record, plan, specs, verdict)) this.forward(record);
   }
 
   /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
   private admitted(
-    req: IncomingMessage,
-    res: ServerResponse,
     record: RequestRecord,
-    restrictions: readonly ApplicableRestriction[],
+    plan: QuotaPlan,
     specs: readonly CounterSpec[],
     verdict: LimiterVerdict,
   ): boolean {
     if (verdict === 'unavailable') {
       record.quota = 'unavailable';
-      this.refuse(req, res, record, 'service_unavailable');
+      this.refuse(record, 'service_unavailable');
       return false;
     }
     if (verdict.outOfRoom) {
       // This gateway's counters are at their memory bound: a caller without a counter cannot be counted.
       record.quota = 'unavailable';
       const retryAfter = String(Math.ceil(verdict.retryAfterMs / 1000));
-      this.refuse(req, res, record, 'service_unavailable', ['retry-after', retryAfter]);
+      this.refuse(record, 'service_unavailable', ['retry-after', retryAfter]);
       return false;
     }
     const { metrics } = this.parts;
-    restrictions.forEach((restriction, i) => {
+    const { restrictions } = plan;
+    for (let i = 0; i < restrictions.length; i += 1) {
+      const restriction = restrictions[i]!;
       const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
-    });
+    }
     if (verdict.states.length > 0) {
       const closest = closestToLimit(restrictions, verdict.states);
       record.fields.push(...rateLimitFields(restrictions[closest]!, verdict.states[closest]!));
@@ -266,9 +263,20 @@ export class Gateway {
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
-      this.refuse(req, res, record, 'quota_exceeded', ['retry-after', retryAfter]);
+      this.refuse(record, 'quota_exceeded', ['retry-after', retryAfter]);
     }
     return verdict.allowed;
+  }
+
+  /** Step 6: hands the request to the upstream proxy, with the upstream head prepared. */
+  private forward(record: RequestRecord): void {
+    const { req, res } = record;
+    // The client left while auth or the quota check was pending: its request has been logged already.
+    if (res.destroyed) return;
+    const route = record.route!;
+    this.prepareUpstreamHeaders(req, record.id);
+    if (record.expectsContinue) res.writeContinue();
+    this.parts.proxy.forward(record, route.api, route.upstreamTarget);
   }
 
   private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
@@ -287,13 +295,13 @@ export class Gateway {
     req.headers = headers;
   }
 
-  /** Once the response has closed: charges the bytes it moved, then logs and counts it. */
-  private finish(req: IncomingMessage, res: ServerResponse, record: RequestRecord): void {
+  /** Step 7, once the response has closed: charges the bytes it moved, then logs and counts it. */
+  private account(record: RequestRecord): void {
     const elapsedMs = performance.now() - record.startedAt;
-    const { route, exchange } = record;
-    const outcome = exchange ? outcomeOf(exchange, res) : null;
-    if (exchange && record.byteCounters.length > 0) this.chargeBytes(record, exchange);
-    const status = exchange?.status || res.statusCode;
+    const { req, res, route } = record;
+    const outcome = record.forwarded ? record.outcome() : null;
+    if (record.forwarded && record.plan && record.plan.byteRestrictions.length > 0) this.chargeBytes(record);
+    const status = record.status || res.statusCode;
     const { logger, metrics } = this.parts;
     if (logger.isLevelEnabled('info')) {
       logger.info(
@@ -305,10 +313,9 @@ export class Gateway {
           subject: record.principal?.subject ?? null,
           ...(record.unvalidated ? { unvalidated: true } : {}),
           status,
-          bytesIn: exchange?.bytesIn ?? 0,
-          bytesOut: exchange?.bytesOut ?? 0,
-          upstreamMs:
-            exchange?.upstreamMs === null || !exchange ? null : Math.round(exchange.upstreamMs * 100) / 100,
+          bytesIn: record.bytesIn,
+          bytesOut: record.bytesOut,
+          upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
           outcome,
           quota: record.quota,
           ms: Math.round(elapsedMs * 100) / 100,
@@ -328,32 +335,21 @@ export class Gateway {
   }
 
   /** Request bytes beyond those declared (and charged up front), and every response byte. */
-  private chargeBytes(record: RequestRecord, exchange: Exchange): void {
-    const amount = Math.max(0, exchange.bytesIn - record.declaredBytes) + exchange.bytesOut;
+  private chargeBytes(record: RequestRecord): void {
+    const amount = Math.max(0, record.bytesIn - record.declaredBytes) + record.bytesOut;
     if (amount === 0) return;
-    const additions = record.byteCounters.map((restriction) => ({
+    const additions = record.plan!.byteRestrictions.map((restriction) => ({
       key: restriction.counterKey,
       windowMs: restriction.windowMs,
       amount,
     }));
-    this.parts.limiter.add(additions).catch((error: unknown) => {
-      this.parts.logger.error({ err: error, requestId: record.id }, 'charging measured bytes failed');
-    });
+    const charged = this.parts.limiter.add(additions);
+    if (charged) {
+      charged.catch((error: unknown) => {
+        this.parts.logger.error({ err: error, requestId: record.id }, 'charging measured bytes failed');
+      });
+    }
   }
-}
-
-/** A throttle charges one message; a throttlemb charges the declared body and needs room for at least a byte. */
-function counterSpecs(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
-  return restrictions.map(({ counterKey, limit, windowMs, type }) => {
-    const bytes = type === 'throttlemb';
-    return {
-      key: counterKey,
-      limit,
-      windowMs,
-      cost: bytes ? declaredBytes : 1,
-      need: bytes ? Math.max(declaredBytes, 1) : 1,
-    };
-  });
 }
 
 /**

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
 export interface Metrics {
@@ -59,6 +59,75 @@ class Tally {
   }
 }
 
+/** One value of a metric as prom-client's registry formats it. */
+interface SeriesValue {
+  labels: Record<string, string | number>;
+  value: number;
+  metricName: string;
+}
+
+/**
+ * A Prometheus histogram of one label, kept as plain counts on the request path and handed to the
+ * registry as prom-client's own histograms are at scrape time: prom-client's `observe()` builds a label
+ * object and a hash string on every call. Aggregated across workers by sum, as prom-client's are.
+ */
+class PlainHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series = new Map<string, { buckets: number[]; sum: number; count: number }>();
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly label: string,
+    private readonly bounds: readonly number[],
+  ) {}
+
+  observe(labelValue: string, value: number): void {
+    let series = this.series.get(labelValue);
+    if (!series) {
+      series = { buckets: new Array<number>(this.bounds.length).fill(0), sum: 0, count: 0 };
+      this.series.set(labelValue, series);
+    }
+    let bucket = 0;
+    while (bucket < this.bounds.length && value > this.bounds[bucket]!) bucket += 1;
+    if (bucket < this.bounds.length) series.buckets[bucket]! += 1;
+    series.sum += value;
+    series.count += 1;
+  }
+
+  get(): { name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: SeriesValue[] } {
+    const values: SeriesValue[] = [];
+    for (const [labelValue, { buckets, sum, count }] of this.series) {
+      let cumulative = 0;
+      this.bounds.forEach((bound, i) => {
+        cumulative += buckets[i]!;
+        values.push({
+          labels: { le: bound, [this.label]: labelValue },
+          value: cumulative,
+          metricName: `${this.name}_bucket`,
+        });
+      });
+      values.push(
+        { labels: { le: '+Inf', [this.label]: labelValue }, value: count, metricName: `${this.name}_bucket` },
+        { labels: { [this.label]: labelValue }, value: sum, metricName: `${this.name}_sum` },
+        { labels: { [this.label]: labelValue }, value: count, metricName: `${this.name}_count` },
+      );
+    }
+    return {
+      name: this.name,
+      help: this.help,
+      type: 'histogram' as never,
+      aggregator: this.aggregator,
+      values,
+    };
+  }
+
+  reset(): void {
+    this.series.clear();
+  }
+}
+
 /** Label values of statuses and restriction indexes, made once instead of per request. */
 const statusText = Array.from({ length: 600 }, (_, status) => String(status));
 const indexText = Array.from({ length: 64 }, (_, index) => String(index));
@@ -89,13 +158,14 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       requestTallies.forEach((tally) => tally.report(this));
     },
   });
-  const duration = new Histogram({
-    name: 'quotagate_request_duration_seconds',
-    help: 'Time from request to the end of the response, by API id',
-    labelNames: ['api'],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry],
-  });
+  const duration = new PlainHistogram(
+    'quotagate_request_duration_seconds',
+    'Time from request to the end of the response, by API id',
+    'api',
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  );
+  // The registry reads any object with prom-client's get() and reset(); its Metric type is the class.
+  registry.registerMetric(duration as unknown as Metric);
   const decisionTallies = new Children(
     (quota, restriction, decision) => new Tally({ quota, restriction, decision }),
   );
@@ -108,7 +178,6 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       decisionTallies.forEach((tally) => tally.report(this));
     },
   });
-  const durations = new Map<string, ReturnType<Histogram['labels']>>();
   return {
     registry,
     upstreamErrors: new Counter({
@@ -149,9 +218,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     }),
     request(api, method, status, seconds) {
       requestTallies.get(api, method, statusText[status] ?? String(status)).count += 1;
-      let observed = durations.get(api);
-      if (!observed) durations.set(api, (observed = duration.labels(api)));
-      observed.observe(seconds);
+      duration.observe(api, seconds);
     },
     quotaDecision(restriction, allowed) {
       const index = indexText[restriction.index] ?? String(restriction.index);

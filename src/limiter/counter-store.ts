@@ -55,7 +55,7 @@ export interface CounterStore {
    */
   consume(counters: readonly CounterSpec[]): Decision | Promise<Decision>;
   /** Adds units to counters without checking them. */
-  add(additions: readonly CounterAddition[]): Promise<void>;
+  add(additions: readonly CounterAddition[]): Promise<void> | void;
   /** Units now counted by every counter whose key starts with `keyPrefix`. */
   usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>>;
   close(): Promise<void>;

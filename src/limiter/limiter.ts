@@ -80,9 +80,14 @@ export class Limiter {
     return answer instanceof Promise ? this.awaitShared(answer, specs) : answer;
   }
 
-  async add(additions: readonly CounterAddition[]): Promise<void> {
+  /** Adds measured units; at once on this gateway's own counters, a promise only for the shared store. */
+  add(additions: readonly CounterAddition[]): Promise<void> | void {
     const { shared } = this.parts;
     if (!shared) return this.parts.local.add(additions);
+    return this.addShared(shared, additions);
+  }
+
+  private async addShared(shared: SharedCounters, additions: readonly CounterAddition[]): Promise<void> {
     if (this.sharedUp) {
       try {
         await shared.add(additions);

@@ -78,30 +78,34 @@ export class MemoryCounterStore implements CounterStore {
       this.options.onFull?.();
       return { allowed: false, retryAfterMs: sweepEveryMs, states: [], outOfRoom: true };
     }
-    const counters = specs.map((spec) => this.current(spec.key, spec.windowMs, now));
-    const full = specs.some((spec, i) => counters[i]!.total + spec.need > spec.limit);
-    if (full) {
-      const retryAfterMs = Math.max(
-        ...specs.map((spec, i) =>
-          counters[i]!.total + spec.need > spec.limit ? this.waitFor(counters[i]!, spec, now) : 0,
-        ),
-      );
-      return {
-        allowed: false,
-        retryAfterMs,
-        states: specs.map((spec, i) => this.state(counters[i]!, spec.windowMs, now)),
-      };
+    // Loops rather than map/some over the specs: this runs for every request of the memory store.
+    const counters: Counter[] = new Array<Counter>(specs.length);
+    let full = false;
+    for (let i = 0; i < specs.length; i += 1) {
+      const spec = specs[i]!;
+      const counter = this.current(spec.key, spec.windowMs, now);
+      counters[i] = counter;
+      if (counter.total + spec.need > spec.limit) full = true;
     }
-    specs.forEach((spec, i) => this.charge(counters[i]!, spec.windowMs, spec.cost, now));
-    return {
-      allowed: true,
-      retryAfterMs: 0,
-      states: specs.map((spec, i) => this.state(counters[i]!, spec.windowMs, now)),
-    };
+    let retryAfterMs = 0;
+    if (full) {
+      for (let i = 0; i < specs.length; i += 1) {
+        const spec = specs[i]!;
+        if (counters[i]!.total + spec.need > spec.limit)
+          retryAfterMs = Math.max(retryAfterMs, this.waitFor(counters[i]!, spec, now));
+      }
+    } else {
+      for (let i = 0; i < specs.length; i += 1) {
+        this.charge(counters[i]!, specs[i]!.windowMs, specs[i]!.cost, now);
+      }
+    }
+    const states: CounterState[] = new Array<CounterState>(specs.length);
+    for (let i = 0; i < specs.length; i += 1) states[i] = this.state(counters[i]!, specs[i]!.windowMs, now);
+    return { allowed: !full, retryAfterMs, states };
   }
 
   /** Adds measured units. Never refused: these are bytes of requests already admitted. */
-  async add(additions: readonly CounterAddition[]): Promise<void> {
+  add(additions: readonly CounterAddition[]): void {
     this.addNow(additions, this.now());
   }
 

@@ -1,5 +1,6 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
+import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import type { CompiledApi } from '../catalog/router.js';
@@ -10,29 +11,72 @@ import { appendEndToEndResponseFields } from './hop-by-hop.js';
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
 
+/** Links the request, the response and the upstream response of an exchange to it, for shared listeners. */
+const exchangeKey = Symbol('quotagate.exchange');
+type Linked<T> = T & { [exchangeKey]?: Exchange };
+
 /**
- * What one proxied exchange did, filled in while it runs; byte counts are body bytes as they streamed
- * through. Read it once the client response has closed, through `outcomeOf` for the outcome.
+ * One proxied exchange: the client's request and response, and what the exchange did, filled in while it
+ * runs; byte counts are body bytes as they streamed through. The gateway's record of a request is an
+ * Exchange, so a request is one object however many events it sees: every listener is a function shared
+ * by all exchanges that finds its exchange through the emitter. Read it once the client response has
+ * closed, through `outcome()`.
  */
 export class Exchange {
   status = 0;
   bytesIn = 0;
   bytesOut = 0;
-  /** Milliseconds until the upstream's response headers arrived; null when none did. */
+  /** Milliseconds from forwarding until the upstream's response headers arrived; null when none did. */
   upstreamMs: number | null = null;
-  /** How the upstream side ended; the client's abort is only known at the end (`outcomeOf`). */
-  outcome: ProxyOutcome = 'completed';
-  readonly startedAt = performance.now();
+  /** How the upstream side ended; the client's abort is only known at the end (`outcome()`). */
+  upstreamOutcome: ProxyOutcome = 'completed';
+  forwardedAt = 0;
+  /** Response fields the gateway adds, as name, value pairs; they win over the upstream's. */
+  readonly fields: string[] = [];
+  /** Set once the exchange has been handed to the upstream. */
+  forwarded = false;
+  upstreamResponse: IncomingMessage | null = null;
 
   constructor(
-    /** Response fields the gateway adds, as name, value pairs; they win over the upstream's. */
-    readonly gatewayFields: readonly string[],
-  ) {}
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+  ) {
+    (req as Linked<IncomingMessage>)[exchangeKey] = this;
+    (res as Linked<ServerResponse>)[exchangeKey] = this;
+  }
+
+  /** How the exchange ended, once the client response has closed. */
+  outcome(): ProxyOutcome {
+    return this.upstreamOutcome === 'completed' && !this.res.writableFinished
+      ? 'client_aborted'
+      : this.upstreamOutcome;
+  }
 }
 
-/** The outcome of an exchange whose client response has closed. */
-export function outcomeOf(exchange: Exchange, res: ServerResponse): ProxyOutcome {
-  return exchange.outcome === 'completed' && !res.writableFinished ? 'client_aborted' : exchange.outcome;
+/** The exchange of a request, response or upstream request or response it made. */
+export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
+
+// The listeners of every exchange, shared: `this` is the emitter, linked to its exchange.
+function countRequestBytes(this: IncomingMessage, chunk: Buffer): void {
+  exchangeOf(this)!.bytesIn += chunk.length;
+}
+function relayChunk(this: IncomingMessage, chunk: Buffer): void {
+  const exchange = exchangeOf(this)!;
+  exchange.bytesOut += chunk.length;
+  if (!exchange.res.write(chunk)) this.pause();
+}
+function resumeUpstream(this: ServerResponse): void {
+  exchangeOf(this)!.upstreamResponse?.resume();
+}
+function endResponse(this: IncomingMessage): void {
+  exchangeOf(this)!.res.end();
+}
+function upstreamClosed(this: IncomingMessage): void {
+  // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
+  if (this.complete) return;
+  const exchange = exchangeOf(this)!;
+  if (exchange.upstreamOutcome === 'completed') exchange.upstreamOutcome = 'reset';
+  exchange.res.destroy();
 }
 
 class UpstreamTimeoutError extends Error {
@@ -68,30 +112,21 @@ export interface UpstreamProxyOptions {
 export class UpstreamProxy {
   /** One http-proxy-3 server per upstream origin, its target and agent set once, not per request. */
   private readonly servers = new Map<string, { server: ProxyServer; agent: http.Agent }>();
-  private readonly exchanges = new WeakMap<IncomingMessage, Exchange>();
 
   constructor(private readonly options: UpstreamProxyOptions) {}
 
   /**
-   * Forwards `req` to `api`'s upstream at `upstreamTarget`. The returned exchange is complete once the
-   * client response has closed.
+   * Forwards the exchange's request to `api`'s upstream at `upstreamTarget`. The exchange is complete
+   * once the client response has closed.
    */
-  forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    api: CompiledApi,
-    upstreamTarget: string,
-    gatewayFields: readonly string[],
-  ): Exchange {
-    const exchange = new Exchange(gatewayFields);
-    this.exchanges.set(req, exchange);
+  forward(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
+    const { req, res } = exchange;
+    exchange.forwarded = true;
+    exchange.forwardedAt = performance.now();
     // Attached in the same tick as http-proxy's pipe, so no chunk flows uncounted.
-    req.on('data', (chunk: Buffer) => {
-      exchange.bytesIn += chunk.length;
-    });
+    req.on('data', countRequestBytes);
     req.url = upstreamTarget;
     this.serverFor(api).web(req, res);
-    return exchange;
   }
 
   /** Closes idle upstream connections; call after the last exchange. */
@@ -100,50 +135,66 @@ export class UpstreamProxy {
     this.servers.clear();
   }
 
-  private respond(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
-    const exchange = this.exchanges.get(req);
+  private readonly upstreamRequest = (proxyReq: http.ClientRequest, req: IncomingMessage): void => {
+    (proxyReq as Linked<http.ClientRequest>)[exchangeKey] = exchangeOf(req);
+    proxyReq.setTimeout(this.options.proxyTimeout, this.upstreamTimedOut);
+    // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client would
+    // wait for an answer that never comes.
+    proxyReq.on('upgrade', this.unaskedUpgrade);
+  };
+
+  private readonly upstreamTimedOut = function (this: http.ClientRequest): void {
+    this.destroy(new UpstreamTimeoutError('upstream timeout'));
+  };
+
+  /** The 'upgrade' listener of every upstream request: `this` is the request. */
+  private readonly unaskedUpgrade = ((proxy: UpstreamProxy) =>
+    function (this: http.ClientRequest, _upgraded: IncomingMessage, socket: Duplex): void {
+      socket.destroy();
+      const exchange = exchangeOf(this);
+      const error = new InvalidUpstreamResponse('upstream switched protocols unasked (101)');
+      if (exchange) proxy.fail(error, exchange);
+    })(this);
+
+  private readonly respond = (proxyRes: IncomingMessage, req: IncomingMessage): void => {
+    const exchange = exchangeOf(req);
     if (!exchange) return;
+    const { res } = exchange;
     const status = proxyRes.statusCode ?? 0;
     // Node's client hands on any three digits but the 1xx it handles itself; writeHead throws below 100.
     if (status < 100) {
       proxyRes.destroy();
-      this.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), req, res, exchange);
+      this.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), exchange);
       return;
     }
-    exchange.upstreamMs = performance.now() - exchange.startedAt;
+    exchange.upstreamMs = performance.now() - exchange.forwardedAt;
     exchange.status = status;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
     const fields = appendEndToEndResponseFields(
       proxyRes.headers,
-      [...exchange.gatewayFields],
+      [...exchange.fields],
       res.getHeaderNames().length > 0 ? res : null,
     );
-    res.writeHead(exchange.status, fields);
+    res.writeHead(status, fields);
     // A hand-made pipe: one listener per event instead of pipe()'s eight, with the byte count folded in.
-    proxyRes.on('data', (chunk: Buffer) => {
-      exchange.bytesOut += chunk.length;
-      if (!res.write(chunk)) proxyRes.pause();
-    });
-    res.on('drain', () => proxyRes.resume());
-    proxyRes.once('end', () => res.end());
-    proxyRes.once('close', () => {
-      // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
-      if (!proxyRes.complete) {
-        if (exchange.outcome === 'completed') exchange.outcome = 'reset';
-        res.destroy();
-      }
-    });
-  }
+    (proxyRes as Linked<IncomingMessage>)[exchangeKey] = exchange;
+    exchange.upstreamResponse = proxyRes;
+    proxyRes.on('data', relayChunk);
+    res.on('drain', resumeUpstream);
+    proxyRes.on('end', endResponse);
+    proxyRes.on('close', upstreamClosed);
+  };
 
-  private fail(error: Error, req: IncomingMessage, res: ServerResponse, exchange: Exchange): void {
+  private fail(error: Error, exchange: Exchange): void {
+    const { req, res } = exchange;
     const timedOut = error instanceof UpstreamTimeoutError;
     if (req.socket.destroyed) {
-      exchange.outcome = 'client_aborted';
+      exchange.upstreamOutcome = 'client_aborted';
       return;
     }
-    if (exchange.outcome === 'completed') {
-      exchange.outcome = timedOut
+    if (exchange.upstreamOutcome === 'completed') {
+      exchange.upstreamOutcome = timedOut
         ? 'timeout'
         : error instanceof InvalidUpstreamResponse
           ? 'invalid'
@@ -154,7 +205,7 @@ export class UpstreamProxy {
     this.options.logger.warn(
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
-        outcome: exchange.outcome,
+        outcome: exchange.upstreamOutcome,
       },
       'upstream exchange failed',
     );
@@ -163,7 +214,7 @@ export class UpstreamProxy {
       return;
     }
     exchange.status = timedOut ? 504 : 502;
-    sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.gatewayFields);
+    sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
   }
 
   private serverFor(api: CompiledApi): ProxyServer {
@@ -185,23 +236,11 @@ export class UpstreamProxy {
     // `content-length: 0` and drops its Transfer-Encoding, so a chunked body would follow unframed and be
     // read upstream as another request. The pass after it puts the chunked framing back.
     server.before('web', 'timeout', restoreChunkedFraming);
-    server.on('proxyReq', (proxyReq, req, res) => {
-      proxyReq.setTimeout(this.options.proxyTimeout, () =>
-        proxyReq.destroy(new UpstreamTimeoutError('upstream timeout')),
-      );
-      // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client
-      // would wait for an answer that never comes.
-      proxyReq.on('upgrade', (_upgraded, socket) => {
-        socket.destroy();
-        const exchange = this.exchanges.get(req);
-        const error = new InvalidUpstreamResponse('upstream switched protocols unasked (101)');
-        if (exchange) this.fail(error, req, res, exchange);
-      });
-    });
-    server.on('proxyRes', (proxyRes, req, res) => this.respond(proxyRes, req, res));
-    server.on('error', (error, req, res) => {
-      const exchange = this.exchanges.get(req);
-      if (exchange && 'writeHead' in res) this.fail(error, req, res, exchange);
+    server.on('proxyReq', this.upstreamRequest);
+    server.on('proxyRes', this.respond);
+    server.on('error', (error, req) => {
+      const exchange = exchangeOf(req);
+      if (exchange) this.fail(error, exchange);
     });
     this.servers.set(api.upstreamOrigin, { server, agent });
     return server;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
+import type { CounterSpec } from '../limiter/counter-store.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
 export interface ApplicableRestriction {
@@ -54,6 +55,55 @@ function compile(record: StoredQuota, perApplication: boolean): CompiledRestrict
     };
   });
 }
+
+/**
+ * What the quota step does for one (api, method, verb, application): the restrictions to check, made
+ * once and reused by every request that shares them, so a request builds no list of its own.
+ */
+export class QuotaPlan {
+  /** The throttlemb ones: charged the declared body up front and the measured bytes at the end. */
+  readonly byteRestrictions: readonly ApplicableRestriction[];
+  /** The smallest byte limit: a declared body larger than it never fits (Infinity without one). */
+  readonly largestBody: number;
+  /** The counter checks of a request that declares no body: a message each, room for a byte. */
+  private readonly bodiless: readonly CounterSpec[];
+
+  constructor(readonly restrictions: readonly ApplicableRestriction[]) {
+    this.byteRestrictions = restrictions.filter((restriction) => restriction.type === 'throttlemb');
+    this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
+    this.bodiless = this.checks(0);
+  }
+
+  /** The counter checks of a request that declares `declaredBytes` of body. */
+  specs(declaredBytes: number): readonly CounterSpec[] {
+    return declaredBytes === 0 ? this.bodiless : this.checks(declaredBytes);
+  }
+
+  /** A throttle charges one message; a throttlemb charges the declared body and needs room for a byte. */
+  private checks(declaredBytes: number): CounterSpec[] {
+    return this.restrictions.map(({ counterKey, limit, windowMs, type }) => {
+      const bytes = type === 'throttlemb';
+      return {
+        key: counterKey,
+        limit,
+        windowMs,
+        cost: bytes ? declaredBytes : 1,
+        need: bytes ? Math.max(declaredBytes, 1) : 1,
+      };
+    });
+  }
+}
+
+const noRestrictions = new QuotaPlan([]);
+
+/** The plans of one (api, method, verb): the API-wide one, and one per application seen. */
+interface PlansOfRoute {
+  apiWide: QuotaPlan;
+  byApplication: Map<string, QuotaPlan>;
+}
+
+/** Plans kept per route for recent applications: beyond it they are made again. */
+const applicationPlansKept = 10_000;
 
 const matches = (restriction: CompiledRestriction, api: string, method: string | null, verb: string) =>
   (restriction.api === '*' || restriction.api === api) &&
@@ -116,7 +166,8 @@ export class QuotaIndex {
   private readonly apiWide: CompiledRestriction[];
   private readonly byApplication: Map<string, CompiledRestriction[]>;
   private readonly applicationDefault: CompiledRestriction[];
-  private readonly apiWideCache = new Map<string, ApplicableRestriction[]>();
+  /** Plans by api id, method id ('' for none) and verb, as the router spells them: three map lookups. */
+  private readonly plans = new Map<string, Map<string, Map<string, PlansOfRoute>>>();
 
   constructor(records: readonly StoredQuota[]) {
     this.apiWide = records
@@ -132,32 +183,54 @@ export class QuotaIndex {
   }
 
   /**
-   * Restrictions that apply to a request: those of every API-type quota that match (all traffic counts
+   * The plan of a request: the restrictions of every API-type quota that match (all traffic counts
    * together), and those of the application's own quota, or else of the Application Default (counted
-   * per application). Without an application, only the API-type ones.
+   * per application). Without an application, only the API-type ones. Made on first use, then reused.
+   * @param api the catalog api id
    * @param method the catalog method id, or null for a path no method declares
    * @param verb the verb as routed (HEAD counts as GET)
    */
-  applicableTo(
+  planFor(api: string, method: string | null, verb: string, application: string | undefined): QuotaPlan {
+    let byMethod = this.plans.get(api);
+    if (!byMethod) this.plans.set(api, (byMethod = new Map()));
+    let byVerb = byMethod.get(method ?? '');
+    if (!byVerb) byMethod.set(method ?? '', (byVerb = new Map()));
+    let route = byVerb.get(verb);
+    if (!route) byVerb.set(verb, (route = this.plansOf(api, method, verb)));
+    if (application === undefined) return route.apiWide;
+    let plan = route.byApplication.get(application);
+    if (!plan) {
+      if (route.byApplication.size >= applicationPlansKept) route.byApplication.clear();
+      plan = this.applicationPlan(route.apiWide, api, method, verb, application);
+      route.byApplication.set(application, plan);
+    }
+    return plan;
+  }
+
+  private plansOf(api: string, method: string | null, verb: string): PlansOfRoute {
+    const restrictions = this.apiWide
+      .filter((restriction) => matches(restriction, api.toLowerCase(), method?.toLowerCase() ?? null, verb))
+      .map((restriction) => applicable(restriction));
+    return {
+      apiWide: restrictions.length === 0 ? noRestrictions : new QuotaPlan(restrictions),
+      byApplication: new Map(),
+    };
+  }
+
+  private applicationPlan(
+    apiWide: QuotaPlan,
     api: string,
     method: string | null,
     verb: string,
-    application: string | undefined,
-  ): ApplicableRestriction[] {
-    const cacheKey = `${api} ${method ?? ''} ${verb}`;
-    let shared = this.apiWideCache.get(cacheKey);
-    if (!shared) {
-      shared = this.apiWide
-        .filter((restriction) => matches(restriction, api, method, verb))
-        .map((r) => applicable(r));
-      this.apiWideCache.set(cacheKey, shared);
-    }
-    if (application === undefined) return shared;
+    application: string,
+  ): QuotaPlan {
     const own = this.byApplication.get(application) ?? this.applicationDefault;
     const perApplication = own
-      .filter((restriction) => matches(restriction, api, method, verb))
+      .filter((restriction) => matches(restriction, api.toLowerCase(), method?.toLowerCase() ?? null, verb))
       .map((restriction) => applicable(restriction, application));
-    return perApplication.length === 0 ? shared : [...shared, ...perApplication];
+    return perApplication.length === 0
+      ? apiWide
+      : new QuotaPlan([...apiWide.restrictions, ...perApplication]);
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */

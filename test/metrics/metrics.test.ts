@@ -1,0 +1,46 @@
+import { AggregatorRegistry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { createMetrics } from '../../src/metrics.js';
+
+const line = (text: string, pattern: RegExp) => text.split('\n').find((entry) => pattern.test(entry));
+
+describe('metrics', () => {
+  it('reports request durations as a Prometheus histogram per API: cumulative buckets, +Inf, sum and count', async () => {
+    const metrics = createMetrics();
+    for (const seconds of [0.0004, 0.002, 0.002, 0.3, 45]) metrics.request('api-a', 'method-a', 200, seconds);
+    metrics.request('api-b', 'method-b', 404, 0.01);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('# TYPE quotagate_request_duration_seconds histogram');
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="0.001",api="api-a"\}/)).toMatch(/ 1$/);
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="0.0025",api="api-a"\}/)).toMatch(
+      / 3$/,
+    );
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="0.25",api="api-a"\}/)).toMatch(/ 3$/);
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="0.5",api="api-a"\}/)).toMatch(/ 4$/);
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="30",api="api-a"\}/)).toMatch(/ 4$/);
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="\+Inf",api="api-a"\}/)).toMatch(/ 5$/);
+    expect(line(text, /^quotagate_request_duration_seconds_count\{api="api-a"\}/)).toMatch(/ 5$/);
+    expect(
+      Number(line(text, /^quotagate_request_duration_seconds_sum\{api="api-a"\}/)!.split(' ')[1]),
+    ).toBeCloseTo(45.3044, 6);
+    expect(line(text, /^quotagate_request_duration_seconds_count\{api="api-b"\}/)).toMatch(/ 1$/);
+    expect(line(text, /^quotagate_requests_total\{api="api-a",method="method-a",status="200"\}/)).toMatch(
+      / 5$/,
+    );
+  });
+
+  it("adds up the histograms of several workers, as prom-client's cluster registry does its own", async () => {
+    const workers = [createMetrics(), createMetrics()];
+    workers[0]!.request('api-a', 'method-a', 200, 0.002);
+    workers[1]!.request('api-a', 'method-a', 200, 0.002);
+    workers[1]!.request('api-a', 'method-a', 200, 2);
+    const aggregated = AggregatorRegistry.aggregate(
+      await Promise.all(workers.map((worker) => worker.registry.getMetricsAsJSON())),
+    );
+    const text = await aggregated.metrics();
+    expect(line(text, /^quotagate_request_duration_seconds_bucket\{le="0.0025",api="api-a"\}/)).toMatch(
+      / 2$/,
+    );
+    expect(line(text, /^quotagate_request_duration_seconds_count\{api="api-a"\}/)).toMatch(/ 3$/);
+  });
+});

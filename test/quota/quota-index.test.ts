@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import {
+  applicationDefaultQuotaId,
+  systemQuotaId,
+  type Quota,
+  type StoredQuota,
+} from '../../src/quota/model.js';
+import { QuotaIndex } from '../../src/quota/quota-index.js';
+
+const petStore = '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10';
+const getPet = 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32';
+const addPet = '9a0c1b2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d';
+
+type RestrictionInput = Quota['restrictions'][number];
+
+const throttle = (api: string, method: string, messages: string, verb?: string): RestrictionInput => ({
+  api,
+  method,
+  ...(verb ? { verb: verb as RestrictionInput['verb'] } : {}),
+  type: 'throttle',
+  config: { messages, per: '1', period: 'minute' },
+});
+const throttlemb = (api: string, method: string, mb: string): RestrictionInput => ({
+  api,
+  method,
+  type: 'throttlemb',
+  config: { mb, per: '1', period: 'hour' },
+});
+
+function stored(
+  id: string,
+  type: Quota['type'],
+  restrictions: RestrictionInput[],
+  application?: string,
+): StoredQuota {
+  return {
+    quota: { id, type, name: id, description: '', restrictions, system: id.startsWith('00000000') },
+    ...(application ? { application } : {}),
+    etag: `"${id}"`,
+  };
+}
+
+const definitions = () =>
+  new QuotaIndex([
+    stored(systemQuotaId, 'API', [
+      throttle('*', '*', '1000'),
+      throttle(petStore, getPet, '10'),
+      throttle(petStore, '*', '50', 'POST'),
+      throttlemb('*', '*', '1'),
+    ]),
+    stored(applicationDefaultQuotaId, 'APPLICATION', [throttle('*', '*', '5')]),
+    stored(
+      '22222222-3333-4444-8555-666666666666',
+      'APPLICATION',
+      [throttle(petStore, addPet, '2')],
+      'gold-app',
+    ),
+  ]);
+
+describe('QuotaIndex plans', () => {
+  it('selects the API-wide restrictions that match the api, method and verb', () => {
+    const plan = definitions().planFor(petStore, getPet, 'GET', undefined);
+    expect(plan.restrictions.map((restriction) => [restriction.index, restriction.limit])).toEqual([
+      [0, 1000],
+      [1, 10],
+      [3, 1_048_576],
+    ]);
+    const post = definitions().planFor(petStore, addPet, 'POST', undefined);
+    expect(post.restrictions.map((restriction) => restriction.index)).toEqual([0, 2, 3]);
+  });
+
+  it('matches catalog ids in any case, as the router spells them', () => {
+    const plan = definitions().planFor(petStore.toUpperCase(), getPet.toUpperCase(), 'GET', undefined);
+    expect(plan.restrictions.map((restriction) => restriction.index)).toEqual([0, 1, 3]);
+  });
+
+  it('hands every request of the same api, method, verb and application the same plan and the same bodiless checks', () => {
+    const index = definitions();
+    const first = index.planFor(petStore, getPet, 'GET', 'app-a');
+    expect(index.planFor(petStore, getPet, 'GET', 'app-a')).toBe(first);
+    expect(first.specs(0)).toBe(first.specs(0));
+    expect(index.planFor(petStore, getPet, 'GET', undefined)).toBe(
+      index.planFor(petStore, getPet, 'GET', undefined),
+    );
+    expect(index.planFor(petStore, getPet, 'GET', 'app-b')).not.toBe(first);
+  });
+
+  it('charges a message per throttle and the declared body per throttlemb, needing room for a byte', () => {
+    const plan = definitions().planFor(petStore, getPet, 'GET', undefined);
+    expect(plan.specs(0).map(({ cost, need }) => [cost, need])).toEqual([
+      [1, 1],
+      [1, 1],
+      [0, 1],
+    ]);
+    expect(plan.specs(300).map(({ cost, need }) => [cost, need])).toEqual([
+      [1, 1],
+      [1, 1],
+      [300, 300],
+    ]);
+    expect(plan.byteRestrictions.map((restriction) => restriction.index)).toEqual([3]);
+    expect(plan.largestBody).toBe(1_048_576);
+  });
+
+  it('has no byte limit on a body where no throttlemb applies', () => {
+    const index = new QuotaIndex([stored(systemQuotaId, 'API', [throttle('*', '*', '5')])]);
+    expect(index.planFor(petStore, getPet, 'GET', undefined).largestBody).toBe(Infinity);
+    expect(index.planFor(petStore, getPet, 'GET', undefined).byteRestrictions).toEqual([]);
+  });
+
+  it("adds the application's own quota, else the Application Default, counted per application", () => {
+    const index = definitions();
+    const gold = index.planFor(petStore, addPet, 'POST', 'gold-app');
+    const other = index.planFor(petStore, addPet, 'POST', 'other-app');
+    expect(gold.restrictions.at(-1)!.limit).toBe(2);
+    expect(other.restrictions.at(-1)!.limit).toBe(5);
+    expect(gold.restrictions.at(-1)!.counterKey).toMatch(/:app:\{app:[0-9a-f]{16}\}:gold-app$/);
+    expect(other.restrictions.at(-1)!.counterKey).toMatch(/:other-app$/);
+    // The gold application's own quota names only addPet: on getPet it has the API-wide plan alone.
+    expect(index.planFor(petStore, getPet, 'GET', 'gold-app')).toBe(
+      index.planFor(petStore, getPet, 'GET', undefined),
+    );
+  });
+
+  it('keeps plans right for applications beyond those it keeps', () => {
+    const index = definitions();
+    for (let i = 0; i < 10_050; i += 1) index.planFor(petStore, getPet, 'GET', `caller-${i}`);
+    const plan = index.planFor(petStore, getPet, 'GET', 'caller-3');
+    expect(plan.restrictions.at(-1)!.counterKey).toMatch(/:caller-3$/);
+    expect(plan.restrictions.at(-1)!.limit).toBe(5);
+  });
+
+  it('plans nothing where no restriction matches', () => {
+    const index = new QuotaIndex([stored(systemQuotaId, 'API', [throttle(petStore, getPet, '5')])]);
+    expect(index.planFor(petStore, addPet, 'POST', 'app-a').restrictions).toEqual([]);
+  });
+});
