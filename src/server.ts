@@ -149,7 +149,10 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     forwardCredentials: config.forwardCredentials,
     quotas: () => quotas,
     limiter,
-    logger: logger.child({ component: 'access' }),
+    // The access line is built from fields the gateway chose (ids, names, numbers), none a credential
+    // field: it skips the root's redaction paths, whose wildcards re-serialized every field of every line
+    // (a third of the CPU of a logged request). The config's secret values are still taken out of it.
+    logger: logger.child({ component: 'access' }, { redact: [] }),
     metrics,
   });
 

@@ -45,6 +45,16 @@ describe('credentials in logs', () => {
     }
   });
 
+  it('takes a key out of the access line when a client sends it as its request id', async () => {
+    await request(gateway.url, { path: '/pets/1', headers: { 'x-request-id': devKey } });
+    await request(gateway.url, { path: '/pets/1', headers: { 'x-request-id': `${prodKey}.1` } });
+    await new Promise((resolve) => setImmediate(resolve));
+    const logs = gateway.rawLogs();
+    expect(logs).toContain('"msg":"request"');
+    expect(logs).not.toContain(devKey);
+    expect(logs).not.toContain(prodKey);
+  });
+
   it('never writes LDAP passwords to the log, accepted, rejected or with the directory down', async () => {
     const ldap = inject('ldap');
     const alice = ldap.users.find((user) => user.uid === 'alice')!;
