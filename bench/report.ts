@@ -98,6 +98,29 @@ export function ablationTable(rows: readonly AblationRow[]): string {
   return lines.join('\n');
 }
 
+export interface SideBySideRow {
+  name: string;
+  cpuUs: number;
+  /** CPU µs/req over bare http-proxy-3's in the same side-by-side round: the median of the rounds. */
+  cpuVsBare: number;
+  lowest: number;
+  highest: number;
+}
+
+/** The side-by-side table: every setup loaded at once, CPU per request against bare in each round. */
+export function sideBySideTable(rows: readonly SideBySideRow[]): string {
+  const lines = [
+    '| Side by side (loaded at the same time) | CPU µs/req | CPU vs bare | lowest – highest round |',
+    '|---|---:|---:|---:|',
+  ];
+  for (const row of rows) {
+    lines.push(
+      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${times(row.lowest)} – ${times(row.highest)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
 /**
  * The limit-20-per-minute case: what admitted and refused requests cost in Redis script calls (all of
  * them), and in counter trips by the gateways' own count (heartbeats apart).

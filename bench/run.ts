@@ -25,10 +25,12 @@ import {
   markdownTable,
   median,
   refusalTable,
+  sideBySideTable,
   svgChart,
   type AblationRow,
   type LatencyRow,
   type Row,
+  type SideBySideRow,
 } from './report.js';
 
 const { values } = parseArgs({
@@ -43,6 +45,10 @@ const { values } = parseArgs({
     'latency-seconds': { type: 'string', default: '6' },
     'skip-latency': { type: 'boolean', default: false },
     'skip-ablation': { type: 'boolean', default: false },
+    'side-rounds': { type: 'string', default: '10' },
+    'side-seconds': { type: 'string', default: '3' },
+    'side-connections': { type: 'string', default: '20' },
+    'skip-side': { type: 'boolean', default: false },
   },
 });
 const seconds = Number(values.seconds);
@@ -389,6 +395,47 @@ async function main(): Promise<void> {
       }
     }
   }
+  // Side by side: bare http-proxy-3 and every quotagate setup loaded at the same time, each by its own
+  // wrk, so that what the shared machine does meanwhile (steal time, neighbours) falls on all of them
+  // alike; one round's ratios then compare setups under the same conditions. In one run on the 2-core
+  // development machine, two copies of bare http-proxy-3 measured so came out within 1% of each other,
+  // and 10% apart in rounds one after another.
+  const sideNames = [bareName, ...targets.filter((t) => t.name.startsWith('quotagate')).map((t) => t.name)];
+  const sideRuns = new Map<string, number[]>(sideNames.map((name) => [name, []]));
+  const sideRounds = Number(values['side-rounds']);
+  const sideSeconds = Number(values['side-seconds']);
+  const sideConnections = Number(values['side-connections']);
+  if (!values['skip-side']) {
+    for (let round = 1; round <= sideRounds; round += 1) {
+      say(`side-by-side round ${round}/${sideRounds}: ${sideNames.length} setups at once (${sideSeconds} s)`);
+      const sideTargets = sideNames.map((name) => targets.find((one) => one.name === name)!);
+      const before = sideTargets.map((target) => cpuSeconds(target.pid));
+      const loads = await Promise.all(
+        sideTargets.map((target) =>
+          runLoad(wrk, { url: target.url, connections: sideConnections, seconds: sideSeconds, headers }),
+        ),
+      );
+      sideTargets.forEach((target, i) => {
+        if (loads[i]!.non2xx > 0)
+          throw new Error(`${target.name}: ${loads[i]!.non2xx} responses were not 2xx`);
+        sideRuns
+          .get(target.name)!
+          .push(cpuPerRequest(before[i]!, cpuSeconds(target.pid), loads[i]!.requests));
+      });
+    }
+  }
+  const sideRows: SideBySideRow[] = values['skip-side']
+    ? []
+    : sideNames.map((name) => {
+        const ratios = sideRuns.get(name)!.map((cpuUs, round) => cpuUs / sideRuns.get(bareName)![round]!);
+        return {
+          name,
+          cpuUs: median(sideRuns.get(name)!),
+          cpuVsBare: median(ratios),
+          lowest: Math.min(...ratios),
+          highest: Math.max(...ratios),
+        };
+      });
   const outsideCores = (outsideBench() - timedFrom.cpu) / ((performance.now() - timedFrom.wall) / 1000);
 
   const latencyRows: LatencyRow[] = values['skip-latency']
@@ -471,6 +518,14 @@ async function main(): Promise<void> {
     '',
     `CPU µs/req: user + system time of the setup's whole process tree (its server process and every descendant, from /proc; "processes": how many there were) over the timed rounds only, divided by the requests wrk completed in them. "CPU vs bare": the setup's CPU µs/req over bare http-proxy-3's in the same round, median of the rounds.`,
     '',
+    ...(sideRows.length
+      ? [
+          sideBySideTable(sideRows),
+          '',
+          `Side by side: bare http-proxy-3 and every quotagate setup loaded at the same time, each by its own wrk (one thread, ${sideConnections} connections), ${sideRounds} rounds of ${sideSeconds} s; CPU µs/req of each process tree as in the first table. "CPU vs bare": the setup's over bare's in the same round, median of the rounds, with the lowest and highest round. The machine's drift falls on every setup alike, so these ratios are steadier than the first table's; the absolute µs are higher, all setups sharing the cores.`,
+          '',
+        ]
+      : []),
     ...(latencyRows.length
       ? [
           latencyTable(latencyRows, latencyRate),
@@ -504,6 +559,8 @@ async function main(): Promise<void> {
         trees,
         latency: latencyRows,
         ablation: ablationRows,
+        sideBySide: sideRows,
+        sideRuns: Object.fromEntries(sideRuns),
         rssWarm,
         rssAfter,
         refusals,
