@@ -3,6 +3,9 @@
 // `gateway start --demo` makes up a development key and an admin password for the run when they are
 // unset. A project made with `gateway init` has its own generated keys in its conf/default.js instead.
 module.exports = {
+  // The demo listens where its banner says, on this machine only; the container image sets
+  // QUOTAGATE_HOST=0.0.0.0 so that `docker run -p 8080:8080` reaches it.
+  host: process.env.QUOTAGATE_HOST ?? '127.0.0.1',
   port: 8080,
   APIKeyAuthType: 'basic',
   apikey_development: process.env.APIKEY_DEVELOPMENT,

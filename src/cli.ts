@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { checkConfigCommand } from './commands/check-config-command.js';
 import { exitCode, UsageError, type Command } from './commands/command.js';
 import { hashPasswordCommand } from './commands/hash-password-command.js';
@@ -21,13 +22,25 @@ ${Object.entries(commands)
   .map(([name, command]) => `  ${name.padEnd(15)}${command.summary}`)
   .join('\n')}
 
-Run \`gateway <command> --help\` for the options of a command.`;
+Run \`gateway <command> --help\` for the options of a command, \`gateway --version\` for the version.`;
+
+/** The version of the package this CLI was built from (dist/cli.js sits beside package.json's folder). */
+function packageVersion(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return manifest.version;
+}
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(`${usage}\n`);
     return name === undefined ? exitCode.usage : exitCode.ok;
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(`quotagate ${packageVersion()}\n`);
+    return exitCode.ok;
   }
   const command = commands[name];
   if (!command) {

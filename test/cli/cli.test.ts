@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -8,6 +9,19 @@ import { request } from '../helpers/raw-http.js';
 import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+
+/** The local addresses sockets listen on at `port`, as /proc/net/tcp and tcp6 write them (hex). */
+function listeningAddresses(port: number): string[] {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  return ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((table) =>
+    readFileSync(table, 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/))
+      .filter((fields) => fields[3] === '0A' && fields[1]?.endsWith(`:${hexPort}`))
+      .map((fields) => fields[1]!.split(':')[0]!),
+  );
+}
 
 const tempDirs: string[] = [];
 const tempDir = () => {
@@ -26,6 +40,15 @@ describe('gateway (no command)', () => {
     expect(result.code).toBe(0);
     for (const command of ['init', 'start', 'check-config', 'hash-password'])
       expect(result.stdout).toContain(command);
+  });
+
+  it('prints the version of the package with --version and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+    for (const flag of ['--version', '-v']) {
+      const result = await runCli([flag]);
+      expect(result.code).toBe(0);
+      expect(result.stdout).toBe(`quotagate ${version}\n`);
+    }
   });
 
   it('exits 2 without a command and 2 for an unknown one', async () => {
@@ -73,6 +96,28 @@ describe('gateway init', () => {
     const gitignore = readFileSync(path.join(dir, '.gitignore'), 'utf8');
     for (const line of ['data/', 'conf/tls/', 'conf/production.*', '.env', '*.pem'])
       expect(gitignore).toContain(line);
+  });
+
+  it('prints commands that work where it was run: start, and hash-password for the first admin user', async () => {
+    const dir = tempDir();
+    const result = await runCli(['init', dir]);
+    const lines = result.stdout.split('\n');
+    const cliFromDir = path.relative(dir, path.resolve('dist/cli.js'));
+    const cd = `cd ${path.relative(process.cwd(), dir)} && `;
+    expect(lines).toContain(`  ${cd}node ${cliFromDir} start`);
+    expect(result.stdout).toContain('has no user yet');
+    expect(result.stdout).toContain("role: 'admin'");
+    // The printed hash-password line, run by a shell from where init ran, hashes what it is given.
+    const hashLine = lines.find((line) => line.endsWith(' hash-password'))!.trim();
+    const hashed = await new Promise<string>((resolve, reject) => {
+      const shell = spawn('sh', ['-c', hashLine], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let out = '';
+      shell.stdout.on('data', (chunk: Buffer) => (out += String(chunk)));
+      shell.on('error', reject);
+      shell.on('close', () => resolve(out.trim()));
+      shell.stdin.end('first admin password\n');
+    });
+    expect(await verifyPassword('first admin password', hashed)).toBe(true);
   });
 
   it('generates different keys on every run', async () => {
@@ -271,6 +316,9 @@ describe('gateway start', () => {
         path: new URL(withoutKey[1]!).pathname,
       });
       expect(denied.status).toBe(401);
+      // It listens where the banner says, on this machine only: on 127.0.0.1, not on every interface.
+      const listening = listeningAddresses(Number(url.port));
+      expect(listening).toEqual(['0100007F']);
     } finally {
       cli.child.kill('SIGTERM');
       expect((await cli.exited).code).toBe(0);
