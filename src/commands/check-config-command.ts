@@ -1,4 +1,7 @@
+import { createAuthenticator } from '../auth/create-authenticator.js';
 import { loadConfig } from '../config/load-config.js';
+import { createLogger } from '../log.js';
+import { secretValues } from '../secret-redaction.js';
 import { exitCode, parseOptions, type Command } from './command.js';
 
 export const checkConfigCommand: Command = {
@@ -6,7 +9,8 @@ export const checkConfigCommand: Command = {
   help: `Usage: gateway check-config [--config-dir DIR]
 
 Loads DIR/default.(js|yaml), the NODE_ENV overlay and the environment variables exactly as
-\`gateway start\` does, prints every problem as <file>: <key>: <reason>, and exits.
+\`gateway start\` does, and builds the authenticator of APIKeyAuthType as it does (an auth plugin is
+loaded and constructed, with the config); prints every problem as <file>: <key>: <reason>, and exits.
 
 Options:
   --config-dir DIR   folder of the config (default: ./conf)
@@ -22,6 +26,15 @@ Exit codes: 0 valid, 2 invalid.`,
     const loaded = await loadConfig({ configDir: values['config-dir'] });
     for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`);
     const { config } = loaded;
+    // As start does, before any listener: a plugin file that is missing, or whose constructor refuses
+    // its settings, is a bad config (ConfigError, exit 2) here too.
+    const logger = createLogger({
+      level: 'warn',
+      destination: process.stderr,
+      secrets: secretValues({ ...loaded.extras, ...config }),
+    });
+    const authenticator = await createAuthenticator(loaded, { logger, cwd: process.cwd() });
+    await authenticator.close?.();
     process.stdout.write(
       `config ok (${loaded.environment}): ${config.apis.length} APIs, APIKeyAuthType ${config.APIKeyAuthType}, store ${config.store.type}\n`,
     );

@@ -182,6 +182,26 @@ describe('gateway check-config', () => {
     );
   });
 
+  it.each([
+    [
+      'plugin-file-missing',
+      /^APIKeyAuthPlugin: cannot load '\.\/test\/fixtures\/plugins\/no-such-plugin\.js': Cannot find module/,
+    ],
+    [
+      'plugin-constructor-fails',
+      /^APIKeyAuthPlugin: constructing '\.\/test\/fixtures\/plugins\/failing-constructor\.js' failed: missing settings\n$/,
+    ],
+  ])('refuses %s with exit 2, as start does', async (fixture, problem) => {
+    const dir = `test/fixtures/bad-config/${fixture}`;
+    const checked = await runCli(['check-config', '--config-dir', dir]);
+    expect(checked.code).toBe(2);
+    expect(checked.stderr).toMatch(problem);
+    expect(checked.stdout).not.toContain('config ok');
+    const started = await runCli(['start', '--config-dir', dir], { env: { PORT: '0', ADMIN_PORT: '0' } });
+    expect(started.code).toBe(2);
+    expect(started.stderr).toBe(checked.stderr);
+  });
+
   it('prints warnings for unknown top-level keys and exits 0', async () => {
     const result = await runCli(['check-config', '--config-dir', 'test/fixtures/config/yaml']);
     expect(result.code).toBe(0);
