@@ -34,13 +34,14 @@ export function errorBody(code: DataPlaneErrorCode): string {
 /**
  * Ends `res` with the error's status and body; does nothing when the response has already started.
  * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
+ * @returns the body bytes sent: none when an answer had begun already, or to a HEAD
  */
 export function sendError(
   res: ServerResponse,
   code: DataPlaneErrorCode,
   fields: readonly string[] = [],
-): void {
-  if (res.headersSent) return;
+): number {
+  if (res.headersSent) return 0;
   const body = errorBody(code);
   res.writeHead(dataPlaneErrors[code].status, [
     ...fields,
@@ -52,4 +53,6 @@ export function sendError(
     'no-store',
   ]);
   res.end(body);
+  // Node sends no body in answer to a HEAD.
+  return res.req?.method === 'HEAD' ? 0 : Buffer.byteLength(body);
 }

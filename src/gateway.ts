@@ -155,7 +155,7 @@ export class Gateway {
   private refuse(record: RequestRecord, code: DataPlaneErrorCode, extra: readonly string[] = []): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
-    sendError(record.res, code, [...record.fields, ...extra, ...closing]);
+    record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing]);
   }
 
   /** Step 2: screens, normalizes and routes; then authenticates. A promise only when authentication waits. */
@@ -314,7 +314,7 @@ export class Gateway {
           ...(record.unvalidated ? { unvalidated: true } : {}),
           status,
           bytesIn: record.bytesIn,
-          bytesOut: record.bytesOut,
+          bytesOut: record.bytesOut + record.answeredBytes,
           upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
           outcome,
           quota: record.quota,

@@ -26,6 +26,8 @@ export class Exchange {
   status = 0;
   bytesIn = 0;
   bytesOut = 0;
+  /** Body bytes of an answer the gateway made itself (an error), which no byte quota is charged. */
+  answeredBytes = 0;
   /** Milliseconds from forwarding until the upstream's response headers arrived; null when none did. */
   upstreamMs: number | null = null;
   /** How the upstream side ended; the client's abort is only known at the end (`outcome()`). */
@@ -214,7 +216,7 @@ export class UpstreamProxy {
       return;
     }
     exchange.status = timedOut ? 504 : 502;
-    sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
+    exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
   }
 
   private serverFor(api: CompiledApi): ProxyServer {

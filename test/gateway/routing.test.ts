@@ -202,3 +202,34 @@ describe('basic authentication (first version)', () => {
     expect(res.status).toBe(200);
   });
 });
+
+describe('the access line of an answer the gateway made', () => {
+  const lineOf = async (id: string) => {
+    await expect.poll(() => gateway.logs.some((line) => line.requestId === id)).toBe(true);
+    return gateway.logs.find((line) => line.requestId === id)!;
+  };
+
+  it.each([
+    ['a missing key (401)', 'GET', '/pets/1', {}, 401],
+    ['no such API (404)', 'GET', '/nowhere', auth, 404],
+    ['another verb of a declared path (405)', 'DELETE', '/pets/1', auth, 405],
+  ] as const)('counts the body of %s in bytesOut', async (_case, method, path, headers, status) => {
+    const id = `made-${status}`;
+    const res = await request(gateway.url, { method, path, headers: { ...headers, 'x-request-id': id } });
+    expect(res.status).toBe(status);
+    const line = await lineOf(id);
+    expect(line.status).toBe(status);
+    expect(line.bytesOut).toBe(Buffer.byteLength(res.body));
+    expect(line.bytesOut).toBeGreaterThan(0);
+  });
+
+  it('counts no body for an answer to a HEAD, which has none', async () => {
+    const res = await request(gateway.url, {
+      method: 'HEAD',
+      path: '/pets/1',
+      headers: { 'x-request-id': 'made-head' },
+    });
+    expect(res.status).toBe(401);
+    expect((await lineOf('made-head')).bytesOut).toBe(0);
+  });
+});

@@ -269,6 +269,12 @@ describe('upstream failures', () => {
     expect(res.body).not.toContain('ECONNREFUSED');
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/quotagate_upstream_errors_total\{api="[^"]+",outcome="unreachable"\} 1/);
+    await nextTick();
+    expect(accessLines(gateway).at(-1)).toMatchObject({
+      status: 502,
+      outcome: 'unreachable',
+      bytesOut: Buffer.byteLength(res.body),
+    });
   });
 
   it('answers 504 when the upstream does not respond within proxyTimeout', async () => {
