@@ -6,7 +6,12 @@ import type { RouteMatch, Router } from './catalog/router.js';
 import { sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { applyForwardedHeaders, forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
+import {
+  applyForwardedHeaders,
+  clientAddress,
+  forwardedFields,
+  peerIdentityFields,
+} from './proxy/forwarded-headers.js';
 import { endToEndRequestHeaders, hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import type { TrustedPeers } from './proxy/trust-proxy.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -307,7 +312,9 @@ export class Gateway {
       logger.info(
         {
           requestId: record.id,
+          client: clientAddress(req, this.parts.trustedPeers),
           verb: req.method,
+          path: loggedPath(route?.path ?? req.url ?? ''),
           api: route?.api.config.name ?? null,
           method: route?.method?.name ?? null,
           subject: record.principal?.subject ?? null,
@@ -351,6 +358,14 @@ export class Gateway {
     }
   }
 }
+
+/** Paths in the access log: without the query (it may carry tokens), and at most this long. */
+const longestLoggedPath = 1_024;
+const loggedPath = (target: string): string => {
+  const query = target.indexOf('?');
+  const path = query === -1 ? target : target.slice(0, query);
+  return path.length > longestLoggedPath ? `${path.slice(0, longestLoggedPath)}…` : path;
+};
 
 /**
  * The request's declared body length, or 0 when it declares none (chunked). Node has framed the body by

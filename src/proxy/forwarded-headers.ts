@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { TLSSocket } from 'node:tls';
-import { plainAddress } from './trust-proxy.js';
+import { isIP } from 'node:net';
+import { plainAddress, type TrustedPeers } from './trust-proxy.js';
 
 /**
  * Fields in which proxies tell the upstream who the client is and how it connected. Only a trusted
@@ -52,4 +53,23 @@ export function applyForwardedHeaders(
   headers['x-forwarded-for'] = peer;
   headers['x-forwarded-proto'] = proto;
   headers['x-forwarded-host'] = headers.host ?? '';
+}
+
+/**
+ * The client's address, for the access log: the socket peer, or, when the peer is trusted, the rightmost
+ * address of the X-Forwarded-For it sent that no trusted peer added (each proxy appends the peer it saw,
+ * so addresses left of the first untrusted one may be anything the client wrote).
+ */
+export function clientAddress(req: IncomingMessage, trusted: TrustedPeers): string {
+  let client = plainAddress(req.socket.remoteAddress ?? '');
+  if (!trusted.trusts(client)) return client;
+  // As the client sent it: req.headers may hold the upstream's copy, with the peer appended.
+  const chain = (req.headersDistinct['x-forwarded-for'] ?? []).join(',').split(',');
+  for (let i = chain.length - 1; i >= 0; i -= 1) {
+    const hop = plainAddress(chain[i]!.trim());
+    if (!isIP(hop)) break;
+    client = hop;
+    if (!trusted.trusts(hop)) break;
+  }
+  return client;
 }

@@ -233,3 +233,36 @@ describe('the access line of an answer the gateway made', () => {
     expect((await lineOf('made-head')).bytesOut).toBe(0);
   });
 });
+
+describe('who and what the access line names', () => {
+  it('logs the routed path without its query, and the socket peer whose X-Forwarded-For is not believed', async () => {
+    const res = await request(gateway.url, {
+      path: '/PETS/./1?token=secret-value',
+      headers: { ...auth, 'x-request-id': 'named-1', 'x-forwarded-for': '203.0.113.9' },
+    });
+    expect(res.status).toBe(200);
+    await expect.poll(() => gateway.logs.some((line) => line.requestId === 'named-1')).toBe(true);
+    const line = gateway.logs.find((entry) => entry.requestId === 'named-1')!;
+    expect(line).toMatchObject({ path: '/pets/1', client: '127.0.0.1' });
+    expect(JSON.stringify(line)).not.toContain('secret-value');
+  });
+
+  it('logs the address a trusted proxy forwarded, not one the client wrote before it', async () => {
+    const behindProxy = await startTestGateway({
+      ...petsConfig(`${upstream.url}/v2/pets`),
+      trustProxy: ['127.0.0.1'],
+    });
+    try {
+      await request(behindProxy.url, {
+        path: '/pets/1',
+        headers: { ...auth, 'x-request-id': 'named-2', 'x-forwarded-for': '192.0.2.1, 203.0.113.9' },
+      });
+      await expect.poll(() => behindProxy.logs.some((line) => line.requestId === 'named-2')).toBe(true);
+      expect(behindProxy.logs.find((line) => line.requestId === 'named-2')).toMatchObject({
+        client: '203.0.113.9',
+      });
+    } finally {
+      await behindProxy.close();
+    }
+  });
+});
