@@ -2,6 +2,9 @@ import path from 'node:path';
 import { scaffoldProject } from '../init/scaffold-project.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
 
+/** A path as one shell word: quoted when it holds white space. */
+const shellWord = (text: string): string => (/\s/.test(text) ? JSON.stringify(text) : text);
+
 /**
  * This CLI as it can be run again from `dir`: `gateway` when it ran as a bin on PATH, `npx gateway` as
  * a project's local bin, else `node` and the path from `dir` to the script (a clone has no bin on PATH).
@@ -12,7 +15,7 @@ function cliFrom(dir: string): string {
     return path.basename(path.dirname(script)) === '.bin' ? 'npx gateway' : 'gateway';
   }
   const relative = path.relative(dir, script) || script;
-  return `node ${/\s/.test(relative) ? JSON.stringify(relative) : relative}`;
+  return `node ${shellWord(relative)}`;
 }
 
 export const initCommand: Command = {
@@ -38,7 +41,7 @@ Options:
     const written = scaffoldProject(dir);
     for (const file of written) process.stdout.write(`wrote ${path.relative(process.cwd(), file) || file}\n`);
     const into = path.relative(process.cwd(), dir);
-    const cd = into ? `cd ${/\s/.test(into) ? JSON.stringify(into) : into} && ` : '';
+    const cd = into ? `cd ${shellWord(into)} && ` : '';
     const cli = cliFrom(dir);
     process.stdout.write(
       [

@@ -11,7 +11,7 @@ import { appendEndToEndResponseFields } from './hop-by-hop.js';
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
 
-/** Links the request, the response and the upstream response of an exchange to it, for shared listeners. */
+/** Links the request, the response, and the upstream request and response of an exchange to it, for shared listeners. */
 const exchangeKey = Symbol('quotagate.exchange');
 type Linked<T> = T & { [exchangeKey]?: Exchange };
 
@@ -72,6 +72,9 @@ function resumeUpstream(this: ServerResponse): void {
 }
 function endResponse(this: IncomingMessage): void {
   exchangeOf(this)!.res.end();
+}
+function upstreamTimedOut(this: http.ClientRequest): void {
+  this.destroy(new UpstreamTimeoutError('upstream timeout'));
 }
 function upstreamClosed(this: IncomingMessage): void {
   // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
@@ -139,14 +142,10 @@ export class UpstreamProxy {
 
   private readonly upstreamRequest = (proxyReq: http.ClientRequest, req: IncomingMessage): void => {
     (proxyReq as Linked<http.ClientRequest>)[exchangeKey] = exchangeOf(req);
-    proxyReq.setTimeout(this.options.proxyTimeout, this.upstreamTimedOut);
+    proxyReq.setTimeout(this.options.proxyTimeout, upstreamTimedOut);
     // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client would
     // wait for an answer that never comes.
     proxyReq.on('upgrade', this.unaskedUpgrade);
-  };
-
-  private readonly upstreamTimedOut = function (this: http.ClientRequest): void {
-    this.destroy(new UpstreamTimeoutError('upstream timeout'));
   };
 
   /** The 'upgrade' listener of every upstream request: `this` is the request. */

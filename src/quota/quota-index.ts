@@ -105,10 +105,21 @@ interface PlansOfRoute {
 /** Plans kept per route for recent applications: beyond it they are made again. */
 const applicationPlansKept = 10_000;
 
-const matches = (restriction: CompiledRestriction, api: string, method: string | null, verb: string) =>
-  (restriction.api === '*' || restriction.api === api) &&
-  (restriction.method === '*' || restriction.method === method) &&
-  (restriction.verb === undefined || restriction.verb === verb);
+/** The restrictions of `list` that apply to a request of `api` and `method` (catalog ids, any case) and `verb`. */
+function matching(
+  list: readonly CompiledRestriction[],
+  api: string,
+  method: string | null,
+  verb: string,
+): CompiledRestriction[] {
+  const [apiId, methodId] = [api.toLowerCase(), method?.toLowerCase() ?? null];
+  return list.filter(
+    (restriction) =>
+      (restriction.api === '*' || restriction.api === apiId) &&
+      (restriction.method === '*' || restriction.method === methodId) &&
+      (restriction.verb === undefined || restriction.verb === verb),
+  );
+}
 
 const applicable = (restriction: CompiledRestriction, application?: string): ApplicableRestriction => {
   const { keyBase, api: _api, method: _method, verb: _verb, ...rest } = restriction;
@@ -208,9 +219,9 @@ export class QuotaIndex {
   }
 
   private plansOf(api: string, method: string | null, verb: string): PlansOfRoute {
-    const restrictions = this.apiWide
-      .filter((restriction) => matches(restriction, api.toLowerCase(), method?.toLowerCase() ?? null, verb))
-      .map((restriction) => applicable(restriction));
+    const restrictions = matching(this.apiWide, api, method, verb).map((restriction) =>
+      applicable(restriction),
+    );
     return {
       apiWide: restrictions.length === 0 ? noRestrictions : new QuotaPlan(restrictions),
       byApplication: new Map(),
@@ -225,9 +236,9 @@ export class QuotaIndex {
     application: string,
   ): QuotaPlan {
     const own = this.byApplication.get(application) ?? this.applicationDefault;
-    const perApplication = own
-      .filter((restriction) => matches(restriction, api.toLowerCase(), method?.toLowerCase() ?? null, verb))
-      .map((restriction) => applicable(restriction, application));
+    const perApplication = matching(own, api, method, verb).map((restriction) =>
+      applicable(restriction, application),
+    );
     return perApplication.length === 0
       ? apiWide
       : new QuotaPlan([...apiWide.restrictions, ...perApplication]);
