@@ -4,6 +4,7 @@ import { checkConfigCommand } from './commands/check-config-command.js';
 import { exitCode, UsageError, type Command } from './commands/command.js';
 import { hashPasswordCommand } from './commands/hash-password-command.js';
 import { initCommand } from './commands/init-command.js';
+import { reloadCommand } from './commands/reload-command.js';
 import { startCommand } from './commands/start-command.js';
 import { ConfigError } from './config/config-error.js';
 import { ScaffoldConflictError } from './init/scaffold-project.js';
@@ -11,6 +12,7 @@ import { ScaffoldConflictError } from './init/scaffold-project.js';
 const commands: Record<string, Command> = {
   init: initCommand,
   start: startCommand,
+  reload: reloadCommand,
   'check-config': checkConfigCommand,
   'hash-password': hashPasswordCommand,
 };

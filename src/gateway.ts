@@ -1,19 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import type { AuthResult, Authenticator, Principal } from './auth/authenticator.js';
+import type { AuthResult, Principal } from './auth/authenticator.js';
 import { normalizeTarget } from './catalog/normalize-path.js';
-import type { RouteMatch, Router } from './catalog/router.js';
+import type { RouteMatch } from './catalog/router.js';
+import type { DataPlane } from './data-plane.js';
 import { sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import {
-  applyForwardedHeaders,
-  clientAddress,
-  forwardedFields,
-  peerIdentityFields,
-} from './proxy/forwarded-headers.js';
-import { endToEndRequestHeaders, hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
-import type { TrustedPeers } from './proxy/trust-proxy.js';
+import { applyForwardedHeaders, clientAddress } from './proxy/forwarded-headers.js';
+import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
@@ -23,11 +18,9 @@ import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
 
 export interface GatewayParts {
-  router: Router;
-  authenticator: Authenticator;
+  /** The catalog, authenticator and header rules to start with; `swap` replaces them. */
+  dataPlane: DataPlane;
   proxy: UpstreamProxy;
-  trustedPeers: TrustedPeers;
-  forwardCredentials: boolean;
   /** The quota definitions as compiled now; they change while the gateway runs. */
   quotas: () => QuotaIndex;
   limiter: Limiter;
@@ -41,6 +34,8 @@ export interface GatewayParts {
  */
 class RequestRecord extends Exchange {
   readonly startedAt = performance.now();
+  /** The catalog, authenticator and header rules in force when the request came: it keeps them. */
+  plane: DataPlane;
   route: RouteMatch | null = null;
   principal: Principal | null = null;
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
@@ -57,8 +52,10 @@ class RequestRecord extends Exchange {
     readonly id: string,
     /** The client waits for `100 Continue` before it sends the body: sent only once the request is admitted. */
     readonly expectsContinue: boolean,
+    plane: DataPlane,
   ) {
     super(req, res);
+    this.plane = plane;
     this.fields.push('x-request-id', id);
   }
 }
@@ -77,23 +74,25 @@ export class Gateway {
   private inFlight = 0;
   private draining = false;
   private idleWaiters: Array<() => void> = [];
-
-  /** Request fields that never go upstream, besides the hop-by-hop ones. */
-  private readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
-  /** Fields the gateway sets, drops or frames by: their underscore spellings never go upstream. */
-  private readonly owned: ReadonlySet<string>;
+  private plane: DataPlane;
 
   constructor(private readonly parts: GatewayParts) {
-    // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
-    // not answer it again.
-    const always = ['expect', ...(parts.forwardCredentials ? [] : ['authorization', 'apikey'])];
-    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
-    this.owned = new Set([
-      ...this.dropped.untrusted,
-      ...hopByHopAndFramingFields,
-      ...forwardedFields,
-      'x-request-id',
-    ]);
+    this.plane = parts.dataPlane;
+  }
+
+  /** The data plane new requests start on. */
+  get dataPlane(): DataPlane {
+    return this.plane;
+  }
+
+  /**
+   * Puts a reloaded data plane in force for the requests that come from now on; those in flight finish
+   * on the one they started on, which then closes.
+   */
+  swap(next: DataPlane): void {
+    const previous = this.plane;
+    this.plane = next;
+    previous.retire();
   }
 
   /** The `request` listener of the data-plane servers. */
@@ -118,7 +117,8 @@ export class Gateway {
 
   /** Step 1: the request id, and the record that follows the request to its access-log line. */
   private identify(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {
-    const record = new RequestRecord(req, res, requestIdOf(req), waitsForContinue);
+    const record = new RequestRecord(req, res, requestIdOf(req), waitsForContinue, this.plane);
+    record.plane.enter();
     this.inFlight += 1;
     res.on('close', this.responseClosed);
     if (this.draining) record.fields.push('connection', 'close');
@@ -172,7 +172,7 @@ export class Gateway {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(record, 'bad_request');
     }
-    const route = this.parts.router.match(
+    const route = record.plane.router.match(
       req.method ?? 'GET',
       target.segments,
       target.trailingSlash,
@@ -182,7 +182,7 @@ export class Gateway {
     record.route = route;
     if (!route.method && !route.api.config.passUndeclared) {
       // Only declared operations are exposed: another path is 404, another verb of a declared path 405.
-      const allowed = this.parts.router.allowedVerbs(route);
+      const allowed = record.plane.router.allowedVerbs(route);
       return allowed.length === 0
         ? this.refuse(record, 'not_found')
         : this.refuse(record, 'method_not_allowed', ['allow', allowed.join(', ')]);
@@ -194,7 +194,7 @@ export class Gateway {
 
   /** Step 3: the authenticator of APIKeyAuthType; a promise only when it has to wait. */
   private authenticate(record: RequestRecord): Promise<void> | void {
-    const auth = this.parts.authenticator.authenticate(record.req, record.res);
+    const auth = record.plane.authenticator.authenticate(record.req, record.res);
     if (isPromise(auth)) return auth.then((result) => this.authenticated(record, result));
     return this.authenticated(record, auth);
   }
@@ -275,28 +275,29 @@ export class Gateway {
 
   /** Step 6: hands the request to the upstream proxy, with the upstream head prepared. */
   private forward(record: RequestRecord): void {
-    const { req, res } = record;
+    const { res } = record;
     // The client left while auth or the quota check was pending: its request has been logged already.
     if (res.destroyed) return;
     const route = record.route!;
-    this.prepareUpstreamHeaders(req, record.id);
+    this.prepareUpstreamHeaders(record);
     if (record.expectsContinue) res.writeContinue();
     this.parts.proxy.forward(record, route.api, route.upstreamTarget);
   }
 
-  private prepareUpstreamHeaders(req: IncomingMessage, requestId: string): void {
-    const peerTrusted = this.parts.trustedPeers.trusts(req.socket.remoteAddress);
+  private prepareUpstreamHeaders(record: RequestRecord): void {
+    const { req, plane } = record;
+    const peerTrusted = plane.trustedPeers.trusts(req.socket.remoteAddress);
     const headers = endToEndRequestHeaders(
       req.headers,
-      this.dropped[peerTrusted ? 'trusted' : 'untrusted'],
-      this.owned,
+      plane.dropped[peerTrusted ? 'trusted' : 'untrusted'],
+      plane.owned,
     );
     // `0100` is 100 to Node and to most upstreams, and 64 to one that reads a leading zero as octal.
     const length = headers['content-length'];
     if (length !== undefined && length.length > 1 && length.startsWith('0'))
       headers['content-length'] = length.replace(/^0+(?=\d)/, '');
     applyForwardedHeaders(req, headers, peerTrusted);
-    headers['x-request-id'] = requestId;
+    headers['x-request-id'] = record.id;
     req.headers = headers;
   }
 
@@ -312,7 +313,7 @@ export class Gateway {
       logger.info(
         {
           requestId: record.id,
-          client: clientAddress(req, this.parts.trustedPeers),
+          client: clientAddress(req, record.plane.trustedPeers),
           verb: req.method,
           path: loggedPath(route?.path ?? req.url ?? ''),
           api: route?.api.config.name ?? null,
@@ -335,6 +336,7 @@ export class Gateway {
     if (outcome && outcome !== 'completed' && outcome !== 'client_aborted') {
       metrics.upstreamErrors.inc({ api: apiId, outcome });
     }
+    record.plane.leave();
     this.inFlight -= 1;
     if (this.inFlight === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();

@@ -30,12 +30,36 @@ export const redactedPaths = [
   '*.secret',
 ];
 
+/**
+ * Values never to write, wherever a line holds them (keys and passwords of the config). A reload adds
+ * the new config's: a rotated-out key stays secret too.
+ */
+export class LogSecrets {
+  private readonly values = new Set<string>();
+  /** Takes the values out of text. */
+  remove: (text: string) => string = (text) => text;
+  /** Takes the values out of a JSON line, where quotes and backslashes are escaped. */
+  removeFromJson: (text: string) => string = (text) => text;
+
+  constructor(values: readonly string[] = []) {
+    this.add(values);
+  }
+
+  add(values: readonly string[]): void {
+    const before = this.values.size;
+    for (const value of values) this.values.add(value);
+    if (this.values.size === before) return;
+    const all = [...this.values];
+    this.remove = valueRemover(all);
+    this.removeFromJson = valueRemover(all.map((secret) => JSON.stringify(secret).slice(1, -1)));
+  }
+}
+
 export interface LoggerSettings {
   level?: string;
   /** Where lines go; when absent, stdout (pretty-printed only when stdout is a terminal). */
   destination?: DestinationStream;
-  /** Values never to write, wherever a line holds them (keys and passwords of the config). */
-  secrets?: readonly string[];
+  secrets?: LogSecrets;
 }
 
 /** A request as logged: pino's summary of it, with the values of its credential fields taken out. */
@@ -46,23 +70,20 @@ function requestSummary(req: Parameters<typeof pino.stdSerializers.req>[0]) {
 
 /** The root logger; every component takes a child of it. */
 export function createLogger(settings: LoggerSettings = {}): Logger {
-  const secrets = settings.secrets ?? [];
-  const withoutSecrets = valueRemover(secrets);
-  // As they appear inside a JSON line: quotes and backslashes escaped.
-  const withoutSecretsInJson = valueRemover(secrets.map((secret) => JSON.stringify(secret).slice(1, -1)));
+  const secrets = settings.secrets ?? new LogSecrets();
   const options: LoggerOptions = {
     level: settings.level ?? process.env.LOG_LEVEL ?? 'info',
     base: { service: 'quotagate' },
     redact: { paths: redactedPaths, censor: redactedText },
     serializers: {
       // Field names cannot protect an error's message: a plugin may quote the credential it refused.
-      err: (error: Error) => redactError(pino.stdSerializers.err(error), withoutSecrets),
+      err: (error: Error) => redactError(pino.stdSerializers.err(error), secrets.remove),
       // An auth plugin is given this logger and may log the request, or its fields, as they came.
       req: requestSummary,
       headers: withoutCredentialFields,
     },
     // The config's secrets are taken out of every line, wherever a plugin or a message put them.
-    ...(secrets.length > 0 ? { hooks: { streamWrite: withoutSecretsInJson } } : {}),
+    hooks: { streamWrite: (line) => secrets.removeFromJson(line) },
   };
   if (settings.destination) return pino(options, settings.destination);
   if (process.stdout.isTTY) {

@@ -10,6 +10,10 @@ export interface Metrics {
   counterStoreFull: Counter;
   counterStoreTrips: Counter;
   counterStoreLiveGateways: Gauge;
+  /** Reloads of conf/ by result: applied, or refused (the running config stayed). */
+  configReloads: Counter<'result'>;
+  /** 1 when the last reload was applied (or none was asked for), 0 when it was refused. */
+  configLastReloadSuccessful: Gauge;
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction. */
@@ -216,6 +220,23 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       help: "Requests refused (503) because a new counter would pass this gateway's store.maxCounterMemoryMb",
       registers: [registry],
     }),
+    configReloads: new Counter({
+      name: 'quotagate_config_reloads_total',
+      help: 'Reloads of the config (SIGHUP, gateway reload) by result: applied, refused',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    configLastReloadSuccessful: (() => {
+      const gauge = new Gauge({
+        name: 'quotagate_config_last_reload_successful',
+        help: '1 when the last reload of the config was applied (or none was asked for), 0 when it was refused',
+        registers: [registry],
+        // Across the workers of `workers: N`: 0 as soon as one of them refused.
+        aggregator: 'min',
+      });
+      gauge.set(1);
+      return gauge;
+    })(),
     request(api, method, status, seconds) {
       requestTallies.get(api, method, statusText[status] ?? String(status)).count += 1;
       duration.observe(api, seconds);

@@ -4,15 +4,18 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
-import { createAuthenticator } from './auth/create-authenticator.js';
-import { compileCatalog } from './catalog/router.js';
+import { LiveConfig } from './config/live-config.js';
 import type { LoadedConfig } from './config/load-config.js';
+import { DataPlane } from './data-plane.js';
 import { Gateway } from './gateway.js';
-import type { Logger } from './log.js';
+import type { LogSecrets, Logger } from './log.js';
 import { httpServerOptions } from './http-server-options.js';
 import { createMetrics, type Metrics } from './metrics.js';
-import { TrustedPeers } from './proxy/trust-proxy.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
+import { ConfigReloader, type ReloadOutcome } from './reload/config-reloader.js';
+import { readForReload, type ConfigSource } from './reload/config-source.js';
+import { fixedSettingsOf } from './reload/fixed-settings.js';
+import { secretValues } from './secret-redaction.js';
 import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
 import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
@@ -33,12 +36,21 @@ export interface RunningGateway {
   close(): Promise<void>;
   /** This process's metrics (a worker's, for its primary to aggregate). */
   metrics: Metrics;
+  /**
+   * Reads conf/ again and puts it in force for the requests that come next (SIGHUP, `gateway reload`);
+   * a config with mistakes is refused whole. Never rejects.
+   */
+  reload(): Promise<ReloadOutcome>;
 }
 
 export interface StartOptions {
   logger: Logger;
   /** Folder that relative paths of the config (tls.key, store.file, APIKeyAuthPlugin) are resolved against. */
   cwd?: string;
+  /** Where a reload reads the config; without it, a reload is refused. */
+  source?: ConfigSource;
+  /** The values the logger keeps out of its lines: a reload adds the new config's. */
+  secrets?: LogSecrets;
   /** Clock for caches, in milliseconds (tests move it). */
   now?: () => number;
   /** Clock of the memory counter store, in milliseconds (tests move it). */
@@ -67,6 +79,12 @@ function dataServer(server: Server, gateway: Gateway): Server {
   return server;
 }
 
+/** The key, certificate and CA of `tls`, read from their files. */
+function tlsFiles(tls: NonNullable<LoadedConfig['config']['tls']>, cwd: string) {
+  const read = (file: string) => readFileSync(path.resolve(cwd, file));
+  return { key: read(tls.key), cert: read(tls.cert), ...(tls.ca ? { ca: read(tls.ca) } : {}) };
+}
+
 /** Builds every part from the config and starts the data-plane and admin listeners. */
 export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<RunningGateway> {
   const { config } = loaded;
@@ -78,11 +96,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     onFull: () => metrics.counterStoreFull.inc(),
   });
   const metrics = createMetrics({ counterMemoryBytes: () => localCounters.reserved });
-  const authenticator = await createAuthenticator(loaded, {
-    logger,
-    cwd,
-    ...(options.now ? { now: options.now } : {}),
-  });
+  const live = new LiveConfig(loaded);
+  const authContext = { logger, cwd, ...(options.now ? { now: options.now } : {}) };
+  const firstPlane = await DataPlane.build(loaded, authContext);
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
@@ -142,11 +158,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   });
 
   const gateway = new Gateway({
-    router: compileCatalog(config.apis),
-    authenticator,
+    dataPlane: firstPlane,
     proxy,
-    trustedPeers: new TrustedPeers(config.trustProxy),
-    forwardCredentials: config.forwardCredentials,
     quotas: () => quotas,
     limiter,
     // The access line is built from fields the gateway chose (ids, names, numbers), none a credential
@@ -159,32 +172,43 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   let draining = false;
   const admin = repository
     ? await createAdminServer({
-        config,
+        live,
         logger,
         metrics,
         readiness,
         isDraining: () => draining,
-        authDocumentation: authenticator.documentation,
+        authDocumentation: () => gateway.dataPlane.authenticator.documentation,
         repository,
         usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
       })
     : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
-  if (config.tls) {
-    const read = (file: string) => readFileSync(path.resolve(cwd, file));
-    const { key, cert, ca } = config.tls;
-    dataServers.push(
-      dataServer(
-        https.createServer({
-          ...httpServerOptions(config),
-          key: read(key),
-          cert: read(cert),
-          ...(ca ? { ca: read(ca) } : {}),
-        }),
-        gateway,
-      ),
-    );
-  }
+  const tlsServer = config.tls
+    ? https.createServer({ ...httpServerOptions(config), ...tlsFiles(config.tls, cwd) })
+    : null;
+  if (tlsServer) dataServers.push(dataServer(tlsServer, gateway));
+
+  const fixed = fixedSettingsOf(config);
+  const reloader = new ConfigReloader({
+    logger,
+    metrics,
+    async prepare() {
+      const { loaded: next, kept } = await readForReload(options.source, fixed);
+      // Read now, so that an unreadable certificate refuses the reload before anything changes.
+      const certificates = next.config.tls && tlsServer ? tlsFiles(next.config.tls, cwd) : null;
+      const plane = await DataPlane.build(next, authContext);
+      return {
+        kept,
+        commit() {
+          options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
+          if (certificates) tlsServer!.setSecureContext(certificates);
+          proxy.proxyTimeout = next.config.proxyTimeout;
+          gateway.swap(plane);
+          live.replace(next);
+        },
+      };
+    },
+  });
 
   const closeResources = async () => {
     await admin?.close();
@@ -194,7 +218,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await localCounters.close();
     await definitions.close();
     proxy.close();
-    await authenticator.close?.();
+    await gateway.dataPlane.close();
     if (redis) await redis.quit().catch(() => redis.disconnect());
   };
 
@@ -223,6 +247,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   return {
     ports,
     metrics,
+    reload: () => reloader.reload(),
     async close() {
       draining = true;
       gateway.startDraining();
@@ -230,9 +255,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         server.close();
         server.closeIdleConnections();
       }
-      const idle = await gateway.waitForIdle(config.shutdownTimeout);
-      if (!idle)
-        logger.warn({ shutdownTimeout: config.shutdownTimeout }, 'grace period over, closing open requests');
+      const { shutdownTimeout } = live.config;
+      const idle = await gateway.waitForIdle(shutdownTimeout);
+      if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
       for (const server of dataServers) server.closeAllConnections();
       await closeResources();
       logger.info(worker ? 'worker stopped' : 'gateway stopped');

@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import type { AuthDocumentation } from '../auth/authenticator.js';
-import type { Config } from '../config/schema.js';
+import type { LiveConfig } from '../config/live-config.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
@@ -53,13 +53,15 @@ export interface ReadinessCheck {
 }
 
 export interface AdminServerParts {
-  config: Readonly<Config>;
+  /** The config in force: a reload changes the admin users and the catalog the Quota API checks. */
+  live: LiveConfig;
   logger: Logger;
   metrics: Metrics;
   readiness: ReadinessCheck[];
   /** True once shutdown has begun: load balancers should stop sending traffic. */
   isDraining(): boolean;
-  authDocumentation: AuthDocumentation;
+  /** The scheme in force, as the catalog's OpenAPI document describes it. */
+  authDocumentation: () => AuthDocumentation;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
   /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
@@ -150,7 +152,13 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
  * are open. Framework errors (a bad percent-encoding, an overlong id) are answered after the same check.
  */
 export async function createAdminServer(parts: AdminServerParts): Promise<FastifyInstance> {
-  const users = new AdminUsers(parts.config.admin.users);
+  const { live } = parts;
+  let users = new AdminUsers(live.config.admin.users);
+  let catalogDocument: ReturnType<typeof catalogOpenApi> | null = null;
+  live.onChange(({ config }) => {
+    users = new AdminUsers(config.admin.users);
+    catalogDocument = null;
+  });
 
   const sendError = (reply: FastifyReply, error: FastifyError | Error, request: FastifyRequest) => {
     const { status, messages, headers } = describeError(error);
@@ -165,7 +173,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     bodyLimit: 64 * 1024,
     routerOptions: { maxParamLength: longestParam },
     serverFactory: (handler) => {
-      return http.createServer(httpServerOptions(parts.config), (req, res: ServerResponse) => {
+      return http.createServer(httpServerOptions(live.config), (req, res: ServerResponse) => {
         for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
         handler(req, res);
       });
@@ -239,11 +247,13 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     return reply.type(parts.metrics.registry.contentType).send(body);
   });
 
-  const catalogDocument = catalogOpenApi(parts.config.apis, parts.authDocumentation);
   await app.register(
     async (portal) => {
-      registerQuotaRoutes(portal, { config: parts.config, repository: parts.repository, usage: parts.usage });
-      portal.get('/apis/openapi.json', async () => catalogDocument);
+      registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage });
+      portal.get(
+        '/apis/openapi.json',
+        async () => (catalogDocument ??= catalogOpenApi(live.config.apis, parts.authDocumentation())),
+      );
       portal.get('/openapi.json', open, async () => app.swagger());
     },
     { prefix: portalPrefix },

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { Config } from '../config/schema.js';
+import type { LiveConfig } from '../config/live-config.js';
 import {
   longestApplicationId,
   applicationDefaultQuotaId,
@@ -22,7 +22,8 @@ import { requiredEtag, setEtag } from './entity-tags.js';
 import { documentedAs } from './zod-route-schemas.js';
 
 export interface QuotaRoutesParts {
-  config: Readonly<Config>;
+  /** The config in force: restrictions must name APIs and methods of its catalog. */
+  live: LiveConfig;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
 }
@@ -90,9 +91,16 @@ function requireAdmin(request: FastifyRequest): void {
 
 /** The seed's Quota REST API and the applications' own quotas, under /api/portal/v1.3. */
 export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesParts): void {
-  const { repository, config } = parts;
-  // Restrictions must name APIs and methods of this catalog: checked in the same pass as the rest.
-  const quotaBody = documentedAs(quotaDtoSchema(catalogIds(config.apis)), 'QuotaDTO');
+  const { repository, live } = parts;
+  // Restrictions must name APIs and methods of the catalog in force: checked in the same pass as the rest.
+  let catalog = catalogIds(live.config.apis);
+  live.onChange(({ config }) => {
+    catalog = catalogIds(config.apis);
+  });
+  const quotaBody = documentedAs(
+    quotaDtoSchema(() => catalog),
+    'QuotaDTO',
+  );
 
   const build = (dto: QuotaDto, id: string, system: boolean): Quota => ({
     id,
@@ -151,7 +159,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   };
 
   const application = (id: string): string => {
-    const applicationId = applicationIdOf(config, id);
+    const applicationId = applicationIdOf(live.config, id);
     if (!applicationId) throw new AdminError(404, [`no application with id '${id}'`]);
     return applicationId;
   };

@@ -1,7 +1,4 @@
-import { createAuthenticator } from '../auth/create-authenticator.js';
-import { loadConfig } from '../config/load-config.js';
-import { createLogger } from '../log.js';
-import { secretValues } from '../secret-redaction.js';
+import { checkConfig, configSummary } from './config-check.js';
 import { exitCode, parseOptions, type Command } from './command.js';
 
 export const checkConfigCommand: Command = {
@@ -23,21 +20,9 @@ Exit codes: 0 valid, 2 invalid.`,
       process.stdout.write(`${this.help}\n`);
       return exitCode.ok;
     }
-    const loaded = await loadConfig({ configDir: values['config-dir'] });
-    for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`);
-    const { config } = loaded;
     // As start does, before any listener: a plugin file that is missing, or whose constructor refuses
     // its settings, is a bad config (ConfigError, exit 2) here too.
-    const logger = createLogger({
-      level: 'warn',
-      destination: process.stderr,
-      secrets: secretValues({ ...loaded.extras, ...config }),
-    });
-    const authenticator = await createAuthenticator(loaded, { logger, cwd: process.cwd() });
-    await authenticator.close?.();
-    process.stdout.write(
-      `config ok (${loaded.environment}): ${config.apis.length} APIs, APIKeyAuthType ${config.APIKeyAuthType}, store ${config.store.type}\n`,
-    );
+    process.stdout.write(`${configSummary(await checkConfig(values['config-dir']))}\n`);
     return exitCode.ok;
   },
 };

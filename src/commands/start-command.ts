@@ -2,7 +2,8 @@ import cluster from 'node:cluster';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { startDemoUpstream } from '../demo/demo-upstream.js';
 import { generateApiKey } from '../init/generate-api-key.js';
-import { createLogger } from '../log.js';
+import { LogSecrets, createLogger } from '../log.js';
+import { defaultPidFile, removePidFile, writePidFile } from '../reload/pid-file.js';
 import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
 import { startPrimary } from '../workers/primary.js';
@@ -62,8 +63,14 @@ SIGTERM or SIGINT, then shuts down gracefully: no new connections, in-flight req
 shutdownTimeout milliseconds to finish, exit 0. With \`workers: N\` (N > 1, or 'auto') this process
 runs the admin listener and N worker processes behind the same data-plane ports, and drains them all.
 
+SIGHUP (or gateway reload) reads the config again and puts it in force without a restart: requests
+in flight finish on the old config, counters and connections stay. A config with a mistake is
+refused whole and the running one stays; settings that need a restart (ports, hosts, workers,
+store, server timeouts, TLS on or off) are kept and named in the log.
+
 Options:
   --config-dir DIR   folder of the config (default: ./conf)
+  --pid-file FILE    where to write this process's id for gateway reload (default: ${defaultPidFile})
   --demo             also start the demo upstream behind the first API, make up a development
                      key for this run when the config has none, and print two curl lines
   -h, --help         show this help
@@ -75,6 +82,7 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
   async run(argv) {
     const { values } = parseOptions(argv, {
       'config-dir': { type: 'string', default: 'conf' },
+      'pid-file': { type: 'string', default: defaultPidFile },
       demo: { type: 'boolean', default: false },
     });
     if (values.help) {
@@ -86,10 +94,12 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
       process.env.APIKEY_DEVELOPMENT ??= generateApiKey();
       process.env.QUOTAGATE_ADMIN_PASSWORD ??= generateApiKey().slice(0, 24);
     }
-    const loaded = await loadConfig({ configDir: values['config-dir'] });
-    const logger = createLogger({ secrets: secretValues({ ...loaded.extras, ...loaded.config }) });
+    const source = { read: () => loadConfig({ configDir: values['config-dir'] }) };
+    const loaded = await source.read();
+    const secrets = new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config }));
+    const logger = createLogger({ secrets });
     // A worker of `workers: N` runs this command again; the primary has said the rest.
-    if (cluster.isWorker) return runWorker(loaded, { logger });
+    if (cluster.isWorker) return runWorker(loaded, { logger, source, secrets });
     for (const warning of loaded.warnings) logger.warn(warning);
 
     const workers = workerCount(loaded.config);
@@ -98,13 +108,20 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     try {
       running =
         workers > 1
-          ? await startPrimary(loaded, { logger, workers })
-          : await startGateway(loaded, { logger });
+          ? await startPrimary(loaded, { logger, workers, source, secrets })
+          : await startGateway(loaded, { logger, source, secrets });
     } catch (error) {
       await demo?.close();
       throw error;
     }
     if (values.demo) process.stderr.write(demoBanner(loaded, running));
+    const pidFile = values['pid-file'];
+    writePidFile(pidFile);
+    const reload = () => {
+      logger.info({ signal: 'SIGHUP' }, 'reloading the config');
+      void running.reload();
+    };
+    process.on('SIGHUP', reload);
 
     return new Promise((resolve) => {
       let stopping = false;
@@ -115,6 +132,8 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
           return;
         }
         stopping = true;
+        process.off('SIGHUP', reload);
+        removePidFile(pidFile);
         logger.info({ signal }, 'shutting down');
         running
           .close()

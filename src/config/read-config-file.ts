@@ -1,6 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
+import { isModuleNamespaceObject } from 'node:util/types';
 import { pathToFileURL } from 'node:url';
+import { parse as parseJavaScript } from 'acorn';
 import YAML from 'yaml';
 import { ConfigError } from './config-error.js';
 
@@ -17,9 +20,12 @@ export function findConfigFile(dir: string, base: string, displayDir: string): s
   return found[0];
 }
 
-/** Reads a config file into a plain object; a syntax error or a non-object export names the file. */
+/**
+ * Reads a config file into a plain object, as it is on disk now (a reload reads the edited file, not
+ * the module Node cached at the start). A syntax error names the file and the line.
+ */
 export async function readConfigFile(file: string, display: string): Promise<Record<string, unknown>> {
-  const value = /\.ya?ml$/.test(file) ? readYaml(file, display) : await importModule(file, display);
+  const value = /\.ya?ml$/.test(file) ? readYaml(file, display) : await readModule(file, display);
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new ConfigError([`${display}: must export an object (module.exports = { ... })`]);
   }
@@ -34,16 +40,99 @@ function readYaml(file: string, display: string): unknown {
   }
 }
 
-async function importModule(file: string, display: string): Promise<unknown> {
-  try {
-    const module = (await import(pathToFileURL(file).href)) as { default?: unknown };
-    return module.default ?? module;
-  } catch (error) {
-    const hint = /module is not defined in ES module scope/.test(String(error))
-      ? ' (the file is CommonJS in an ESM package: rename it to default.cjs)'
-      : '';
-    throw new ConfigError([`${display}: cannot load: ${firstLine(error)}${hint}`]);
+type ModuleFormat = 'commonjs' | 'module';
+
+/** Node's rule: .cjs and .mjs say it; a .js file is what the nearest package.json's `type` says. */
+function moduleFormat(file: string): ModuleFormat {
+  if (file.endsWith('.cjs')) return 'commonjs';
+  if (file.endsWith('.mjs')) return 'module';
+  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+    const manifest = path.join(dir, 'package.json');
+    if (existsSync(manifest)) {
+      try {
+        const { type } = JSON.parse(readFileSync(manifest, 'utf8')) as { type?: unknown };
+        return type === 'module' ? 'module' : 'commonjs';
+      } catch {
+        return 'commonjs';
+      }
+    }
+    if (path.dirname(dir) === dir) return 'commonjs';
   }
+}
+
+/** Distinguishes each import of an ES module file, so that Node evaluates it again instead of reusing it. */
+let imports = 0;
+
+/**
+ * Evaluates the file afresh. Node caches a module for the life of the process (an import with another
+ * query string too, for CommonJS), so CommonJS is required after its cache entry is removed, and an ES
+ * module is imported under a URL not seen before (each reload keeps one small module record). Modules
+ * the file itself imports are not evaluated again.
+ */
+async function evaluateFresh(file: string, format: ModuleFormat): Promise<unknown> {
+  if (format === 'module') {
+    const module = (await import(`${pathToFileURL(file).href}?load=${(imports += 1)}`)) as {
+      default?: unknown;
+    };
+    return module.default ?? module;
+  }
+  const require = createRequire(file);
+  delete require.cache[file];
+  const exported = require(file) as unknown;
+  // Node 20.19+ requires an ES module too (a .js file with `export` outside a "type": "module" package).
+  return isModuleNamespaceObject(exported)
+    ? ((exported as { default?: unknown }).default ?? exported)
+    : exported;
+}
+
+async function readModule(file: string, display: string): Promise<unknown> {
+  const format = moduleFormat(file);
+  try {
+    return await evaluateFresh(file, format);
+  } catch (error) {
+    throw loadError(file, display, error, format);
+  }
+}
+
+function loadError(file: string, display: string, error: unknown, format: ModuleFormat): ConfigError {
+  const hint = /module is not defined in ES module scope/.test(String(error))
+    ? ' (the file is CommonJS in an ESM package: rename it to default.cjs)'
+    : '';
+  const where = locationOf(file, error, format);
+  return new ConfigError([
+    `${display}${where ? `: line ${where.line}, column ${where.column}` : ''}: cannot load: ${firstLine(error)}${hint}`,
+  ]);
+}
+
+/**
+ * Where in the file the error is. Node gives an ES module's SyntaxError no position, so the source is
+ * parsed (acorn) to find it; an error thrown while the file ran is placed by its stack's frame in it.
+ */
+function locationOf(
+  file: string,
+  error: unknown,
+  format: ModuleFormat,
+): { line: number; column: number } | null {
+  if (error instanceof SyntaxError) {
+    try {
+      parseJavaScript(readFileSync(file, 'utf8'), {
+        ecmaVersion: 'latest',
+        sourceType: format === 'module' ? 'module' : 'script',
+        allowReturnOutsideFunction: true,
+        allowHashBang: true,
+      });
+    } catch (parseError) {
+      const loc = (parseError as { loc?: { line: number; column: number } }).loc;
+      if (loc) return { line: loc.line, column: loc.column + 1 };
+    }
+  }
+  const stack = error instanceof Error ? (error.stack ?? '') : '';
+  for (const spelling of [file, pathToFileURL(file).href]) {
+    const escaped = spelling.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    const frame = new RegExp(`${escaped}(?:\\?[^:\\s]*)?:(\\d+)(?::(\\d+))?`).exec(stack);
+    if (frame) return { line: Number(frame[1]), column: Number(frame[2] ?? 1) };
+  }
+  return null;
 }
 
 function firstLine(error: unknown): string {

@@ -117,8 +117,12 @@ export interface UpstreamProxyOptions {
 export class UpstreamProxy {
   /** One http-proxy-3 server per upstream origin, its target and agent set once, not per request. */
   private readonly servers = new Map<string, { server: ProxyServer; agent: http.Agent }>();
+  /** Milliseconds of upstream idleness before 504; a reload changes it for the exchanges that follow. */
+  proxyTimeout: number;
 
-  constructor(private readonly options: UpstreamProxyOptions) {}
+  constructor(private readonly options: UpstreamProxyOptions) {
+    this.proxyTimeout = options.proxyTimeout;
+  }
 
   /**
    * Forwards the exchange's request to `api`'s upstream at `upstreamTarget`. The exchange is complete
@@ -142,7 +146,7 @@ export class UpstreamProxy {
 
   private readonly upstreamRequest = (proxyReq: http.ClientRequest, req: IncomingMessage): void => {
     (proxyReq as Linked<http.ClientRequest>)[exchangeKey] = exchangeOf(req);
-    proxyReq.setTimeout(this.options.proxyTimeout, upstreamTimedOut);
+    proxyReq.setTimeout(this.proxyTimeout, upstreamTimedOut);
     // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client would
     // wait for an answer that never comes.
     proxyReq.on('upgrade', this.unaskedUpgrade);

@@ -167,8 +167,14 @@ const catalogId = (what: string) =>
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null;
 
+/**
+ * The catalog restrictions may name, read when a body is checked: a reload may have changed it since
+ * the schema was built.
+ */
+export type CatalogSource = () => CatalogIds;
+
 /** `method` must be `*` under `api: *`; with a catalog, both must name ids of it. */
-function referencesRule(catalog: CatalogIds | undefined) {
+function referencesRule(catalogSource: CatalogSource | undefined) {
   return (restriction: { api: string; method: string }, ctx: z.RefinementCtx) => {
     const { api, method } = restriction;
     if (api === '*') {
@@ -176,6 +182,7 @@ function referencesRule(catalog: CatalogIds | undefined) {
         ctx.addIssue({ code: 'custom', path: ['method'], message: 'must be * when api is *' });
       return;
     }
+    const catalog = catalogSource?.();
     const methods = catalog?.get(api);
     if (catalog && !methods) {
       ctx.addIssue({
@@ -193,7 +200,7 @@ function referencesRule(catalog: CatalogIds | undefined) {
   };
 }
 
-function restrictionSchema(catalog?: CatalogIds) {
+function restrictionSchema(catalog?: CatalogSource) {
   const fields = {
     api: catalogId('Catalog API id, or * for every API'),
     method: catalogId('Catalog method id of that API, or * for every method (must be * when api is *)'),
@@ -232,7 +239,7 @@ function restrictionSchema(catalog?: CatalogIds) {
   );
 }
 
-function quotaFields(catalog?: CatalogIds) {
+function quotaFields(catalog?: CatalogSource) {
   return {
     type: z.enum(quotaTypes, { error: msg(`must be one of ${quotaTypes.join(', ')}`) }),
     name: z
@@ -253,7 +260,7 @@ function quotaFields(catalog?: CatalogIds) {
  * A QuotaDTO, the body of POST and PUT: with `catalog`, restrictions must name its APIs and methods.
  * A client's `id` and `system` are accepted and ignored.
  */
-export function quotaDtoSchema(catalog?: CatalogIds) {
+export function quotaDtoSchema(catalog?: CatalogSource) {
   const { type, name, description, restrictions } = quotaFields(catalog);
   return z.strictObject(
     {

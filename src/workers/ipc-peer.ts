@@ -2,6 +2,8 @@ import type { Worker } from 'node:cluster';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredQuota } from '../quota/model.js';
+import type { ReloadOutcome } from '../reload/config-reloader.js';
+import type { FixedSettings } from '../reload/fixed-settings.js';
 
 /** A worker's metrics as prom-client's `getMetricsAsJSON` gives them, for the primary to aggregate. */
 export type MetricsJson = Array<MetricObjectWithValues<MetricValue<string>>>;
@@ -20,8 +22,13 @@ export interface Definitions {
 
 /** What the primary answers a worker that starts: everything it needs before it listens. */
 export interface Welcome {
-  /** Digest of the primary's config: a worker that loaded another config refuses to start. */
+  /**
+   * Digest of the config the primary runs (with its fixed settings): a worker that loaded another
+   * config refuses to start.
+   */
   fingerprint: string;
+  /** The settings the running gateway keeps until a restart, put into the config a worker loads. */
+  fixed: FixedSettings;
   definitions: Definitions;
   /** The primary's admin listener, which serves this worker's gateway too. */
   adminPort: number;
@@ -39,6 +46,11 @@ export interface IpcRequests {
   usage: [{ keyPrefix: string; windowMs: number }, Array<{ key: string; used: number }>];
   /** Primary → worker: its metrics, for the admin listener's `/metrics`. */
   metrics: [null, MetricsJson];
+  /**
+   * Primary → worker: read conf/ again and put it in force, if it is the config the primary reloaded
+   * (its fingerprint).
+   */
+  reload: [{ fingerprint: string }, ReloadOutcome];
 }
 
 /** One-way messages between the primary and a worker. */

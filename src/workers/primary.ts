@@ -2,19 +2,24 @@ import type { AddressInfo } from 'node:net';
 import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
+import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import type { CounterTrips } from '../limiter/counter-trips.js';
 import { serveCounterTrips } from '../limiter/ipc-counter-trips.js';
 import { MemoryCounterStore } from '../limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
-import type { Logger } from '../log.js';
+import type { LogSecrets, Logger } from '../log.js';
 import { createMetrics } from '../metrics.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
 import { QuotaIndex } from '../quota/quota-index.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
 import { quotaUsage } from '../quota/quota-usage.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
+import { ConfigReloader } from '../reload/config-reloader.js';
+import { readForReload, type ConfigSource } from '../reload/config-source.js';
+import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
+import { secretValues } from '../secret-redaction.js';
 import type { RunningGateway } from '../server.js';
 import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
 import { configFingerprint } from './config-fingerprint.js';
@@ -22,6 +27,10 @@ import { WorkerPool } from './worker-pool.js';
 
 export interface PrimaryOptions {
   logger: Logger;
+  /** Where a reload reads the config; without it, a reload is refused. */
+  source?: ConfigSource;
+  /** The values the logger keeps out of its lines: a reload adds the new config's. */
+  secrets?: LogSecrets;
   /** Worker processes to run (2 or more; 1 is `startGateway`, without node:cluster). */
   workers: number;
   /** Folder that relative paths of the config are resolved against. */
@@ -54,8 +63,10 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       : null;
   const metrics = createMetrics({ counterMemoryBytes: () => counters?.reserved ?? 0 });
   // Built here too: the admin listener documents the scheme, and a plugin that cannot be constructed
-  // fails the start before any worker runs.
-  const authenticator = await createAuthenticator(loaded, { logger, cwd });
+  // fails the start (or the reload) before any worker runs it.
+  let authenticator = await createAuthenticator(loaded, { logger, cwd });
+  const live = new LiveConfig(loaded);
+  const fixed = fixedSettingsOf(config);
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
   if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
@@ -73,14 +84,14 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   const usageSource: Pick<CounterTrips, 'usage'> =
     memoryTrips ??
     (redis ? new RedisCounterTrips(redis, config.store.prefix) : { usage: () => Promise.resolve([]) });
-  const fingerprint = configFingerprint(loaded);
+  let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
   let adminPort = 0;
   let definitions = { generation: 0, records: repository.all() };
   const pool = new WorkerPool({
     size: options.workers,
     logger,
     clock: systemClock,
-    welcome: () => ({ fingerprint, definitions, adminPort, workers: options.workers }),
+    welcome: () => ({ fingerprint, fixed, definitions, adminPort, workers: options.workers }),
     serve: (worker) => {
       if (memoryTrips) serveCounterTrips(worker, memoryTrips);
     },
@@ -97,7 +108,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
 
   let draining = false;
   const admin = await createAdminServer({
-    config,
+    live,
     logger,
     metrics,
     readiness: [
@@ -105,10 +116,41 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       { name: 'workers', ready: () => Promise.resolve(pool.listening === options.workers) },
     ],
     isDraining: () => draining,
-    authDocumentation: authenticator.documentation,
+    authDocumentation: () => authenticator.documentation,
     repository,
     usage: (quotaId) => quotaUsage(quotas, usageSource, repository, quotaId),
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
+  });
+
+  // The primary checks the config and builds its authenticator; then every worker reads the same files
+  // and puts them in force itself (its keys, its plugin), refusing a config that changed meanwhile.
+  const reloader = new ConfigReloader({
+    logger,
+    metrics,
+    async prepare() {
+      const { loaded: next, kept } = await readForReload(options.source, fixed);
+      const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
+      return {
+        kept,
+        async commit() {
+          options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
+          const previous = authenticator;
+          authenticator = nextAuthenticator;
+          live.replace(next);
+          fingerprint = configFingerprint(next);
+          await previous.close?.();
+          for (const reply of await pool.requestAll('reload', { fingerprint })) {
+            const problems =
+              'error' in reply ? [reply.error.message] : reply.answer.applied ? [] : reply.answer.problems;
+            if (problems.length > 0)
+              logger.error(
+                { worker: reply.worker, problems },
+                'a worker refused the reload: it runs the config it had',
+              );
+          }
+        },
+      };
+    },
   });
 
   const closeResources = async () => {
@@ -143,9 +185,10 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   return {
     ports,
     metrics,
+    reload: () => reloader.reload(),
     async close() {
       draining = true;
-      const clean = await pool.drain(config.shutdownTimeout + drainGraceMs);
+      const clean = await pool.drain(live.config.shutdownTimeout + drainGraceMs);
       await closeResources();
       logger.info('gateway stopped');
       if (!clean) throw new Error('a worker did not stop cleanly (see the log)');

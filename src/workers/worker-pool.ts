@@ -3,7 +3,14 @@ import { fileURLToPath } from 'node:url';
 import { systemClock, type Clock } from '../clock.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
-import { IpcPeer, workerEndpoint, type DataPorts, type IpcNotices, type Welcome } from './ipc-peer.js';
+import {
+  IpcPeer,
+  workerEndpoint,
+  type DataPorts,
+  type IpcNotices,
+  type IpcRequests,
+  type Welcome,
+} from './ipc-peer.js';
 
 /** The first restart of a worker waits this long; each quick exit in a row doubles it, up to the most. */
 const firstRestartDelayMs = 100;
@@ -97,6 +104,25 @@ export class WorkerPool {
       this.starting = { resolve, reject };
       for (const slot of this.slots) this.fork(slot);
     });
+  }
+
+  /**
+   * Sends a request to every worker that has said hello.
+   * @returns each worker's id and answer, or the error of the request (a worker that exited meanwhile)
+   */
+  requestAll<K extends keyof IpcRequests>(
+    kind: K,
+    body: IpcRequests[K][0],
+  ): Promise<Array<{ worker: number; answer: IpcRequests[K][1] } | { worker: number; error: Error }>> {
+    const greeted = this.slots.filter((slot) => slot.greeted && slot.peer && slot.worker);
+    return Promise.all(
+      greeted.map(({ peer, worker }) =>
+        peer!.request(kind, body).then(
+          (answer) => ({ worker: worker!.id, answer }),
+          (error: Error) => ({ worker: worker!.id, error }),
+        ),
+      ),
+    );
   }
 
   /** Sends a notice to every worker that has said hello. */

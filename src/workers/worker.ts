@@ -1,9 +1,12 @@
 import cluster from 'node:cluster';
 import { exitCode } from '../commands/command.js';
+import { ConfigError } from '../config/config-error.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import { IpcCounterTrips } from '../limiter/ipc-counter-trips.js';
-import type { Logger } from '../log.js';
+import type { LogSecrets, Logger } from '../log.js';
+import { pinFixedSettings } from '../reload/fixed-settings.js';
+import type { ConfigSource } from '../reload/config-source.js';
 import { startGateway, type RunningGateway } from '../server.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { DefinitionsFeed } from './definitions-feed.js';
@@ -12,6 +15,10 @@ import type { PrimaryCounters } from './worker-role.js';
 
 export interface WorkerOptions {
   logger: Logger;
+  /** Where a reload reads the config: the files the primary reloaded. */
+  source: ConfigSource;
+  /** The values the logger keeps out of its lines: a reload adds the new config's. */
+  secrets?: LogSecrets;
 }
 
 /** How long a starting worker waits for the primary's welcome. */
@@ -29,7 +36,7 @@ const primaryDecisionMs = 1_000;
  * the fleet like any other. SIGTERM, SIGINT or the primary's `drain` run the gateway's graceful close.
  * @returns the exit code, once the gateway has closed
  */
-export async function runWorker(loaded: LoadedConfig, options: WorkerOptions): Promise<number> {
+export async function runWorker(started: LoadedConfig, options: WorkerOptions): Promise<number> {
   const logger = options.logger.child({ worker: cluster.worker?.id, pid: process.pid });
   const primary = new IpcPeer(primaryEndpoint());
   const definitions = new DefinitionsFeed();
@@ -67,13 +74,18 @@ export async function runWorker(loaded: LoadedConfig, options: WorkerOptions): P
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // The primary reloads the config and then asks its workers; a SIGHUP of the whole process group is
+  // the primary's to act on.
+  process.on('SIGHUP', () => logger.debug('SIGHUP left to the primary'));
   primary.on('drain', () => stop('drain'));
 
   const welcome = await beforeDeadline(primary.request('hello', null), welcomeTimeoutMs);
   if (welcome === deadlinePassed) throw new Error(`the primary did not answer within ${welcomeTimeoutMs} ms`);
+  // After a reload the primary keeps settings it cannot change live (its ports): so does this worker.
+  const loaded = pinFixedSettings(welcome.fixed, started).loaded;
   if (welcome.fingerprint !== configFingerprint(loaded)) {
     throw new Error(
-      'this worker loaded another config than the primary runs (conf/ changed since the gateway started); restart the gateway to apply it',
+      'this worker loaded another config than the primary runs (conf/ changed since the gateway last loaded it); run gateway reload to apply it',
     );
   }
   definitions.replace(welcome.definitions);
@@ -86,9 +98,26 @@ export async function runWorker(loaded: LoadedConfig, options: WorkerOptions): P
           timeoutMs: primaryDecisionMs,
         }
       : null;
+  // A reload puts in force only the config the primary reloaded: the files may have changed since.
+  let reloading = welcome.fingerprint;
   running = await startGateway(loaded, {
     logger,
     worker: { definitions, adminPort: welcome.adminPort, counters },
+    ...(options.secrets ? { secrets: options.secrets } : {}),
+    source: {
+      read: () => options.source.read(),
+      verify(pinned) {
+        if (configFingerprint(pinned) !== reloading)
+          throw new ConfigError([
+            'conf/ changed again while the gateway reloaded it: this worker keeps its config; reload again',
+          ]);
+      },
+    },
+  });
+  const gateway = running;
+  primary.answer('reload', ({ fingerprint }) => {
+    reloading = fingerprint;
+    return gateway.reload();
   });
   const { metrics, ports } = running;
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());

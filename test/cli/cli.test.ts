@@ -135,7 +135,9 @@ describe('gateway init', () => {
     const result = await runCli(['check-config'], { cwd: dir });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
-    expect(result.stdout).toContain('config ok (development): 1 APIs, APIKeyAuthType basic, store memory');
+    expect(result.stdout).toContain(
+      'config ok (development): 1 APIs, 0 applications, APIKeyAuthType basic, store memory',
+    );
   });
 
   it('never overwrites an existing config (exit 2)', async () => {
@@ -174,11 +176,11 @@ describe('gateway check-config', () => {
     );
   });
 
-  it("reports Node's SyntaxError for a config that does not parse", async () => {
+  it("reports Node's SyntaxError for a config that does not parse, with the line and column", async () => {
     const result = await runCli(['check-config', '--config-dir', 'test/fixtures/bad-config/syntax-error']);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(
-      /^test\/fixtures\/bad-config\/syntax-error\/default\.mjs: cannot load: SyntaxError: Unexpected end of input\n$/,
+      /^test\/fixtures\/bad-config\/syntax-error\/default\.mjs: line 2, column 1: cannot load: SyntaxError: Unexpected end of input\n$/,
     );
   });
 

@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load-config.js';
-import { createLogger } from '../../src/log.js';
+import { LogSecrets, createLogger } from '../../src/log.js';
 import { secretValues } from '../../src/secret-redaction.js';
+import type { ReloadOutcome } from '../../src/reload/config-reloader.js';
 import { startGateway, type RunningGateway } from '../../src/server.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
 
@@ -95,15 +96,24 @@ function withPrivateStore(config: Record<string, unknown>, dir: string): Record<
 /** Writes `config` as conf/default.mjs in a fresh folder and returns the folder. */
 export function writeConfigDir(config: Record<string, unknown>): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-conf-'));
+  rewriteConfigDir(dir, config);
+  return dir;
+}
+
+/** Replaces the conf/default.mjs of a folder made by `writeConfigDir` (before a reload). */
+export function rewriteConfigDir(dir: string, config: Record<string, unknown>): void {
   const text = JSON.stringify(withPrivateStore(config, dir), null, 2);
   writeFileSync(path.join(dir, 'default.mjs'), `export default ${text};\n`);
-  return dir;
 }
 
 export interface TestGateway {
   url: string;
   adminUrl: string;
   running: RunningGateway;
+  /** The folder of its conf/default.mjs. */
+  configDir: string;
+  /** Writes a new config and reloads it, as SIGHUP does. */
+  reloadWith(config: Record<string, unknown>): Promise<ReloadOutcome>;
   /** Every log line written so far, parsed. */
   logs: Array<Record<string, unknown>>;
   /** Every log line written so far, as written. */
@@ -127,13 +137,13 @@ export async function startTestGateway(
   });
   let running: RunningGateway;
   try {
-    const loaded = await loadConfig({ configDir: dir, env });
+    const source = { read: () => loadConfig({ configDir: dir, env }) };
+    const loaded = await source.read();
+    const secrets = new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config }));
     running = await startGateway(loaded, {
-      logger: createLogger({
-        level: 'debug',
-        destination,
-        secrets: secretValues({ ...loaded.extras, ...loaded.config }),
-      }),
+      logger: createLogger({ level: 'debug', destination, secrets }),
+      source,
+      secrets,
       ...clocks,
     });
   } catch (error) {
@@ -145,6 +155,11 @@ export async function startTestGateway(
     url: `http://127.0.0.1:${running.ports.http}`,
     adminUrl: `http://127.0.0.1:${running.ports.admin}`,
     running,
+    configDir: dir,
+    reloadWith(next) {
+      rewriteConfigDir(dir, next);
+      return running.reload();
+    },
     get logs() {
       logs.splice(0, logs.length, ...lines.map((line) => JSON.parse(line) as Record<string, unknown>));
       return logs;

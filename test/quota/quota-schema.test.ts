@@ -88,7 +88,7 @@ describe('the quota schema', () => {
   });
 
   it('names every problem of a body at once, catalog references included', () => {
-    const schema = quotaDtoSchema(catalogIds([{ id: 'A', methods: [{ id: 'M' }] }]));
+    const schema = quotaDtoSchema(() => catalogIds([{ id: 'A', methods: [{ id: 'M' }] }]));
     const result = schema.safeParse({
       type: 'API',
       name: '',

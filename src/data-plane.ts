@@ -1,0 +1,84 @@
+import type { Authenticator } from './auth/authenticator.js';
+import { createAuthenticator, type AuthenticatorContext } from './auth/create-authenticator.js';
+import { compileCatalog, type Router } from './catalog/router.js';
+import type { LoadedConfig } from './config/load-config.js';
+import type { Logger } from './log.js';
+import { forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
+import { hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
+import { TrustedPeers } from './proxy/trust-proxy.js';
+
+/**
+ * What the data plane decides a request by that a reload may change: the catalog, the authenticator
+ * (with its keys, directory or plugin) and the header rules. A request keeps the data plane it started
+ * on until its response closes, so a reload never changes the rules in the middle of a request; a
+ * replaced data plane closes its authenticator once its last request has closed.
+ */
+export class DataPlane {
+  /** Request fields that never go upstream, besides the hop-by-hop ones. */
+  readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
+  /** Fields the gateway sets, drops or frames by: their underscore spellings never go upstream. */
+  readonly owned: ReadonlySet<string>;
+  private inFlight = 0;
+  private retired = false;
+  private closed: Promise<void> | null = null;
+
+  constructor(
+    readonly router: Router,
+    readonly authenticator: Authenticator,
+    readonly trustedPeers: TrustedPeers,
+    forwardCredentials: boolean,
+    private readonly logger: Logger,
+  ) {
+    // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
+    // not answer it again.
+    const always = ['expect', ...(forwardCredentials ? [] : ['authorization', 'apikey'])];
+    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
+    this.owned = new Set([
+      ...this.dropped.untrusted,
+      ...hopByHopAndFramingFields,
+      ...forwardedFields,
+      'x-request-id',
+    ]);
+  }
+
+  /**
+   * Builds the data plane of a config: the authenticator as `start` builds it (an auth plugin loaded
+   * and constructed).
+   * @throws ConfigError when the plugin cannot be loaded or constructed.
+   */
+  static async build(loaded: LoadedConfig, context: AuthenticatorContext): Promise<DataPlane> {
+    const { config } = loaded;
+    return new DataPlane(
+      compileCatalog(config.apis),
+      await createAuthenticator(loaded, context),
+      new TrustedPeers(config.trustProxy),
+      config.forwardCredentials,
+      context.logger,
+    );
+  }
+
+  /** A request starts on this data plane. */
+  enter(): void {
+    this.inFlight += 1;
+  }
+
+  /** A request that started on this data plane has closed. */
+  leave(): void {
+    this.inFlight -= 1;
+    if (this.retired && this.inFlight === 0) this.close();
+  }
+
+  /** A reload replaced this data plane: it closes once its requests have. */
+  retire(): void {
+    this.retired = true;
+    if (this.inFlight === 0) this.close();
+  }
+
+  /** Closes the authenticator (an LDAP connection pool, a plugin's resources), once. */
+  close(): Promise<void> {
+    this.closed ??= (this.authenticator.close?.() ?? Promise.resolve()).catch((error: unknown) => {
+      this.logger.warn({ err: error }, 'closing an authenticator failed');
+    });
+    return this.closed;
+  }
+}
