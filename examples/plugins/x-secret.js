@@ -6,6 +6,9 @@ const { createHash, timingSafeEqual } = require('node:crypto');
 const digest = (value) => createHash('sha256').update(String(value), 'utf8').digest();
 
 class XSecretPlugin {
+  /** The top-level config keys this plugin reads: the gateway refuses any other key it does not know. */
+  static configKeys = ['secret'];
+
   /** @param server `{ config, logger }`, before the gateway starts listening. */
   constructor(server) {
     const secret = server.config.secret;

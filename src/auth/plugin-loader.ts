@@ -17,7 +17,11 @@ export interface AuthPlugin {
   applyRequestsForTest?(response: unknown, body: unknown): unknown;
 }
 
-export type AuthPluginClass = new (server: unknown) => AuthPlugin;
+export interface AuthPluginClass {
+  new (server: unknown): AuthPlugin;
+  /** Top-level config keys the plugin reads (`static configKeys = ['secret']`): no other is accepted. */
+  configKeys?: unknown;
+}
 
 const problem = (message: string) => new ConfigError([`APIKeyAuthPlugin: ${message}`]);
 

@@ -5,12 +5,11 @@ import { secretValues } from '../secret-redaction.js';
 
 /**
  * Loads the config of `configDir` and builds its authenticator exactly as `start` does (an auth plugin
- * is loaded and constructed, with the config), printing the warnings to stderr.
+ * is loaded and constructed, with the config).
  * @throws ConfigError listing every problem.
  */
 export async function checkConfig(configDir: string): Promise<LoadedConfig> {
   const loaded = await loadConfig({ configDir });
-  for (const warning of loaded.warnings) process.stderr.write(`warning: ${warning}\n`);
   const logger = createLogger({
     level: 'warn',
     destination: process.stderr,

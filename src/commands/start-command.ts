@@ -100,7 +100,6 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     const logger = createLogger({ secrets });
     // A worker of `workers: N` runs this command again; the primary has said the rest.
     if (cluster.isWorker) return runWorker(loaded, { logger, source, secrets });
-    for (const warning of loaded.warnings) logger.warn(warning);
 
     const workers = workerCount(loaded.config);
     const demo = values.demo ? await startDemo(loaded) : null;

@@ -18,14 +18,21 @@ export function formatKeyPath(path: KeyPath): string {
   );
 }
 
-/** Rules that span several keys, checked after every key has the right type. */
+/**
+ * Rules that span several keys. They run in the same pass as the schema, so that one start names every
+ * mistake: on a config whose other keys may still be wrong, a rule that meets a value of the wrong type
+ * (which the schema names) is left out rather than guessed at.
+ */
 export function crossFieldProblems(config: Config, environment: Environment): Problem[] {
-  return [
-    ...catalogProblems(config),
-    ...keyProblems(config, environment),
-    ...schemeProblems(config, environment),
-    ...listenerProblems(config),
-  ];
+  const rules = [catalogProblems, keyProblems, schemeProblems, listenerProblems];
+  return rules.flatMap((rule) => {
+    try {
+      return rule(config, environment);
+    } catch (error) {
+      if (error instanceof TypeError) return [];
+      throw error;
+    }
+  });
 }
 
 function firstSeen<T>(items: Iterable<[T, KeyPath]>): Problem[] {

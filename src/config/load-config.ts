@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
+import { loadAuthPlugin } from '../auth/plugin-loader.js';
 import { ConfigError } from './config-error.js';
 import {
   crossFieldProblems,
@@ -23,9 +24,7 @@ export interface LoadConfigOptions {
 export interface LoadedConfig {
   config: Readonly<Config>;
   environment: Environment;
-  /** Lines worth a warning that do not stop the start, such as unknown top-level keys. */
-  warnings: string[];
-  /** Unknown top-level keys and their values: not the gateway's, but a plugin may read them. */
+  /** Top-level keys the auth plugin declares (its `static configKeys`), and their values. */
   extras: Readonly<Record<string, unknown>>;
 }
 
@@ -82,18 +81,63 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   const describe = ({ path: keyPath, message }: Problem) =>
     `${sourceOf(keyPath).source}: ${formatKeyPath(keyPath) || '(top level)'}: ${message}`;
 
-  const parsed = configSchema.safeParse(merged);
-  if (!parsed.success) throw new ConfigError(parsed.error.issues.flatMap(toProblems).map(describe));
-  const config = parsed.data;
-  const problems = [...crossFieldProblems(config, environment), ...unreadableFiles(config, cwd)];
-  if (problems.length > 0) throw new ConfigError(problems.map(describe));
-
-  const unknownKeys = Object.keys(merged).filter((key) => !knownTopLevelKeys.has(key));
-  const warnings = unknownKeys.map(
-    (key) => `${sourceOf([key]).source}: ${key}: unknown key, ignored by the gateway (a plugin may read it)`,
+  // One pass names every mistake: the cross-key rules run on what the schema could read of the rest.
+  const schema = configSchema.superRefine(
+    (config, context) => {
+      for (const { path: keyPath, message } of [
+        ...crossFieldProblems(config, environment),
+        ...unreadableFiles(config, cwd),
+      ])
+        context.addIssue({ code: 'custom', path: [...keyPath], message });
+    },
+    { when: () => true },
   );
+  const parsed = schema.safeParse(merged);
+  const problems = parsed.success ? [] : parsed.error.issues.flatMap(toProblems).map(describe);
+  const plugin = await pluginKeys(merged, cwd);
+  const unknownKeys = Object.keys(merged).filter((key) => !knownTopLevelKeys.has(key));
+  for (const key of unknownKeys.filter((name) => !plugin.keys.has(name))) {
+    problems.push(
+      describe({
+        path: [key],
+        message: plugin.name
+          ? `unknown key (the plugin '${plugin.name}' declares ${plugin.keys.size > 0 ? [...plugin.keys].join(', ') : 'none'} in its static configKeys)`
+          : 'unknown key',
+      }),
+    );
+  }
+  problems.push(...plugin.problems);
+  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
+
   const extras = Object.fromEntries(unknownKeys.map((key) => [key, merged[key]]));
-  return { config: deepFreeze(config), environment, warnings, extras: deepFreeze(extras) };
+  return { config: deepFreeze(parsed.data), environment, extras: deepFreeze(extras) };
+}
+
+/**
+ * The top-level keys the auth plugin of `values` declares as its own (`static configKeys = ['secret']`):
+ * the gateway refuses any other key it does not know. Loading the plugin here (constructing it is
+ * `start`'s) names a plugin that cannot load in the same pass as the other mistakes.
+ */
+async function pluginKeys(
+  values: Record<string, unknown>,
+  cwd: string,
+): Promise<{ name: string | null; keys: ReadonlySet<string>; problems: string[] }> {
+  const spec = values.APIKeyAuthPlugin;
+  if (values.APIKeyAuthType !== 'plugin' || typeof spec !== 'string' || spec === '')
+    return { name: null, keys: new Set(), problems: [] };
+  try {
+    const declared = (await loadAuthPlugin(spec, cwd)).configKeys ?? [];
+    if (!Array.isArray(declared) || !declared.every((key) => typeof key === 'string'))
+      return {
+        name: spec,
+        keys: new Set(),
+        problems: [`APIKeyAuthPlugin: '${spec}' has a static configKeys that is not a list of key names`],
+      };
+    return { name: spec, keys: new Set(declared), problems: [] };
+  } catch (error) {
+    if (error instanceof ConfigError) return { name: spec, keys: new Set(), problems: [...error.problems] };
+    throw error;
+  }
 }
 
 function environmentLayer(env: NodeJS.ProcessEnv): Layer {
@@ -120,13 +164,13 @@ function toProblems(issue: z.core.$ZodIssue): Problem[] {
 }
 
 function unreadableFiles(config: Config, cwd: string): Problem[] {
-  const files: Array<[string | undefined, KeyPath]> = [
+  const files: Array<[unknown, KeyPath]> = [
     [config.tls?.key, ['tls', 'key']],
     [config.tls?.cert, ['tls', 'cert']],
     [config.tls?.ca, ['tls', 'ca']],
   ];
   return files.flatMap(([file, keyPath]) => {
-    if (file === undefined) return [];
+    if (typeof file !== 'string') return [];
     try {
       readFileSync(path.resolve(cwd, file));
       return [];

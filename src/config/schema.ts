@@ -4,8 +4,8 @@ import { normalizeSegment } from '../catalog/normalize-path.js';
 
 /**
  * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
- * one place. Nested objects are strict (a misspelt key fails the start); unknown top-level keys are
- * reported as warnings by the loader, because plugins may read keys of their own.
+ * one place. Nested objects are strict (a misspelt key fails the start); so is the top level, except for
+ * the keys the auth plugin declares (the loader asks it).
  */
 
 /** A message for an issue of this schema; undefined leaves the issue to the next error map. */

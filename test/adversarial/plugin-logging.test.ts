@@ -22,6 +22,7 @@ const password = 'Tr0ub4dor&3';
 /** A plugin that logs like plugins do, then passes X-Secret holders and fails on Basic credentials. */
 const pluginSource = `
 module.exports = class LoggingPlugin {
+  static configKeys = ['secret'];
   constructor(server) {
     this.logger = server.logger;
     this.secret = server.config.secret;

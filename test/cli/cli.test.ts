@@ -204,10 +204,16 @@ describe('gateway check-config', () => {
     expect(started.stderr).toBe(checked.stderr);
   });
 
-  it('prints warnings for unknown top-level keys and exits 0', async () => {
-    const result = await runCli(['check-config', '--config-dir', 'test/fixtures/config/yaml']);
-    expect(result.code).toBe(0);
-    expect(result.stderr).toContain('warning: test/fixtures/config/yaml/default.yaml: secret: unknown key');
+  it('refuses an unknown top-level key (a misspelt port) with exit 2', async () => {
+    const result = await runCli([
+      'check-config',
+      '--config-dir',
+      'test/fixtures/bad-config/top-level-key-unknown',
+    ]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'test/fixtures/bad-config/top-level-key-unknown/default.mjs: prot: unknown key\n',
+    );
   });
 });
 

@@ -72,6 +72,11 @@ const rules: Array<[string, string]> = [
   ['application-key-reused', 'applications[0].apikey_development: duplicate of apikey_development'],
   ['application-id-duplicate', 'applications[1].id: duplicate of applications[0].id'],
   ['not-an-object', 'must export an object (module.exports = { ... })'],
+  ['top-level-key-unknown', 'prot: unknown key'],
+  [
+    'plugin-key-undeclared',
+    "secrte: unknown key (the plugin './test/fixtures/plugins/quoting-plugin.js' declares secret in its static configKeys)",
+  ],
 ];
 
 describe('loadConfig: one bad-config fixture per rule', () => {
@@ -129,16 +134,24 @@ describe('loadConfig: one bad-config fixture per rule', () => {
     const problems = await problemsOf('test/fixtures/bad-config/upstream-not-http', { PORT: '99999' });
     expect(problems).toHaveLength(2);
   });
+
+  it('reports the cross-key rules in the same pass as the key types: nothing hides behind a first mistake', async () => {
+    expect(await problemsOf('test/fixtures/bad-config/mistakes-of-every-stage')).toEqual([
+      'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[0].id: must be a UUID',
+      'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[1].basePath: duplicate of apis[0].basePath',
+      "test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: store.url: required when store.type is 'redis' (or set store.cluster)",
+      'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key',
+    ]);
+  });
 });
 
 describe('loadConfig: valid configs', () => {
   it('loads a CommonJS default.cjs, applies defaults and upper-cases verbs', async () => {
-    const { config, environment, warnings } = await loadConfig({
+    const { config, environment } = await loadConfig({
       configDir: 'test/fixtures/config/cjs',
       env: {},
     });
     expect(environment).toBe('development');
-    expect(warnings).toEqual([]);
     expect(config.port).toBe(8080);
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [] });
     expect(config.store).toEqual({
@@ -155,13 +168,19 @@ describe('loadConfig: valid configs', () => {
     expect(config.apis[0]?.methods[0]?.verb).toBe('GET');
   });
 
-  it('loads YAML and warns about unknown top-level keys instead of taking them silently', async () => {
-    const { config, warnings } = await loadConfig({ configDir: 'test/fixtures/config/yaml', env: {} });
+  it('loads YAML', async () => {
+    const { config } = await loadConfig({ configDir: 'test/fixtures/config/yaml', env: {} });
     expect(config.port).toBe(9090);
     expect(config.apis[0]?.methods).toEqual([]);
-    expect(warnings).toEqual([
-      'test/fixtures/config/yaml/default.yaml: secret: unknown key, ignored by the gateway (a plugin may read it)',
-    ]);
+  });
+
+  it('takes the top-level keys the auth plugin declares, for the plugin only', async () => {
+    const { config, extras } = await loadConfig({
+      configDir: 'test/fixtures/config/plugin-keys',
+      env: {},
+    });
+    expect(extras).toEqual({ secret: 'a-long-shared-secret-0123456789' });
+    expect(config).not.toHaveProperty('secret');
   });
 
   it('overlays <NODE_ENV>.mjs key by key, then PORT, ADMIN_PORT and REDIS_URL', async () => {
