@@ -1,6 +1,7 @@
 import type { Authenticator } from './auth/authenticator.js';
 import { createAuthenticator, type AuthenticatorContext } from './auth/create-authenticator.js';
 import { compileCatalog, type Router } from './catalog/router.js';
+import { ApplicationNames } from './config/application-names.js';
 import type { LoadedConfig } from './config/load-config.js';
 import type { Logger } from './log.js';
 import { forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
@@ -26,6 +27,10 @@ export class DataPlane {
     readonly router: Router,
     readonly authenticator: Authenticator,
     readonly trustedPeers: TrustedPeers,
+    /** The names the access log gives the applications. */
+    readonly applications: ApplicationNames,
+    /** One of every this many access lines of 429 answers is written. */
+    readonly sample429: number,
     forwardCredentials: boolean,
     private readonly logger: Logger,
   ) {
@@ -52,6 +57,8 @@ export class DataPlane {
       compileCatalog(config.apis),
       await createAuthenticator(loaded, context),
       new TrustedPeers(config.trustProxy),
+      new ApplicationNames(config.applications),
+      config.accessLog.sample429,
       config.forwardCredentials,
       context.logger,
     );

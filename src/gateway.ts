@@ -75,6 +75,8 @@ export class Gateway {
   private draining = false;
   private idleWaiters: Array<() => void> = [];
   private plane: DataPlane;
+  /** Access lines of 429 answers so far, for `accessLog.sample429`. */
+  private rejectedLines = 0;
 
   constructor(private readonly parts: GatewayParts) {
     this.plane = parts.dataPlane;
@@ -309,7 +311,7 @@ export class Gateway {
     if (record.forwarded && record.plan && record.plan.byteRestrictions.length > 0) this.chargeBytes(record);
     const status = record.status || res.statusCode;
     const { logger, metrics } = this.parts;
-    if (logger.isLevelEnabled('info')) {
+    if (logger.isLevelEnabled('info') && this.sampled(record, status)) {
       logger.info(
         {
           requestId: record.id,
@@ -318,6 +320,9 @@ export class Gateway {
           path: loggedPath(route?.path ?? req.url ?? ''),
           api: route?.api.config.name ?? null,
           method: route?.method?.name ?? null,
+          application: record.principal?.application
+            ? record.plane.applications.nameOf(record.principal.application)
+            : null,
           subject: record.principal?.subject ?? null,
           ...(record.unvalidated ? { unvalidated: true } : {}),
           status,
@@ -327,20 +332,29 @@ export class Gateway {
           outcome,
           quota: record.quota,
           ms: Math.round(elapsedMs * 100) / 100,
+          ...(status === 429 && record.plane.sample429 > 1 ? { sampled: record.plane.sample429 } : {}),
         },
         'request',
       );
     }
-    const apiId = route?.api.config.id ?? 'none';
-    metrics.request(apiId, route?.method?.id ?? 'none', status, elapsedMs / 1000);
+    const api = route?.api.label ?? 'none';
+    const method = route?.method ? route.api.methodLabels.get(route.method.id)! : 'none';
+    metrics.request(api, method, status, elapsedMs / 1000);
     if (outcome && outcome !== 'completed' && outcome !== 'client_aborted') {
-      metrics.upstreamErrors.inc({ api: apiId, outcome });
+      metrics.upstreamErrors.inc({ api, outcome });
     }
     record.plane.leave();
     this.inFlight -= 1;
     if (this.inFlight === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  /** Whether this request's access line is written: every one, but only one of N of 429 answers. */
+  private sampled(record: RequestRecord, status: number): boolean {
+    if (status !== 429 || record.plane.sample429 === 1) return true;
+    this.rejectedLines += 1;
+    return this.rejectedLines % record.plane.sample429 === 1 % record.plane.sample429;
   }
 
   /** Request bytes beyond those declared (and charged up front), and every response byte. */

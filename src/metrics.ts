@@ -17,7 +17,7 @@ export interface Metrics {
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction. */
-  quotaDecision(restriction: { quotaId: string; index: number }, allowed: boolean): void;
+  quotaDecision(restriction: { quotaLabel: string; index: number }, allowed: boolean): void;
 }
 
 /**
@@ -155,7 +155,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   const requestTallies = new Children((api, method, status) => new Tally({ api, method, status }));
   new Counter({
     name: 'quotagate_requests_total',
-    help: 'Requests answered on the data plane, by API id, method id and status',
+    help: 'Requests answered on the data plane, by API name, method name (ids where names repeat) and status',
     labelNames: ['api', 'method', 'status'],
     registers: [registry],
     collect() {
@@ -164,7 +164,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   });
   const duration = new PlainHistogram(
     'quotagate_request_duration_seconds',
-    'Time from request to the end of the response, by API id',
+    'Time from request to the end of the response, by API name (id where names repeat)',
     'api',
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   );
@@ -175,7 +175,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   );
   new Counter({
     name: 'quotagate_quota_decisions_total',
-    help: 'Quota checks by quota id, restriction index and decision (allowed, rejected)',
+    help: 'Quota checks by quota name (id where names repeat), restriction index and decision (allowed, rejected)',
     labelNames: ['quota', 'restriction', 'decision'],
     registers: [registry],
     collect() {
@@ -186,7 +186,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     registry,
     upstreamErrors: new Counter({
       name: 'quotagate_upstream_errors_total',
-      help: 'Upstream exchanges that failed, by API id and outcome (unreachable, timeout, reset, invalid)',
+      help: 'Upstream exchanges that failed, by API name (id where names repeat) and outcome (unreachable, timeout, reset, invalid)',
       labelNames: ['api', 'outcome'],
       registers: [registry],
     }),
@@ -243,7 +243,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     },
     quotaDecision(restriction, allowed) {
       const index = indexText[restriction.index] ?? String(restriction.index);
-      decisionTallies.get(restriction.quotaId, index, allowed ? 'allowed' : 'rejected').count += 1;
+      decisionTallies.get(restriction.quotaLabel, index, allowed ? 'allowed' : 'rejected').count += 1;
     },
   };
 }

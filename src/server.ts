@@ -3,12 +3,13 @@ import http, { type Server } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import pino from 'pino';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
 import { LiveConfig } from './config/live-config.js';
 import type { LoadedConfig } from './config/load-config.js';
 import { DataPlane } from './data-plane.js';
 import { Gateway } from './gateway.js';
-import type { LogSecrets, Logger } from './log.js';
+import { createLogger, type LogSecrets, type Logger } from './log.js';
 import { httpServerOptions } from './http-server-options.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -77,6 +78,18 @@ function dataServer(server: Server, gateway: Gateway): Server {
   server.on('request', gateway.handle);
   server.on('checkContinue', gateway.handleExpectingContinue);
   return server;
+}
+
+/** The logger of `accessLog.file`: the access lines only, in a file of their own. */
+function openAccessLog(file: string, secrets: LogSecrets | undefined) {
+  const destination = pino.destination({ dest: file, mkdir: true, sync: false });
+  return { destination, logger: createLogger({ destination, ...(secrets ? { secrets } : {}) }) };
+}
+
+/** What `logger` adds to its lines (a worker's id and pid) beyond the fields every logger writes. */
+function ownBindings(logger: Logger): Record<string, unknown> {
+  const { service: _service, ...own } = logger.bindings();
+  return own;
 }
 
 /** The key, certificate and CA of `tls`, read from their files. */
@@ -157,6 +170,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     metrics,
   });
 
+  const accessLog = config.accessLog.file
+    ? openAccessLog(path.resolve(cwd, config.accessLog.file), options.secrets)
+    : null;
   const gateway = new Gateway({
     dataPlane: firstPlane,
     proxy,
@@ -165,7 +181,10 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     // The access line is built from fields the gateway chose (ids, names, numbers), none a credential
     // field: it skips the root's redaction paths, whose wildcards re-serialized every field of every line
     // (a third of the CPU of a logged request). The config's secret values are still taken out of it.
-    logger: logger.child({ component: 'access' }, { redact: [] }),
+    logger: (accessLog?.logger ?? logger).child(
+      { ...(accessLog ? ownBindings(logger) : {}), component: 'access' },
+      { redact: [] },
+    ),
     metrics,
   });
 
@@ -203,6 +222,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           if (certificates) tlsServer!.setSecureContext(certificates);
           proxy.proxyTimeout = next.config.proxyTimeout;
+          // After logrotate has moved the file: the lines that follow go to a new one.
+          accessLog?.destination.reopen();
           gateway.swap(plane);
           live.replace(next);
         },
@@ -219,6 +240,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await definitions.close();
     proxy.close();
     await gateway.dataPlane.close();
+    accessLog?.destination.end();
     if (redis) await redis.quit().catch(() => redis.disconnect());
   };
 

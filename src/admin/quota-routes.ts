@@ -17,6 +17,7 @@ import type { QuotaRepository, RefusedQuota } from '../quota/quota-repository.js
 import { catalogIds, quotaDtoSchema } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import { AdminError, adminErrorStatuses } from './admin-errors.js';
+import { ApplicationNames } from '../config/application-names.js';
 import { applicationIdOf } from './application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
 import { documentedAs } from './zod-route-schemas.js';
@@ -94,9 +95,15 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   const { repository, live } = parts;
   // Restrictions must name APIs and methods of the catalog in force: checked in the same pass as the rest.
   let catalog = catalogIds(live.config.apis);
+  let names = new ApplicationNames(live.config.applications);
   live.onChange(({ config }) => {
     catalog = catalogIds(config.apis);
+    names = new ApplicationNames(config.applications);
   });
+  const owner = (application: string) => ({ id: application, name: names.nameOf(application) });
+  /** A quota as answered: an application's own quota names the application. */
+  const shown = (record: StoredQuota) =>
+    record.application ? { ...record.quota, application: owner(record.application) } : record.quota;
   const quotaBody = documentedAs(
     quotaDtoSchema(() => catalog),
     'QuotaDTO',
@@ -155,7 +162,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
 
   const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {
     setEtag(reply, record);
-    return reply.code(status).send(record.quota);
+    return reply.code(status).send(shown(record));
   };
 
   const application = (id: string): string => {
@@ -192,11 +199,13 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     },
     async (request) => {
-      const visible = repository
+      return repository
         .all()
         .filter((record) => request.adminUser?.role === 'admin' || record.quota.id !== systemQuotaId)
-        .map((record) => record.quota);
-      return visible.sort((a, b) => Number(b.system) - Number(a.system) || a.id.localeCompare(b.id));
+        .sort(
+          (a, b) => Number(b.quota.system) - Number(a.quota.system) || a.quota.id.localeCompare(b.quota.id),
+        )
+        .map(shown);
     },
   );
 
@@ -288,7 +297,11 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                       type: 'array',
                       items: {
                         type: 'object',
-                        properties: { application: { type: 'string' }, used: { type: 'number' } },
+                        properties: {
+                          application: { type: 'string' },
+                          name: { type: 'string', description: "The config's name of the application" },
+                          used: { type: 'number' },
+                        },
                       },
                     },
                   },
@@ -304,7 +317,21 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       requireAdmin(request);
       const usage = await parts.usage(found(request.params.id).quota.id);
       if (!usage) throw new AdminError(404, [`no quota with id '${request.params.id}'`]);
-      return usage;
+      return {
+        ...usage,
+        restrictions: usage.restrictions.map((restriction) =>
+          restriction.applications
+            ? {
+                ...restriction,
+                applications: restriction.applications.map(({ application, used }) => ({
+                  application,
+                  name: names.nameOf(application),
+                  used,
+                })),
+              }
+            : restriction,
+        ),
+      };
     },
   );
 

@@ -1,8 +1,13 @@
 import type { ApiConfig, MethodConfig } from '../config/schema.js';
+import { uniqueLabels } from '../unique-labels.js';
 import { normalizeSegment } from './normalize-path.js';
 
 export interface CompiledApi {
   readonly config: ApiConfig;
+  /** What metrics and logs call the API: its name, or its id when another API has the same name. */
+  readonly label: string;
+  /** What metrics call each method (by id): its name, or its id when another method of the API has it. */
+  readonly methodLabels: ReadonlyMap<string, string>;
   /** Upstream origin, e.g. `http://127.0.0.1:9000`. */
   readonly upstreamOrigin: string;
   /** Upstream path prefix without a trailing slash ('' for none). */
@@ -62,7 +67,7 @@ function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
 /** A configured literal segment as requests spell it (config validation has refused any other). */
 const literal = (segment: string) => normalizeSegment(segment) ?? segment;
 
-function compileApi(config: ApiConfig): ApiRoute {
+function compileApi(config: ApiConfig, label: string): ApiRoute {
   const upstream = new URL(config.upstream);
   const key = (text: string) => (config.caseSensitive ? text : text.toLowerCase());
   const methodsByVerb = new Map<string, CompiledMethod[]>();
@@ -79,6 +84,8 @@ function compileApi(config: ApiConfig): ApiRoute {
   return {
     api: {
       config,
+      label,
+      methodLabels: uniqueLabels(config.methods),
       upstreamOrigin: upstream.origin,
       upstreamPrefix: upstream.pathname.replace(/\/+$/, ''),
     },
@@ -106,7 +113,10 @@ function startsWith(keys: readonly string[], segments: readonly string[]): boole
  * findByStatus, so counting it as `/{petId}` would count another operation than the one that runs).
  */
 export function compileCatalog(apis: readonly ApiConfig[]): Router {
-  const routes = apis.map(compileApi).sort((a, b) => b.base.length - a.base.length);
+  const labels = uniqueLabels(apis);
+  const routes = apis
+    .map((api) => compileApi(api, labels.get(api.id)!))
+    .sort((a, b) => b.base.length - a.base.length);
   const anyCaseInsensitive = routes.some((route) => !route.caseSensitive);
   const byApi = new Map(routes.map((route) => [route.api, route]));
 

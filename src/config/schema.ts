@@ -257,6 +257,18 @@ const serverSchema = z
     maxHeaderSize: 16_384,
   });
 
+const accessLogSchema = z
+  .strictObject({
+    /** Where the access lines go (relative to the project folder); by default, with the rest of the log. */
+    file: nonEmpty.optional(),
+    /** Writes one of every N access lines of requests refused with 429 (each says `sampled: N`). */
+    sample429: z
+      .int({ error: msg('must be a whole number of at least 1') })
+      .min(1, { error: msg('must be a whole number of at least 1') })
+      .default(1),
+  })
+  .default({ sample429: 1 });
+
 const workerCountError = msg('must be a whole number from 1 to 1024, or "auto" (one per CPU)');
 
 /**
@@ -297,6 +309,7 @@ export const configSchema = z.object({
   shutdownTimeout: milliseconds.default(10_000),
   trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),
   forwardCredentials: z.boolean({ error: msg('must be true or false') }).default(false),
+  accessLog: accessLogSchema,
   server: serverSchema,
 });
 

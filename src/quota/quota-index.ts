@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { uniqueLabels } from '../unique-labels.js';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
 import type { CounterSpec } from '../limiter/counter-store.js';
@@ -8,6 +9,8 @@ export interface ApplicableRestriction {
   /** Counter key: per restriction, and per application for application quotas. */
   counterKey: string;
   quotaId: string;
+  /** What metrics call the quota: its name, or its id when another quota has the same name. */
+  quotaLabel: string;
   /** Position of the restriction in its quota. */
   index: number;
   type: Restriction['type'];
@@ -28,7 +31,7 @@ interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> 
 }
 
 /** @param perApplication whether the restrictions count each application apart */
-function compile(record: StoredQuota, perApplication: boolean): CompiledRestriction[] {
+function compile(record: StoredQuota, perApplication: boolean, label: string): CompiledRestriction[] {
   return record.quota.restrictions.map((restriction, index) => {
     const window = windowMs(restriction.config);
     // The counter survives a change of limit, but not a change of what it counts or of its window.
@@ -45,6 +48,7 @@ function compile(record: StoredQuota, perApplication: boolean): CompiledRestrict
     return {
       keyBase: perApplication ? `${base}:app:` : `${base}:${apiScopeTag(restriction.api)}`,
       quotaId: record.quota.id,
+      quotaLabel: label,
       index,
       type: restriction.type,
       limit,
@@ -181,16 +185,19 @@ export class QuotaIndex {
   private readonly plans = new Map<string, Map<string, Map<string, PlansOfRoute>>>();
 
   constructor(records: readonly StoredQuota[]) {
+    const labels = uniqueLabels(records.map((record) => record.quota));
+    const compiled = (record: StoredQuota, perApplication: boolean) =>
+      compile(record, perApplication, labels.get(record.quota.id)!);
     this.apiWide = records
       .filter((record) => record.quota.type === 'API')
-      .flatMap((record) => compile(record, false));
+      .flatMap((record) => compiled(record, false));
     this.byApplication = new Map(
       records
         .filter((record) => record.application)
-        .map((record) => [record.application!, compile(record, true)]),
+        .map((record) => [record.application!, compiled(record, true)]),
     );
     const fallback = records.find((record) => record.quota.id === applicationDefaultQuotaId);
-    this.applicationDefault = fallback ? compile(fallback, true) : [];
+    this.applicationDefault = fallback ? compiled(fallback, true) : [];
   }
 
   /**

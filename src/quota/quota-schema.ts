@@ -297,6 +297,14 @@ export const quotaSchema = z.strictObject(
   { error: msg('must be an object') },
 );
 
+/** A Quota as the API answers it: an application's own quota says whose it is. */
+export const quotaAnswerSchema = quotaSchema.extend({
+  application: z
+    .strictObject({ id: z.string(), name: z.string() })
+    .optional()
+    .meta({ description: "The application whose own quota this is, with the config's name for it" }),
+});
+
 /** A quota as the stores keep it: its fields in this order, and the application it belongs to. */
 export const storedRecordSchema = quotaSchema
   .extend({

@@ -5,7 +5,8 @@ import type { Config } from '../config/schema.js';
 /**
  * The settings a running gateway cannot change: its listeners (addresses, ports, TLS on or off, the
  * server timeouts Node fixes at creation), its worker processes and its store. A reload keeps them as
- * they run and says which ones it kept; TLS key, certificate and CA files do change live.
+ * they run and says which ones it kept; TLS key, certificate and CA files do change live. So does the
+ * access log's file name not: a reload opens the file again (after logrotate moved it).
  */
 export interface FixedSettings {
   host: Config['host'];
@@ -15,6 +16,7 @@ export interface FixedSettings {
   admin: Pick<Config['admin'], 'host' | 'port'>;
   store: Config['store'];
   server: Config['server'];
+  accessLogFile: string | null;
 }
 
 export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
@@ -26,6 +28,7 @@ export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
     admin: { host: config.admin.host, port: config.admin.port },
     store: config.store,
     server: config.server,
+    accessLogFile: config.accessLog.file ?? null,
   };
 }
 
@@ -70,7 +73,12 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
     },
     store: keep('store', fixed.store, config.store),
     server: keep('server', fixed.server, config.server),
+    accessLog: {
+      ...config.accessLog,
+      file: keep('accessLog.file', fixed.accessLogFile ?? undefined, config.accessLog.file),
+    },
   };
+  if (pinned.accessLog.file === undefined) delete pinned.accessLog.file;
   if (tls) pinned.tls = tls;
   else delete pinned.tls;
   return { loaded: { ...next, config: Object.freeze(pinned) }, kept };

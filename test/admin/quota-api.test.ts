@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { z } from 'zod';
-import { quotaDtoSchema, quotaSchema } from '../../src/quota/quota-schema.js';
+import { quotaAnswerSchema, quotaDtoSchema } from '../../src/quota/quota-schema.js';
 import {
   adminUser,
   getPetMethodId,
@@ -656,7 +656,7 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         z.toJSONSchema(quotaDtoSchema(), { io: 'input', target: 'openapi-3.0' }),
       );
       expect(document.components.schemas['Quota']).toEqual(
-        z.toJSONSchema(quotaSchema, { io: 'output', target: 'openapi-3.0' }),
+        z.toJSONSchema(quotaAnswerSchema, { io: 'output', target: 'openapi-3.0' }),
       );
       expect(document.components.schemas['QuotaDTO']).toMatchObject({
         required: ['type', 'name', 'restrictions'],

@@ -333,8 +333,8 @@ describe('quota enforcement: usage and metrics', () => {
           limit: 10,
           windowSeconds: 60,
           applications: [
-            { application: mobileId, used: 2 },
-            { application: webId, used: 1 },
+            { application: mobileId, name: 'Mobile', used: 2 },
+            { application: webId, name: 'Web', used: 1 },
           ].sort((a, b) => a.application.localeCompare(b.application)),
         },
       ],
@@ -353,10 +353,10 @@ describe('quota enforcement: usage and metrics', () => {
     await get(gateway);
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     expect(metrics).toContain(
-      `quotagate_quota_decisions_total{quota="${systemQuotaId}",restriction="0",decision="allowed"} 1`,
+      'quotagate_quota_decisions_total{quota="System",restriction="0",decision="allowed"} 1',
     );
     expect(metrics).toContain(
-      `quotagate_quota_decisions_total{quota="${systemQuotaId}",restriction="0",decision="rejected"} 2`,
+      'quotagate_quota_decisions_total{quota="System",restriction="0",decision="rejected"} 2',
     );
   });
 });

@@ -1,0 +1,21 @@
+import { projectApplicationId } from '../auth/key-ring.js';
+
+/**
+ * The names of the applications of the config, for the access log and the admin API. The project's own
+ * key is the application `project`; an identity that is its own name (an LDAP DN, a plugin's caller) is
+ * shown as it is.
+ */
+export class ApplicationNames {
+  private readonly names: ReadonlyMap<string, string>;
+
+  constructor(applications: ReadonlyArray<{ id: string; name: string }>) {
+    this.names = new Map([
+      [projectApplicationId, projectApplicationId],
+      ...applications.map(({ id, name }): [string, string] => [id.toLowerCase(), name]),
+    ]);
+  }
+
+  nameOf(id: string): string {
+    return this.names.get(id.toLowerCase()) ?? id;
+  }
+}
