@@ -55,3 +55,11 @@ export class AdminError extends Error {
     super(messages.join('; ') || adminErrorStatuses[status]);
   }
 }
+
+/** The error answers of an admin route, as its OpenAPI responses: each status with the Errors body. */
+export const errorResponses = Object.fromEntries(
+  Object.entries(adminErrorStatuses).map(([status, description]) => [
+    status,
+    { description, $ref: 'Errors#' },
+  ]),
+);

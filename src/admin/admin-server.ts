@@ -29,7 +29,10 @@ import {
   type AdminErrorStatus,
   type ErrorsBody,
 } from './admin-errors.js';
+import { AdminSessions, type AdminSession } from './admin-sessions.js';
 import { AdminUsers, type AdminUser } from './admin-users.js';
+import { registerApplicationRoutes } from './application-routes.js';
+import { registerSessionRoutes } from './session-routes.js';
 import { longestApplicationId } from '../quota/model.js';
 import { httpServerOptions } from '../http-server-options.js';
 import { catalogOpenApi } from './catalog-openapi.js';
@@ -39,10 +42,14 @@ import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-rou
 declare module 'fastify' {
   interface FastifyRequest {
     adminUser?: AdminUser;
+    /** The login session the request came with, when it authenticated with one. */
+    adminSession?: AdminSession;
   }
   interface FastifyContextConfig {
-    /** True for the few routes anyone may call: health, readiness, metrics, the Quota API document. */
+    /** True for the few routes anyone may call: health, readiness, metrics, the Quota API document, login. */
     public?: boolean;
+    /** The login route: the only one that takes a form body. */
+    login?: boolean;
   }
 }
 
@@ -69,6 +76,8 @@ export interface AdminServerParts {
 }
 
 const portalPrefix = '/api/portal/v1.3';
+/** Axway API Manager's later version of the same API (apim-cli speaks it): served by the same routes. */
+const laterPortalPrefix = /^\/api\/portal\/v1\.4(?=[/?]|$)/;
 const adminChallenge = 'Basic realm="quotagate admin", charset="UTF-8"';
 /** A param reaches its route even when every character of the longest id is percent-encoded. */
 const longestParam = 3 * longestApplicationId;
@@ -84,6 +93,9 @@ const securityHeaders = {
   'referrer-policy': 'no-referrer',
   'x-frame-options': 'DENY',
 } as const;
+
+/** Methods that change nothing: a session needs no CSRF-Token for them. */
+const safeMethods = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 const unauthorized = () =>
   new AdminError(401, ['admin credentials are missing or wrong'], { 'www-authenticate': adminChallenge });
@@ -154,6 +166,28 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
 export async function createAdminServer(parts: AdminServerParts): Promise<FastifyInstance> {
   const { live } = parts;
   let users = new AdminUsers(live.config.admin.users);
+  const sessions = new AdminSessions();
+
+  /**
+   * The user a request speaks for: its HTTP basic credentials, else its login session (whose user must
+   * still be in the config, and whose CSRF-Token must come with any request that changes something).
+   */
+  const userOf = async (request: FastifyRequest): Promise<AdminUser | null> => {
+    const req = request.raw;
+    if (req.headers.authorization !== undefined) return users.authenticate(req);
+    const session = sessions.of(req);
+    if (!session) return null;
+    const user = users.current(session.username);
+    if (!user) {
+      sessions.close(session);
+      return null;
+    }
+    if (!safeMethods.has(req.method ?? '') && !AdminSessions.csrfMatches(req, session)) {
+      throw new AdminError(403, ['the CSRF-Token field is missing or is not the one of this session']);
+    }
+    request.adminSession = session;
+    return user;
+  };
   let catalogDocument: ReturnType<typeof catalogOpenApi> | null = null;
   live.onChange(({ config }) => {
     users = new AdminUsers(config.admin.users);
@@ -171,7 +205,9 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     loggerInstance: parts.logger.child({ plane: 'admin' }) as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 64 * 1024,
-    routerOptions: { maxParamLength: longestParam },
+    // `/quotas/{id}/` is `/quotas/{id}`: clients written for Axway send both.
+    routerOptions: { maxParamLength: longestParam, ignoreTrailingSlash: true },
+    rewriteUrl: (req) => (req.url ?? '/').replace(laterPortalPrefix, portalPrefix),
     serverFactory: (handler) => {
       return http.createServer(httpServerOptions(live.config), (req, res: ServerResponse) => {
         for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
@@ -181,7 +217,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     clientErrorHandler: answerClientError,
     // Errors of the router, before any hook: the credentials are checked here too, first.
     frameworkErrors: (error, request, reply) => {
-      users.authenticate(request.raw).then(
+      userOf(request).then(
         (user) => sendError(reply, user ? error : unauthorized(), request),
         (failure: Error) => sendError(reply, failure, request),
       );
@@ -195,6 +231,18 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
     body === '' ? done(null, undefined) : parseJson(request, String(body), done),
+  );
+  // A login form, as Axway's clients post it; no other route takes a form.
+  app.addContentTypeParser(
+    'application/x-www-form-urlencoded',
+    { parseAs: 'string' },
+    (request, body, done) => {
+      if (request.routeOptions.config.login !== true) {
+        done(Object.assign(new Error('unsupported media type'), { statusCode: 415 }), undefined);
+        return;
+      }
+      done(null, Object.fromEntries(new URLSearchParams(String(body))));
+    },
   );
   app.setValidatorCompiler(zodValidatorCompiler);
   // Responses are built from the schemas' own output; their JSON Schemas document them, nothing more.
@@ -221,7 +269,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
 
   app.addHook('onRequest', async (request) => {
     if (request.routeOptions.config.public === true) return;
-    const user = await users.authenticate(request.raw);
+    const user = await userOf(request);
     if (!user) throw unauthorized();
     request.adminUser = user;
   });
@@ -249,7 +297,9 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
 
   await app.register(
     async (portal) => {
+      registerSessionRoutes(portal, { users: () => users, sessions });
       registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage });
+      registerApplicationRoutes(portal, { live });
       portal.get(
         '/apis/openapi.json',
         async () => (catalogDocument ??= catalogOpenApi(live.config.apis, parts.authDocumentation())),

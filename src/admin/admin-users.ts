@@ -37,8 +37,13 @@ export class AdminUsers {
   async authenticate(req: IncomingMessage): Promise<AdminUser | null> {
     if ((req.headersDistinct.authorization?.length ?? 0) > 1) return null;
     const credentials = parseBasicCredentials(req);
-    if (!credentials || credentials.password === '') return null;
-    const { username, password } = credentials;
+    if (!credentials) return null;
+    return this.verify(credentials.username, credentials.password);
+  }
+
+  /** The user of this name and password (a login form's), or null. */
+  async verify(username: string, password: string): Promise<AdminUser | null> {
+    if (password === '') return null;
     const remembered = this.verified.get(username, password);
     if (remembered) return remembered;
     const user = this.users.get(username);
@@ -50,5 +55,11 @@ export class AdminUsers {
     const result: AdminUser = { username, role: user.role };
     this.verified.set(username, password, result);
     return result;
+  }
+
+  /** The user of this name as the config has it now (a session's user may have been removed). */
+  current(username: string): AdminUser | null {
+    const user = this.users.get(username);
+    return user ? { username, role: user.role } : null;
   }
 }

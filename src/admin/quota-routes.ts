@@ -14,9 +14,14 @@ import {
   type StoredQuota,
 } from '../quota/model.js';
 import type { QuotaRepository, RefusedQuota } from '../quota/quota-repository.js';
-import { catalogIds, quotaDtoSchema } from '../quota/quota-schema.js';
+import {
+  applicationQuotaDtoSchema,
+  catalogIds,
+  quotaDtoSchema,
+  type ApplicationQuotaDto,
+} from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
-import { AdminError, adminErrorStatuses } from './admin-errors.js';
+import { AdminError, errorResponses } from './admin-errors.js';
 import { ApplicationNames } from '../config/application-names.js';
 import { applicationIdOf } from './application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
@@ -29,12 +34,6 @@ export interface QuotaRoutesParts {
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
 }
 
-const errorResponses = Object.fromEntries(
-  Object.entries(adminErrorStatuses).map(([status, description]) => [
-    status,
-    { description, $ref: 'Errors#' },
-  ]),
-);
 const quotaResponse = (status: number, description: string) => ({
   [status]: { description, $ref: 'Quota#' },
   ...errorResponses,
@@ -84,6 +83,7 @@ const unreadable = (refused: RefusedQuota) =>
 
 type IdRequest = FastifyRequest<{ Params: { id: string } }>;
 type BodyRequest = FastifyRequest<{ Params: { id: string }; Body: QuotaDto }>;
+type ApplicationBodyRequest = FastifyRequest<{ Params: { id: string }; Body: ApplicationQuotaDto }>;
 
 function requireAdmin(request: FastifyRequest): void {
   if (request.adminUser?.role !== 'admin')
@@ -107,6 +107,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   const quotaBody = documentedAs(
     quotaDtoSchema(() => catalog),
     'QuotaDTO',
+  );
+  const applicationQuotaBody = documentedAs(
+    applicationQuotaDtoSchema(() => catalog),
+    'ApplicationQuotaDTO',
   );
 
   const build = (dto: QuotaDto, id: string, system: boolean): Quota => ({
@@ -335,12 +339,13 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     },
   );
 
-  /** An application's own quota: always of type APPLICATION. */
-  const buildOwn = (dto: QuotaDto, id: string): Quota => {
-    const quota = build(dto, id, false);
-    if (quota.type !== 'APPLICATION')
+  /** An application's own quota: always of type APPLICATION, named after the application unless named. */
+  const buildOwn = (dto: ApplicationQuotaDto, id: string, applicationId: string): Quota => {
+    const type = dto.type ?? 'APPLICATION';
+    if (type !== 'APPLICATION')
       throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
-    return quota;
+    const name = dto.name ?? `${names.nameOf(applicationId)} quota`.slice(0, 200);
+    return build({ ...dto, type, name }, id, false);
   };
 
   /** The application's own quota, to replace or delete: a stored definition the schema refuses is one too. */
@@ -359,7 +364,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       summary,
       tags: ['applications'],
       params: applicationParams,
-      ...(body ? { body: quotaBody } : {}),
+      ...(body ? { body: applicationQuotaBody } : {}),
       response: { ...success, ...errorResponses },
     },
   });
@@ -385,10 +390,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       { 201: { description: 'Created', $ref: 'Quota#' } },
       true,
     ),
-    async (request: BodyRequest, reply) => {
+    async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
       const applicationId = application(request.params.id);
-      const quota = buildOwn(request.body, randomUUID());
+      const quota = buildOwn(request.body, randomUUID(), applicationId);
       if (
         repository.ofApplication(applicationId) ||
         refusedWith((candidate) => candidate.application === applicationId)
@@ -402,14 +407,28 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   app.put(
     '/applications/:id/quota',
     applicationSchema(
-      "Update an application's own quota",
-      { 200: { description: 'Updated', $ref: 'Quota#' } },
+      "Update an application's own quota, or give it one (201) when it has none",
+      {
+        200: { description: 'Updated', $ref: 'Quota#' },
+        201: { description: 'Created', $ref: 'Quota#' },
+      },
       true,
     ),
-    async (request: BodyRequest, reply) => {
+    async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
+      const applicationId = application(request.params.id);
+      const hasOwn =
+        repository.ofApplication(applicationId) ??
+        refusedWith((candidate) => candidate.application === applicationId);
+      if (!hasOwn) {
+        // If-Match, even `*`, asks for a quota that exists (RFC 9110 §13.1.1).
+        if (request.headers['if-match'] !== undefined)
+          throw new AdminError(412, [`application '${applicationId}' has no quota of its own to match`]);
+        const quota = buildOwn(request.body, randomUUID(), applicationId);
+        return answer(reply, await repository.create({ quota, application: applicationId }), 201);
+      }
       const current = ownQuota(request.params.id);
-      const quota = buildOwn(request.body, current.id);
+      const quota = buildOwn(request.body, current.id, applicationId);
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
     },
   );

@@ -1,6 +1,6 @@
 import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
-import { quotaAnswerSchema, quotaDtoSchema } from '../quota/quota-schema.js';
+import { applicationQuotaDtoSchema, quotaAnswerSchema, quotaDtoSchema } from '../quota/quota-schema.js';
 import { problemsOf } from '../quota/schema-problems.js';
 import { AdminError, errorsJsonSchema } from './admin-errors.js';
 
@@ -26,6 +26,7 @@ export function documentedAs<T extends z.ZodType>(schema: T, name: string): T {
 export function openApiComponents(): Array<Record<string, unknown>> {
   return [
     { $id: 'QuotaDTO', ...toJsonSchema(quotaDtoSchema(), 'input') },
+    { $id: 'ApplicationQuotaDTO', ...toJsonSchema(applicationQuotaDtoSchema(), 'input') },
     { $id: 'Quota', ...toJsonSchema(quotaAnswerSchema, 'output') },
     errorsJsonSchema,
   ];

@@ -281,6 +281,19 @@ export function quotaDtoSchema(catalog?: CatalogSource) {
   );
 }
 
+/**
+ * The body of an application's own quota (POST and PUT /applications/{id}/quota): a QuotaDTO whose
+ * `type` and `name` may be left out, as Axway API Manager accepts (apim-cli sends the restrictions
+ * alone); the type is APPLICATION and the name is made up from the application's.
+ */
+export function applicationQuotaDtoSchema(catalog?: CatalogSource) {
+  const dto = quotaDtoSchema(catalog);
+  return dto.extend({
+    type: dto.shape.type.optional().meta({ description: 'APPLICATION (the default)' }),
+    name: dto.shape.name.optional().meta({ description: "Default: the application's name and ' quota'" }),
+  });
+}
+
 const quotaId = z
   .string({ error: msg('must be a string') })
   .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, {
@@ -344,6 +357,7 @@ export const storedRecordSchema = quotaSchema
 
 /** A request body that passed the QuotaDTO schema: numbers canonical, ids lower case. */
 export type QuotaDto = z.output<ReturnType<typeof quotaDtoSchema>>;
+export type ApplicationQuotaDto = z.output<ReturnType<typeof applicationQuotaDtoSchema>>;
 export type Quota = z.output<typeof quotaSchema>;
 export type Restriction = Quota['restrictions'][number];
 export type RestrictionConfig = Restriction['config'];

@@ -1,0 +1,71 @@
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { LRUCache } from 'lru-cache';
+
+/** The cookie of a login session: the name Axway API Manager gives it, which its clients expect. */
+export const sessionCookie = 'APIMANAGERSESSION';
+
+export interface AdminSession {
+  id: string;
+  username: string;
+  /** Sent back in the `CSRF-Token` field of every request that changes something. */
+  csrfToken: string;
+}
+
+const idleMs = 30 * 60_000;
+
+/**
+ * Login sessions of the admin API, for clients written for Axway API Manager (apim-cli): `POST /login`
+ * with a form opens one, its cookie and `CSRF-Token` authenticate what follows, `DELETE /login` closes
+ * it. A session ends after 30 minutes without a request; at most 1,000 are kept (the oldest go first).
+ */
+export class AdminSessions {
+  private readonly sessions = new LRUCache<string, AdminSession>({
+    max: 1_000,
+    ttl: idleMs,
+    updateAgeOnGet: true,
+  });
+
+  open(username: string): AdminSession {
+    const session = {
+      id: randomBytes(32).toString('base64url'),
+      username,
+      csrfToken: randomBytes(24).toString('base64url'),
+    };
+    this.sessions.set(session.id, session);
+    return session;
+  }
+
+  /** The session whose cookie the request carries, or null. */
+  of(req: IncomingMessage): AdminSession | null {
+    const id = cookieValue(req.headers.cookie, sessionCookie);
+    return id ? (this.sessions.get(id) ?? null) : null;
+  }
+
+  close(session: AdminSession): void {
+    this.sessions.delete(session.id);
+  }
+
+  /** Whether the request's `CSRF-Token` is the session's. */
+  static csrfMatches(req: IncomingMessage, session: AdminSession): boolean {
+    const given = req.headers['csrf-token'];
+    if (typeof given !== 'string') return false;
+    const [a, b] = [Buffer.from(given), Buffer.from(session.csrfToken)];
+    return a.length === b.length && timingSafeEqual(a, b);
+  }
+
+  static cookieFor(session: AdminSession | null): string {
+    return session
+      ? `${sessionCookie}=${session.id}; Path=/api/portal; HttpOnly; SameSite=Strict`
+      : `${sessionCookie}=; Path=/api/portal; HttpOnly; SameSite=Strict; Max-Age=0`;
+  }
+}
+
+function cookieValue(header: string | undefined, name: string): string | null {
+  if (!header) return null;
+  for (const pair of header.split(';')) {
+    const at = pair.indexOf('=');
+    if (at !== -1 && pair.slice(0, at).trim() === name) return pair.slice(at + 1).trim() || null;
+  }
+  return null;
+}

@@ -1,0 +1,111 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { AdminError, errorResponses } from './admin-errors.js';
+import { AdminSessions } from './admin-sessions.js';
+import type { AdminUsers } from './admin-users.js';
+
+export interface SessionRoutesParts {
+  /** The admin users in force (a reload replaces them). */
+  users: () => AdminUsers;
+  sessions: AdminSessions;
+}
+
+const loginBody = z.strictObject({
+  username: z.string({ error: 'is required' }).min(1, { error: 'must not be empty' }),
+  password: z.string({ error: 'is required' }).min(1, { error: 'must not be empty' }),
+});
+
+/** Axway API Manager's roles: `admin` is the API Administrator, `user` anyone else. */
+const axwayRole = { admin: 'admin', member: 'user' } as const;
+
+/**
+ * Login sessions, as Axway API Manager serves them to its clients (apim-cli logs in this way, then sends
+ * the session cookie and the `CSRF-Token` it was given): `POST /login` with a form, `GET /currentuser`,
+ * `DELETE /login`. HTTP basic credentials keep working on every route without a session.
+ */
+export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutesParts): void {
+  app.post(
+    '/login',
+    {
+      config: { public: true, login: true },
+      schema: {
+        summary:
+          'Open a login session (a form or JSON with username and password), as Axway API Manager does',
+        tags: ['sessions'],
+        body: loginBody,
+        response: {
+          303: {
+            description:
+              'Logged in: the session cookie is set, and the CSRF-Token field holds the token to send with every request that changes something',
+            type: 'null',
+          },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request, reply) => {
+      const { username, password } = request.body as z.output<typeof loginBody>;
+      const user = await parts.users().verify(username, password);
+      if (!user) throw new AdminError(401, ['the username or the password is wrong']);
+      const session = parts.sessions.open(user.username);
+      return reply
+        .code(303)
+        .header('set-cookie', AdminSessions.cookieFor(session))
+        .header('csrf-token', session.csrfToken)
+        .header('location', `${request.url.replace(/\/login\/?$/, '')}/currentuser`)
+        .send();
+    },
+  );
+
+  app.delete(
+    '/login',
+    {
+      schema: {
+        summary: 'Close the login session',
+        tags: ['sessions'],
+        response: { 204: { description: 'Logged out', type: 'null' }, ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      if (request.adminSession) parts.sessions.close(request.adminSession);
+      return reply.code(204).header('set-cookie', AdminSessions.cookieFor(null)).send();
+    },
+  );
+
+  app.get(
+    '/currentuser',
+    {
+      schema: {
+        summary: 'The user the request speaks for, in the shape of Axway API Manager',
+        tags: ['sessions'],
+        response: {
+          200: {
+            description: 'The user; with a session, the CSRF-Token field repeats its token',
+            type: 'object',
+            properties: {
+              id: { type: 'string' },
+              loginName: { type: 'string' },
+              name: { type: 'string' },
+              role: { type: 'string', enum: ['admin', 'user'] },
+              enabled: { type: 'boolean' },
+              state: { type: 'string' },
+            },
+          },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request, reply) => {
+      const user = request.adminUser!;
+      if (request.adminSession) reply.header('csrf-token', request.adminSession.csrfToken);
+      return {
+        id: user.username,
+        loginName: user.username,
+        name: user.username,
+        role: axwayRole[user.role],
+        enabled: true,
+        state: 'approved',
+      };
+    },
+  );
+}
