@@ -4,6 +4,7 @@ import { checkConfigCommand } from './commands/check-config-command.js';
 import { exitCode, UsageError, type Command } from './commands/command.js';
 import { hashPasswordCommand } from './commands/hash-password-command.js';
 import { initCommand } from './commands/init-command.js';
+import { quotasCommand } from './commands/quotas-command.js';
 import { reloadCommand } from './commands/reload-command.js';
 import { startCommand } from './commands/start-command.js';
 import { ConfigError } from './config/config-error.js';
@@ -14,6 +15,7 @@ const commands: Record<string, Command> = {
   start: startCommand,
   reload: reloadCommand,
   'check-config': checkConfigCommand,
+  quotas: quotasCommand,
   'hash-password': hashPasswordCommand,
 };
 

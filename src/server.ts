@@ -23,6 +23,7 @@ import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
 import { RedisCounterTrips } from './limiter/redis-counter-trips.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
 import { systemClock } from './clock.js';
+import { planDeclaredQuotas } from './quota/declared-quotas.js';
 import { openQuotaRepository } from './quota/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
@@ -125,7 +126,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   if (worker) definitions = worker.definitions;
   else {
     try {
-      definitions = repository = await openQuotaRepository(config, redis, { logger, cwd });
+      definitions = repository = await openQuotaRepository(config, redis, { logger, cwd, declare: true });
     } catch (error) {
       redis?.disconnect();
       throw error;
@@ -215,10 +216,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       // Read now, so that an unreadable certificate refuses the reload before anything changes.
       const certificates = next.config.tls && tlsServer ? tlsFiles(next.config.tls, cwd) : null;
+      const declared = repository ? planDeclaredQuotas(repository, next.config.quotas) : null;
       const plane = await DataPlane.build(next, authContext);
       return {
         kept,
-        commit() {
+        async commit() {
+          await declared?.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           if (certificates) tlsServer!.setSecureContext(certificates);
           proxy.proxyTimeout = next.config.proxyTimeout;

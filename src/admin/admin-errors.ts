@@ -56,10 +56,21 @@ export class AdminError extends Error {
   }
 }
 
-/** The error answers of an admin route, as its OpenAPI responses: each status with the Errors body. */
+/**
+ * The error answers of an admin route, as its OpenAPI responses: each status with the Errors body; a
+ * 401 says in WWW-Authenticate how to authenticate.
+ */
 export const errorResponses = Object.fromEntries(
   Object.entries(adminErrorStatuses).map(([status, description]) => [
     status,
-    { description, $ref: 'Errors#' },
+    {
+      description,
+      ...(status === '401'
+        ? {
+            headers: { 'WWW-Authenticate': { type: 'string', description: 'Basic realm="quotagate admin"' } },
+          }
+        : {}),
+      $ref: 'Errors#',
+    },
   ]),
 );

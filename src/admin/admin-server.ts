@@ -302,7 +302,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       registerApplicationRoutes(portal, { live });
       portal.get(
         '/apis/openapi.json',
-        async () => (catalogDocument ??= catalogOpenApi(live.config.apis, parts.authDocumentation())),
+        async () => (catalogDocument ??= catalogOpenApi(live.config, parts.authDocumentation())),
       );
       portal.get('/openapi.json', open, async () => app.swagger());
     },

@@ -109,6 +109,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
     {
       schema: {
         summary: 'List the applications (Axway filters: field, op, value)',
+        operationId: 'listApplications',
         tags: ['applications'],
         querystring: filterQuery,
         response: {
@@ -130,6 +131,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
     {
       schema: {
         summary: 'Read an application',
+        operationId: 'getApplication',
         tags: ['applications'],
         params: z.object({ id: z.string().max(200, { error: 'must be at most 200 characters' }) }),
         response: { 200: { description: 'The application', ...listed }, ...errorResponses },

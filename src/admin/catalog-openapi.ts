@@ -1,7 +1,9 @@
 import type { AuthDocumentation } from '../auth/authenticator.js';
-import type { ApiConfig } from '../config/schema.js';
+import type { Config } from '../config/schema.js';
+import { dataPlaneErrors } from '../errors.js';
+import { uniqueLabels } from '../unique-labels.js';
 
-type SecurityDefinition = Record<string, unknown> & { type?: unknown };
+type SecurityDefinition = Record<string, unknown> & { type?: unknown; description?: unknown };
 
 /** Swagger 2.0 security definitions (what plugins return) in their OpenAPI 3 form. */
 function toSecuritySchemes(definitions: Record<string, unknown>): Record<string, unknown> {
@@ -19,35 +21,127 @@ function toSecuritySchemes(definitions: Record<string, unknown>): Record<string,
 const joinPath = (basePath: string, path: string) =>
   `${basePath === '/' ? '' : basePath}${path === '/' ? '' : path}` || '/';
 
+const headerOf = (description: string, type = 'string') => ({ description, schema: { type } });
+
+/** The rate-limit fields of an answer that passed or met a quota (draft-ietf-httpapi-ratelimit-headers). */
+const rateLimitHeaders = {
+  RateLimit: headerOf('The remaining room of the restriction closest to its limit: limit, remaining, reset'),
+  'RateLimit-Policy': headerOf('The restriction: its limit (q) and window in seconds (w)'),
+};
+
+/** The seed's error body: `{"id":"com.vendor.api.<code>","message":"…","success":false}`. */
+const errorSchema = {
+  type: 'object',
+  required: ['id', 'message', 'success'],
+  properties: {
+    id: {
+      type: 'string',
+      enum: Object.keys(dataPlaneErrors).map((code) => `com.vendor.api.${code}`),
+    },
+    message: { type: 'string' },
+    success: { type: 'boolean', enum: [false] },
+  },
+};
+
+const errorAnswer = (description: string, headers: Record<string, unknown> = {}) => ({
+  description,
+  headers: { 'X-Request-Id': headerOf('The id of the request, as the access log has it'), ...headers },
+  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+});
+
+/** The answers the gateway itself may give to any operation, besides the upstream's. */
+function gatewayAnswers(secured: boolean): Record<string, unknown> {
+  return {
+    ...(secured
+      ? {
+          '401': errorAnswer('The credentials are missing or wrong', {
+            'WWW-Authenticate': headerOf('The scheme to authenticate with (basic and ldap)'),
+          }),
+        }
+      : {}),
+    '413': errorAnswer('The declared body is larger than a byte quota allows in a whole window'),
+    '429': errorAnswer('A quota is spent: try again after Retry-After seconds', {
+      'Retry-After': headerOf('Seconds until the request would be admitted', 'integer'),
+      ...rateLimitHeaders,
+    }),
+    '502': errorAnswer('The upstream could not be reached, or answered with something that is not HTTP'),
+    '503': errorAnswer('The directory, the auth plugin or the quota store did not answer in time', {
+      'Retry-After': headerOf('Seconds to wait, when the gateway knows', 'integer'),
+    }),
+    '504': errorAnswer('The upstream did not answer within proxyTimeout'),
+  };
+}
+
+/** How to authenticate, in words, for the document's description. */
+function authenticationText(config: Readonly<Config>): string {
+  switch (config.APIKeyAuthType) {
+    case 'none':
+      return 'No credentials are needed.';
+    case 'basic':
+      return "Send the application's API key as the username of HTTP basic credentials, with an empty password: `curl -u '<key>:' …`.";
+    case 'apikey':
+      return "Send the application's API key in the APIKey header, over HTTPS only.";
+    case 'ldap':
+      return 'Send your directory username and password as HTTP basic credentials.';
+    case 'plugin':
+      return 'Send the credentials the auth plugin asks for (see the security schemes).';
+  }
+}
+
 /**
- * The OpenAPI 3 description of the proxied APIs: one operation per catalog method, secured the way the
- * configured scheme (or the plugin's getSwaggerSecurity) says.
+ * The OpenAPI 3 description of the proxied APIs: one operation per catalog method (its path parameters,
+ * its operationId: the method's name, or its id where names repeat), on the data plane's address,
+ * secured the way the scheme (or the plugin's getSwaggerSecurity) says, with the answers the gateway
+ * itself may give (401, 413, 429 with its Retry-After and RateLimit fields, 502, 503, 504).
  */
-export function catalogOpenApi(apis: readonly ApiConfig[], auth: AuthDocumentation): Record<string, unknown> {
+export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation): Record<string, unknown> {
   const { securityDefinitions, security } = auth.swaggerSecurity();
+  const secured = security.length > 0;
+  const operationIds = uniqueLabels(config.apis.flatMap((api) => api.methods));
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const api of apis) {
+  for (const api of config.apis) {
     for (const method of api.methods) {
       const path = joinPath(api.basePath, method.path);
+      const parameters = [...method.path.matchAll(/\{([A-Za-z_][A-Za-z0-9_]*)\}/g)].map(([, name]) => ({
+        name,
+        in: 'path',
+        required: true,
+        schema: { type: 'string' },
+      }));
       paths[path] ??= {};
       paths[path][method.verb.toLowerCase()] = {
-        operationId: method.name,
+        operationId: operationIds.get(method.id),
+        summary: method.name,
         tags: [api.name],
         ...(method.description ? { description: method.description } : {}),
+        ...(parameters.length > 0 ? { parameters } : {}),
         'x-quotagate-api-id': api.id,
         'x-quotagate-method-id': method.id,
         responses: {
-          default: { description: 'The upstream response' },
-          '401': { description: 'Unauthorized' },
+          default: { description: 'The upstream response', headers: rateLimitHeaders },
+          ...gatewayAnswers(secured),
         },
       };
     }
   }
+  const scheme = config.tls ? 'https' : 'http';
+  const port = config.tls ? config.tls.port : config.port;
   return {
     openapi: '3.0.3',
-    info: { title: 'APIs behind quotagate', version: '1.0.0' },
+    info: {
+      title: 'APIs behind quotagate',
+      version: '1.0.0',
+      description: `${authenticationText(config)} Quotas answer 429 with Retry-After once spent; every answer that met a quota carries the RateLimit and RateLimit-Policy fields.`,
+    },
+    servers: [
+      {
+        url: `${scheme}://{host}:${port}`,
+        description: 'The gateway',
+        variables: { host: { default: config.tls?.host ?? config.host ?? '127.0.0.1' } },
+      },
+    ],
     paths,
-    components: { securitySchemes: toSecuritySchemes(securityDefinitions) },
+    components: { securitySchemes: toSecuritySchemes(securityDefinitions), schemas: { Error: errorSchema } },
     security,
   };
 }

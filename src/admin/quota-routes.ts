@@ -34,9 +34,25 @@ export interface QuotaRoutesParts {
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
 }
 
-const quotaResponse = (status: number, description: string) => ({
-  [status]: { description, $ref: 'Quota#' },
+const etagHeader = {
+  ETag: { type: 'string', description: 'The entity tag of the quota, for If-Match on PUT and DELETE' },
+};
+/** A quota answered with its ETag (and, for `extra`, more response fields). */
+const quotaAnswer = (description: string, extra: Record<string, unknown> = {}) => ({
+  description,
+  headers: { ...etagHeader, ...extra },
+  $ref: 'Quota#',
+});
+const quotaResponse = (status: number, description: string, extra: Record<string, unknown> = {}) => ({
+  [status]: quotaAnswer(description, extra),
   ...errorResponses,
+});
+/** `If-Match` of PUT and DELETE (other fields pass through untouched). */
+const ifMatchHeaders = z.looseObject({
+  'if-match': z
+    .string()
+    .optional()
+    .meta({ description: 'The ETag the quota must still have (412 otherwise); * or none to skip' }),
 });
 const idParams = z.object({
   id: z
@@ -101,6 +117,14 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     names = new ApplicationNames(config.applications);
   });
   const owner = (application: string) => ({ id: application, name: names.nameOf(application) });
+  /** A quota declared in conf/ changes there, never through the API: no reload could undo a change then. */
+  const requireUndeclared = (id: string) => {
+    const at = live.config.quotas.findIndex((declared) => declared.id === id);
+    if (at !== -1)
+      throw new AdminError(403, [
+        `quota '${id}' is declared in conf/ (quotas[${at}]): change it there and reload (gateway reload)`,
+      ]);
+  };
   /** A quota as answered: an application's own quota names the application. */
   const shown = (record: StoredQuota) =>
     record.application ? { ...record.quota, application: owner(record.application) } : record.quota;
@@ -180,9 +204,12 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'Create a quota (API Administrators)',
+        operationId: 'createQuota',
         tags: ['quotas'],
         body: quotaBody,
-        response: quotaResponse(201, 'The created quota'),
+        response: quotaResponse(201, 'The created quota', {
+          Location: { type: 'string', description: 'The path of the created quota' },
+        }),
       },
     },
     async (request: BodyRequest, reply) => {
@@ -198,6 +225,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'List the quotas (members do not see the System quota)',
+        operationId: 'listQuotas',
         tags: ['quotas'],
         response: { 200: { type: 'array', items: { $ref: 'Quota#' } }, ...errorResponses },
       },
@@ -218,6 +246,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'Read a quota (only API Administrators may read the System quota)',
+        operationId: 'getQuota',
         tags: ['quotas'],
         params: idParams,
         response: quotaResponse(200, 'The quota'),
@@ -234,8 +263,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'Update a quota (API Administrators); the body is what counts',
+        operationId: 'updateQuota',
         tags: ['quotas'],
         params: idParams,
+        headers: ifMatchHeaders,
         querystring: putQuery,
         body: quotaBody,
         response: quotaResponse(200, 'The updated quota'),
@@ -244,6 +275,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const current = writable(request.params.id);
+      requireUndeclared(current.id);
       const quota = build(request.body, current.id, current.system);
       if (current.keepsType && quota.type !== current.keepsType) {
         throw new AdminError(400, [`type: must stay ${current.keepsType} for this quota`]);
@@ -257,14 +289,17 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'Delete a quota (API Administrators); the well-known quotas cannot be deleted',
+        operationId: 'deleteQuota',
         tags: ['quotas'],
         params: idParams,
+        headers: ifMatchHeaders,
         response: { 204: { description: 'Deleted', type: 'null' }, ...errorResponses },
       },
     },
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const current = writable(request.params.id);
+      requireUndeclared(current.id);
       if (wellKnownQuotaIds.has(current.id)) {
         throw new AdminError(403, ['the System and Application Default quotas cannot be deleted']);
       }
@@ -278,6 +313,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     {
       schema: {
         summary: 'What each restriction of a quota has counted in its current window (API Administrators)',
+        operationId: 'getQuotaUsage',
         tags: ['quotas'],
         params: idParams,
         response: {
@@ -359,11 +395,18 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     return targetOf(own);
   };
 
-  const applicationSchema = (summary: string, success: Record<string, unknown>, body = false) => ({
+  const applicationSchema = (
+    operationId: string,
+    summary: string,
+    success: Record<string, unknown>,
+    { body = false, ifMatch = false } = {},
+  ) => ({
     schema: {
       summary,
+      operationId,
       tags: ['applications'],
       params: applicationParams,
+      ...(ifMatch ? { headers: ifMatchHeaders } : {}),
       ...(body ? { body: applicationQuotaBody } : {}),
       response: { ...success, ...errorResponses },
     },
@@ -371,9 +414,13 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
 
   app.get(
     '/applications/:id/quota',
-    applicationSchema("An application's quota: its own, else the Application Default", {
-      200: { description: 'The quota', $ref: 'Quota#' },
-    }),
+    applicationSchema(
+      'getApplicationQuota',
+      "An application's quota: its own, else the Application Default",
+      {
+        200: quotaAnswer('The quota'),
+      },
+    ),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const applicationId = application(request.params.id);
@@ -386,9 +433,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   app.post(
     '/applications/:id/quota',
     applicationSchema(
+      'createApplicationQuota',
       'Give an application a quota of its own',
-      { 201: { description: 'Created', $ref: 'Quota#' } },
-      true,
+      { 201: quotaAnswer('Created') },
+      { body: true },
     ),
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
@@ -407,12 +455,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   app.put(
     '/applications/:id/quota',
     applicationSchema(
+      'updateApplicationQuota',
       "Update an application's own quota, or give it one (201) when it has none",
-      {
-        200: { description: 'Updated', $ref: 'Quota#' },
-        201: { description: 'Created', $ref: 'Quota#' },
-      },
-      true,
+      { 200: quotaAnswer('Updated'), 201: quotaAnswer('Created') },
+      { body: true, ifMatch: true },
     ),
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
@@ -428,6 +474,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
         return answer(reply, await repository.create({ quota, application: applicationId }), 201);
       }
       const current = ownQuota(request.params.id);
+      requireUndeclared(current.id);
       const quota = buildOwn(request.body, current.id, applicationId);
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
     },
@@ -435,12 +482,16 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
 
   app.delete(
     '/applications/:id/quota',
-    applicationSchema('Return an application to the Application Default quota', {
-      204: { description: 'Deleted', type: 'null' },
-    }),
+    applicationSchema(
+      'deleteApplicationQuota',
+      'Return an application to the Application Default quota',
+      { 204: { description: 'Deleted', type: 'null' } },
+      { ifMatch: true },
+    ),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const current = ownQuota(request.params.id);
+      requireUndeclared(current.id);
       await repository.remove(current.id, requiredEtag(request, current));
       return reply.code(204).send();
     },
@@ -452,6 +503,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       schema: {
         summary:
           'Stored quota definitions that this gateway refuses (written by another version, or by hand): not enforced; PUT or DELETE their id (API Administrators)',
+        operationId: 'listRefusedQuotas',
         tags: ['quotas'],
         response: {
           200: {

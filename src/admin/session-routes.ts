@@ -31,12 +31,18 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       schema: {
         summary:
           'Open a login session (a form or JSON with username and password), as Axway API Manager does',
+        operationId: 'login',
         tags: ['sessions'],
         body: loginBody,
         response: {
           303: {
             description:
               'Logged in: the session cookie is set, and the CSRF-Token field holds the token to send with every request that changes something',
+            headers: {
+              'Set-Cookie': { type: 'string', description: 'APIMANAGERSESSION=…; HttpOnly; SameSite=Strict' },
+              'CSRF-Token': { type: 'string', description: 'Send it back in CSRF-Token with every change' },
+              Location: { type: 'string', description: 'The current user' },
+            },
             type: 'null',
           },
           ...errorResponses,
@@ -62,6 +68,7 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
     {
       schema: {
         summary: 'Close the login session',
+        operationId: 'logout',
         tags: ['sessions'],
         response: { 204: { description: 'Logged out', type: 'null' }, ...errorResponses },
       },
@@ -77,10 +84,12 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
     {
       schema: {
         summary: 'The user the request speaks for, in the shape of Axway API Manager',
+        operationId: 'getCurrentUser',
         tags: ['sessions'],
         response: {
           200: {
             description: 'The user; with a session, the CSRF-Token field repeats its token',
+            headers: { 'CSRF-Token': { type: 'string', description: "The session's token, with a session" } },
             type: 'object',
             properties: {
               id: { type: 'string' },

@@ -56,7 +56,7 @@ export function zodToOpenApi({ schema, url }: { schema?: FastifySchema; url: str
   // Routes without a schema (health, metrics) come without one, whatever the types say.
   if (!schema) return { schema: {}, url };
   const converted: Record<string, unknown> = { ...schema };
-  for (const part of ['body', 'params', 'querystring'] as const) {
+  for (const part of ['body', 'params', 'querystring', 'headers'] as const) {
     const value = schema[part];
     if (!(value instanceof z.ZodType)) continue;
     const name = componentNames.get(value);

@@ -1,4 +1,6 @@
 import { normalizeSegment } from '../catalog/normalize-path.js';
+import { applicationIdOf } from '../admin/application-ids.js';
+import { declaredListProblems } from '../quota/declared-quotas.js';
 import type { Config } from './schema.js';
 
 export type Environment = 'development' | 'production';
@@ -24,7 +26,7 @@ export function formatKeyPath(path: KeyPath): string {
  * (which the schema names) is left out rather than guessed at.
  */
 export function crossFieldProblems(config: Config, environment: Environment): Problem[] {
-  const rules = [catalogProblems, keyProblems, schemeProblems, listenerProblems];
+  const rules = [catalogProblems, keyProblems, schemeProblems, listenerProblems, quotaProblems];
   return rules.flatMap((rule) => {
     try {
       return rule(config, environment);
@@ -157,5 +159,41 @@ function listenerProblems(config: Config): Problem[] {
   if (config.tls && config.tls.port !== 0 && config.tls.port === config.port) {
     problems.push({ path: ['tls', 'port'], message: 'must differ from port' });
   }
+  return problems;
+}
+
+/** Declared quotas name APIs, methods and applications of this config, each id and application once. */
+function quotaProblems(config: Config): Problem[] {
+  const methods = new Map(
+    config.apis.map((api) => [
+      api.id.toLowerCase(),
+      new Set(api.methods.map((method) => method.id.toLowerCase())),
+    ]),
+  );
+  const problems: Problem[] = declaredListProblems(config.quotas, 'quotas').map(({ path, message }) => ({
+    path: ['quotas', ...path],
+    message,
+  }));
+  config.quotas.forEach((quota, i) => {
+    if (quota.application !== undefined && applicationIdOf(config, quota.application) === null)
+      problems.push({
+        path: ['quotas', i, 'application'],
+        message: `no application of the config has id '${quota.application}'`,
+      });
+    quota.restrictions.forEach((restriction, j) => {
+      const path = ['quotas', i, 'restrictions', j];
+      const apiMethods = methods.get(restriction.api);
+      if (restriction.api !== '*' && !apiMethods)
+        problems.push({
+          path: [...path, 'api'],
+          message: `no API of apis has id '${restriction.api}' (or use *)`,
+        });
+      else if (apiMethods && restriction.method !== '*' && !apiMethods.has(restriction.method))
+        problems.push({
+          path: [...path, 'method'],
+          message: `API '${restriction.api}' has no method with id '${restriction.method}' (or use *)`,
+        });
+    });
+  });
   return problems;
 }

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { normalizeSegment } from '../catalog/normalize-path.js';
+import { declaredQuotaSchema } from '../quota/declared-quotas.js';
 
 /**
  * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
@@ -310,6 +311,11 @@ export const configSchema = z.object({
   trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),
   forwardCredentials: z.boolean({ error: msg('must be true or false') }).default(false),
   accessLog: accessLogSchema,
+  /**
+   * Quotas kept in git: written into the store at start and at each reload, read-only through the admin
+   * API (see README, "Declared quotas").
+   */
+  quotas: z.array(declaredQuotaSchema(), { error: msg('must be an array of quotas') }).default([]),
   server: serverSchema,
 });
 

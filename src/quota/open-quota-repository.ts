@@ -1,22 +1,26 @@
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config/config-error.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
+import { planDeclaredQuotas } from './declared-quotas.js';
 import { DefinitionsSnapshot } from './definitions-snapshot.js';
+import { wellKnownQuotaIds } from './model.js';
 import { FileQuotaRepository } from './file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from './quota-repository.js';
 import { RedisQuotaRepository } from './redis-quota-repository.js';
 
 /**
- * The repository of `store.type`, opened: the well-known quotas exist when this resolves.
- * @throws ConfigError when the stored definitions cannot be read (the start fails with exit 2; the store
- * is left as it is).
+ * The repository of `store.type`, opened: the well-known quotas exist when this resolves, and with
+ * `declare` the quotas of conf/ are written into it (a gateway's start; not a command's).
+ * @throws ConfigError when the stored definitions cannot be read, or a declared quota cannot be written
+ * (the start fails with exit 2; the store is left as it is).
  */
 export async function openQuotaRepository(
   config: Readonly<Config>,
   redis: RedisConnection | null,
-  context: { logger: Logger; cwd: string },
+  context: { logger: Logger; cwd: string; declare?: boolean },
 ): Promise<QuotaRepository> {
   const logger = context.logger.child({ component: 'quotas' });
   const { store } = config;
@@ -35,7 +39,40 @@ export async function openQuotaRepository(
     if (error instanceof QuotaStoreCorrupt) throw new ConfigError([`store.file: ${error.message}`]);
     throw error;
   }
+  try {
+    if (context.declare) await planDeclaredQuotas(repository, config.quotas).apply(logger);
+  } catch (error) {
+    await repository.close();
+    throw error;
+  }
+  if (redis) migrationHint(repository, path.resolve(context.cwd, store.file), logger);
   return repository;
+}
+
+/**
+ * A Redis store that holds only the untouched well-known quotas, beside a memory store's file that holds
+ * more: someone switched stores, and the file's quotas are not carried over by themselves.
+ */
+function migrationHint(repository: QuotaRepository, file: string, logger: Logger): void {
+  const untouched = repository
+    .all()
+    .every((record) => wellKnownQuotaIds.has(record.quota.id) && record.quota.restrictions.length === 0);
+  if (!untouched || !existsSync(file)) return;
+  let held: unknown[] = [];
+  try {
+    held = (JSON.parse(readFileSync(file, 'utf8')) as { quotas?: unknown[] }).quotas ?? [];
+  } catch {
+    return;
+  }
+  const own = held.filter((value) => {
+    const record = value as { id?: string; restrictions?: unknown[] } | null;
+    return !wellKnownQuotaIds.has(record?.id ?? '') || (record?.restrictions?.length ?? 0) > 0;
+  });
+  if (own.length === 0) return;
+  logger.warn(
+    { file, quotas: own.length },
+    `Redis holds no quotas yet, but the memory store's file holds ${own.length}: they are not carried over by themselves. To move them: gateway quotas export --from-file ${file} > quotas.yaml, then gateway quotas import quotas.yaml`,
+  );
 }
 
 /**

@@ -11,6 +11,7 @@ import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { createMetrics } from '../metrics.js';
+import { planDeclaredQuotas } from '../quota/declared-quotas.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
 import { QuotaIndex } from '../quota/quota-index.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
@@ -72,7 +73,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
   let repository: QuotaRepository;
   try {
-    repository = await openQuotaRepository(config, redis, { logger, cwd });
+    repository = await openQuotaRepository(config, redis, { logger, cwd, declare: true });
   } catch (error) {
     redis?.disconnect();
     await authenticator.close?.();
@@ -129,10 +130,12 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     metrics,
     async prepare() {
       const { loaded: next, kept } = await readForReload(options.source, fixed);
+      const declared = planDeclaredQuotas(repository, next.config.quotas);
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
       return {
         kept,
         async commit() {
+          await declared.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           const previous = authenticator;
           authenticator = nextAuthenticator;

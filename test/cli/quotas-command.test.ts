@@ -1,0 +1,210 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import YAML from 'yaml';
+import { runCli } from '../helpers/run-cli.js';
+import {
+  adminUser,
+  petsApiId,
+  petsConfig,
+  startTestGateway,
+  systemQuotaId,
+  throttle,
+  userAuth,
+  writeSeedConfigDir,
+} from '../helpers/test-gateway.js';
+
+/**
+ * `gateway quotas export` and `import` through the real CLI, against the memory store's file and against
+ * a real Redis (a prefix of its own per test), with running gateways where a test needs one.
+ */
+const mobile = {
+  id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f',
+  name: 'Mobile app',
+  apikey_development: 'app-key-0123456789abcdef0123456789',
+};
+const quotaFile = {
+  quotas: [
+    { id: systemQuotaId, type: 'API', name: 'System', restrictions: [throttle(100, 1, 'second')] },
+    {
+      id: '7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f',
+      type: 'API',
+      name: 'Pets',
+      description: 'per API',
+      restrictions: [{ ...throttle(10, 1, 'seconds'), api: petsApiId }],
+    },
+    {
+      id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
+      type: 'APPLICATION',
+      name: 'Mobile',
+      application: mobile.id,
+      restrictions: [
+        { api: '*', method: '*', type: 'throttlemb', config: { mb: 1.5, per: 1, period: 'day' } },
+      ],
+    },
+  ],
+};
+
+const dirs: string[] = [];
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function configDir(store: Record<string, unknown> = {}): string {
+  const dir = writeSeedConfigDir(petsConfig('http://127.0.0.1:9/pets', { applications: [mobile], store }));
+  dirs.push(dir);
+  return dir;
+}
+
+const redisStore = () => ({ type: 'redis', url: inject('redisUrl'), prefix: `test:${randomUUID()}:` });
+
+function scratch(name: string, content: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-quotas-'));
+  dirs.push(dir);
+  const file = path.join(dir, name);
+  writeFileSync(file, content);
+  return file;
+}
+
+const quotas = (dir: string, ...args: string[]) =>
+  runCli(['quotas', ...args, '--config-dir', dir, '--pid-file', path.join(dir, 'no-gateway.pid')]);
+
+describe.each([
+  ['the memory store', () => ({})],
+  ['the Redis store', redisStore],
+])('gateway quotas on %s', (_name, store) => {
+  it('imports a file, exports what it imported, and a second import changes nothing', async () => {
+    const dir = configDir(store());
+    const file = scratch('quotas.yaml', YAML.stringify(quotaFile));
+    const imported = await quotas(dir, 'import', file);
+    expect(imported.code).toBe(0);
+    // A test Redis without persistence earns a warning; nothing worse is said.
+    expect(imported.stderr).not.toMatch(/"level":[56]0/);
+    expect(imported.stdout).toContain('2 to create, 1 to replace, 0 unchanged');
+
+    const exported = await quotas(dir, 'export', '--format', 'json');
+    expect(exported.code).toBe(0);
+    const document = JSON.parse(exported.stdout) as { quotas: Array<Record<string, unknown>> };
+    expect(document.quotas.map((quota) => quota.id)).toEqual([
+      systemQuotaId,
+      '00000000-0000-0000-0000-000000000001',
+      '7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f',
+      'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
+    ]);
+    expect(document.quotas[3]).toEqual({
+      id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
+      type: 'APPLICATION',
+      name: 'Mobile',
+      description: '',
+      restrictions: [
+        { api: '*', method: '*', type: 'throttlemb', config: { mb: '1.5', per: '1', period: 'day' } },
+      ],
+      application: mobile.id,
+    });
+
+    // The export, imported again (as YAML), is the store as it is.
+    const again = await quotas(dir, 'import', scratch('export.yaml', (await quotas(dir, 'export')).stdout));
+    expect(again.stdout).toContain('0 to create, 0 to replace, 4 unchanged');
+    expect((await quotas(dir, 'export', '--format', 'json')).stdout).toBe(exported.stdout);
+  });
+
+  it('--dry-run says what it would do and writes nothing', async () => {
+    const dir = configDir(store());
+    const before = (await quotas(dir, 'export')).stdout;
+    const dry = await quotas(dir, 'import', scratch('quotas.json', JSON.stringify(quotaFile)), '--dry-run');
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toContain('would create 7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f Pets');
+    expect(dry.stdout).toContain('dry run: nothing written; 2 to create, 1 to replace, 0 unchanged');
+    expect((await quotas(dir, 'export')).stdout).toBe(before);
+  });
+});
+
+describe('gateway quotas import', () => {
+  it('names every mistake of a file at once, and writes nothing', async () => {
+    const dir = configDir();
+    const bad = scratch(
+      'bad.yaml',
+      YAML.stringify({
+        quotas: [
+          {
+            ...quotaFile.quotas[1],
+            id: 'nope',
+            restrictions: [{ ...throttle(0, 1, 'fortnight'), api: petsApiId }],
+          },
+          { ...quotaFile.quotas[2], application: 'ghost' },
+        ],
+      }),
+    );
+    const result = await quotas(dir, 'import', bad);
+    expect(result.code).toBe(2);
+    expect(result.stderr.trim().split('\n')).toEqual([
+      `${bad}: quotas[0].id: must be a UUID`,
+      `${bad}: quotas[0].restrictions[0].config.messages: must be a whole number from 1 to 1000000000000`,
+      `${bad}: quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks`,
+      `${bad}: quotas[1].application: no application of the config has id 'ghost'`,
+    ]);
+    expect(JSON.parse((await quotas(dir, 'export', '--format', 'json')).stdout).quotas).toHaveLength(2);
+  });
+
+  it('into Redis: the running gateways of the fleet follow within a second', async () => {
+    const store = redisStore();
+    const dir = configDir(store);
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9/pets', { applications: [mobile], store }),
+    );
+    cleanups.push(() => gateway.close());
+    expect((await quotas(dir, 'import', scratch('quotas.yaml', YAML.stringify(quotaFile)))).code).toBe(0);
+    const seen = async () => {
+      const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas`, {
+        headers: { authorization: userAuth(adminUser) },
+      });
+      return ((await res.json()) as Array<{ id: string }>).length;
+    };
+    await expect.poll(seen, { timeout: 1_000, interval: 50 }).toBe(4);
+  });
+
+  it("refuses the memory store's file while its gateway runs", async () => {
+    const dir = configDir();
+    const pidFile = scratch('gateway.pid', `${process.pid}\n`);
+    const result = await runCli([
+      'quotas',
+      'import',
+      scratch('quotas.yaml', YAML.stringify(quotaFile)),
+      '--config-dir',
+      dir,
+      '--pid-file',
+      pidFile,
+    ]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`the gateway (process ${process.pid}) owns`);
+  });
+});
+
+describe('moving from the memory store to Redis', () => {
+  it('says how at the first start on an empty Redis, and the commands it names move the quotas', async () => {
+    const memory = configDir();
+    expect((await quotas(memory, 'import', scratch('quotas.yaml', YAML.stringify(quotaFile)))).code).toBe(0);
+    const file = path.join(memory, 'quotas.json');
+    const store = { ...redisStore(), file };
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9/pets', { applications: [mobile], store }),
+    );
+    cleanups.push(() => gateway.close());
+    const hint = gateway.logs.find((line) => String(line.msg).startsWith('Redis holds no quotas yet'));
+    expect(hint?.msg).toContain(
+      `gateway quotas export --from-file ${file} > quotas.yaml, then gateway quotas import quotas.yaml`,
+    );
+
+    const redis = configDir(store);
+    const exported = await quotas(redis, 'export', '--from-file', file);
+    expect(exported.code).toBe(0);
+    expect((await quotas(redis, 'import', scratch('moved.yaml', exported.stdout))).stdout).toContain(
+      '2 to create, 1 to replace, 1 unchanged',
+    );
+    expect(readFileSync(file, 'utf8')).toContain('7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f');
+  });
+});

@@ -1,0 +1,155 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ConfigError } from '../../src/config/config-error.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import {
+  adminUser,
+  basicAuth,
+  petsApiId,
+  petsConfig,
+  startTestGateway,
+  systemQuotaId,
+  throttle,
+  userAuth,
+  writeConfigDir,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream } from '../helpers/upstream.js';
+
+/**
+ * Quotas declared in conf/ (`quotas`): written into the store at start and at each reload, enforced,
+ * and read-only through the admin API; a declaration that would take away what the admin API made is
+ * refused. Real gateways on 127.0.0.1 with the memory store.
+ */
+const appKey = 'app-key-0123456789abcdef0123456789';
+const mobile = { id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f', name: 'Mobile app', apikey_development: appKey };
+const mobileQuotaId = 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d';
+
+const system = (messages: number) => ({
+  id: systemQuotaId,
+  type: 'API',
+  name: 'System',
+  restrictions: [throttle(messages, 1, 'hour')],
+});
+const mobileQuota = {
+  id: mobileQuotaId,
+  type: 'APPLICATION',
+  name: 'Mobile',
+  application: mobile.id,
+  restrictions: [{ ...throttle(1, 1, 'hour'), api: petsApiId }],
+};
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function start(quotas: unknown[]): Promise<{ gateway: TestGateway; config: Record<string, unknown> }> {
+  const upstream = await startUpstream();
+  cleanups.push(() => upstream.close());
+  const config = petsConfig(`${upstream.url}/pets`, { applications: [mobile], quotas });
+  const gateway = await startTestGateway(config);
+  cleanups.push(() => gateway.close());
+  return { gateway, config };
+}
+
+const get = (gateway: TestGateway) =>
+  fetch(`${gateway.url}/pets/1`, { headers: { authorization: basicAuth(appKey) } }).then((res) => res.status);
+
+const admin = (gateway: TestGateway, method: string, path: string, body?: unknown) =>
+  fetch(`${gateway.adminUrl}/api/portal/v1.3${path}`, {
+    method,
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+
+describe('quotas declared in conf/', () => {
+  it('are written into the store at start and enforced, an application quota as its own', async () => {
+    const { gateway } = await start([system(10), mobileQuota]);
+    expect(await get(gateway)).toBe(200);
+    expect(await get(gateway)).toBe(429);
+    const own = (await (await admin(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as {
+      id: string;
+      application: unknown;
+    };
+    expect(own).toMatchObject({ id: mobileQuotaId, application: { id: mobile.id, name: 'Mobile app' } });
+    expect(gateway.logs.filter((line) => line.msg === 'declared quota created')).toHaveLength(1);
+  });
+
+  it('are read-only through the admin API, which says where to change them', async () => {
+    const { gateway } = await start([system(10), mobileQuota]);
+    const put = await admin(gateway, 'PUT', `/quotas/${systemQuotaId}`, { ...system(99), id: undefined });
+    expect(put.status).toBe(403);
+    expect(await put.json()).toMatchObject({
+      errors: [
+        expect.objectContaining({
+          message: `quota '${systemQuotaId}' is declared in conf/ (quotas[0]): change it there and reload (gateway reload)`,
+        }),
+      ],
+    });
+    expect((await admin(gateway, 'DELETE', `/applications/${mobile.id}/quota`)).status).toBe(403);
+    expect(
+      (await admin(gateway, 'PUT', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
+    ).toBe(403);
+    // Quotas the file does not declare stay the admin API's.
+    expect(
+      (await admin(gateway, 'POST', '/quotas', { type: 'API', name: 'Extra', restrictions: [] })).status,
+    ).toBe(201);
+  });
+
+  it('change at a reload, which logs what the store held before', async () => {
+    const { gateway, config } = await start([system(1)]);
+    expect(await get(gateway)).toBe(200);
+    expect(await get(gateway)).toBe(429);
+    expect((await gateway.reloadWith({ ...config, quotas: [system(3)] })).applied).toBe(true);
+    expect(await get(gateway)).toBe(200);
+    // The start replaced the untouched System quota; the reload replaced the one of the start.
+    const replaced = gateway.logs
+      .filter((line) => line.msg === 'declared quota replaced what the store held')
+      .at(-1);
+    expect(replaced).toMatchObject({ quota: systemQuotaId, previous: { restrictions: [expect.anything()] } });
+  });
+
+  it('refuse a reload whose declaration would take away a quota the admin API made', async () => {
+    const { gateway, config } = await start([]);
+    const made = await admin(gateway, 'POST', `/applications/${mobile.id}/quota`, {
+      restrictions: [throttle(7, 1, 'hour')],
+    });
+    expect(made.status).toBe(201);
+    const { id } = (await made.json()) as { id: string };
+    const outcome = await gateway.reloadWith({ ...config, quotas: [mobileQuota] });
+    expect(outcome).toEqual({
+      applied: false,
+      problems: [
+        `quotas: quota '${mobileQuotaId}': application '${mobile.id}' has another quota of its own ('${id}'); delete it, or declare it with its id`,
+      ],
+    });
+    expect(
+      ((await (await admin(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as { id: string }).id,
+    ).toBe(id);
+  });
+
+  it('are checked with the config: catalog ids, applications, ids once, all at once', async () => {
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', {
+        applications: [mobile],
+        quotas: [
+          {
+            ...system(1),
+            restrictions: [{ ...throttle(1, 1, 'hour'), api: '11111111-2b6a-4d38-9a1e-0c3f4b8d2a10' }],
+          },
+          { ...mobileQuota, application: 'ghost' },
+          { ...mobileQuota, id: systemQuotaId, type: 'API', application: undefined, name: 'Again' },
+        ],
+      }),
+    );
+    const problems = await loadConfig({ configDir: dir, env: {} }).then(
+      () => [],
+      (error: ConfigError) => error.problems.map((problem) => problem.replace(/^.*default\.mjs: /, '')),
+    );
+    expect(problems).toEqual([
+      'quotas[2].id: duplicate of quotas[0].id',
+      "quotas[0].restrictions[0].api: no API of apis has id '11111111-2b6a-4d38-9a1e-0c3f4b8d2a10' (or use *)",
+      "quotas[1].application: no application of the config has id 'ghost'",
+    ]);
+  });
+});
