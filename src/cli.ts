@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { checkConfigCommand } from './commands/check-config-command.js';
+import { configSchemaCommand } from './commands/config-schema-command.js';
 import { exitCode, UsageError, type Command } from './commands/command.js';
 import { hashPasswordCommand } from './commands/hash-password-command.js';
 import { initCommand } from './commands/init-command.js';
@@ -15,6 +16,7 @@ const commands: Record<string, Command> = {
   start: startCommand,
   reload: reloadCommand,
   'check-config': checkConfigCommand,
+  'config-schema': configSchemaCommand,
   quotas: quotasCommand,
   'hash-password': hashPasswordCommand,
 };

@@ -57,7 +57,7 @@ export class DataPlane {
       compileCatalog(config.apis),
       await createAuthenticator(loaded, context),
       new TrustedPeers(config.trustProxy),
-      new ApplicationNames(config.applications),
+      new ApplicationNames(config.applications, context.applications),
       config.accessLog.sample429,
       config.forwardCredentials,
       context.logger,

@@ -7,6 +7,9 @@ import pino from 'pino';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
 import { LiveConfig } from './config/live-config.js';
 import type { LoadedConfig } from './config/load-config.js';
+import { ApplicationDirectory } from './applications/application-directory.js';
+import type { ApplicationRepository } from './applications/application-repository.js';
+import { openApplicationRepository } from './applications/open-application-repository.js';
 import { DataPlane } from './data-plane.js';
 import { Gateway } from './gateway.js';
 import { createLogger, type LogSecrets, type Logger } from './log.js';
@@ -111,7 +114,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   });
   const metrics = createMetrics({ counterMemoryBytes: () => localCounters.reserved });
   const live = new LiveConfig(loaded);
-  const authContext = { logger, cwd, ...(options.now ? { now: options.now } : {}) };
+  // Filled once the store is open; the authenticators read it on every request.
+  const applications = new ApplicationDirectory();
+  const authContext = { logger, cwd, applications, ...(options.now ? { now: options.now } : {}) };
   const firstPlane = await DataPlane.build(loaded, authContext);
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,
@@ -122,15 +127,21 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
 
   let repository: QuotaRepository | null = null;
+  let applicationRepository: ApplicationRepository | null = null;
   let definitions: QuotaDefinitions;
-  if (worker) definitions = worker.definitions;
-  else {
+  if (worker) {
+    definitions = worker.definitions;
+    applications.follow(worker.applications);
+  } else {
     try {
       definitions = repository = await openQuotaRepository(config, redis, { logger, cwd, declare: true });
+      applicationRepository = await openApplicationRepository(config, redis, { logger, cwd });
     } catch (error) {
+      await repository?.close();
       redis?.disconnect();
       throw error;
     }
+    applications.follow(applicationRepository);
   }
   let quotas = new QuotaIndex(definitions.all());
   definitions.onChange((records) => {
@@ -190,18 +201,20 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   });
 
   let draining = false;
-  const admin = repository
-    ? await createAdminServer({
-        live,
-        logger,
-        metrics,
-        readiness,
-        isDraining: () => draining,
-        authDocumentation: () => gateway.dataPlane.authenticator.documentation,
-        repository,
-        usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
-      })
-    : null;
+  const admin =
+    repository && applicationRepository
+      ? await createAdminServer({
+          live,
+          logger,
+          metrics,
+          readiness,
+          isDraining: () => draining,
+          authDocumentation: () => gateway.dataPlane.authenticator.documentation,
+          repository,
+          applicationRepository,
+          usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
+        })
+      : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
   const tlsServer = config.tls
     ? https.createServer({ ...httpServerOptions(config), ...tlsFiles(config.tls, cwd) })
@@ -241,6 +254,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await heartbeat?.stop();
     await localCounters.close();
     await definitions.close();
+    await applicationRepository?.close();
     proxy.close();
     await gateway.dataPlane.close();
     accessLog?.destination.end();

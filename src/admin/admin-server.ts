@@ -9,6 +9,12 @@ import Fastify, {
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
+import {
+  ApplicationNotFound,
+  ApplicationStoreUnavailable,
+  type ApplicationRepository,
+} from '../applications/application-repository.js';
+import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { Logger } from '../log.js';
@@ -70,6 +76,8 @@ export interface AdminServerParts {
   /** The scheme in force, as the catalog's OpenAPI document describes it. */
   authDocumentation: () => AuthDocumentation;
   repository: QuotaRepository;
+  /** The applications made through the portal API. */
+  applicationRepository: ApplicationRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
   /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
   metricsText?: () => Promise<string>;
@@ -111,7 +119,9 @@ function describeError(error: FastifyError | Error): {
   if (error instanceof QuotaNotFound) return { status: 404, messages: [error.message] };
   if (error instanceof QuotaPreconditionFailed) return { status: 412, messages: [error.message] };
   if (error instanceof QuotaConflict) return { status: 409, messages: [error.message] };
-  if (error instanceof QuotaStoreUnavailable) return { status: 503, messages: [error.message] };
+  if (error instanceof QuotaStoreUnavailable || error instanceof ApplicationStoreUnavailable)
+    return { status: 503, messages: [error.message] };
+  if (error instanceof ApplicationNotFound) return { status: 404, messages: [error.message] };
   if (error instanceof QuotaWriteFailed) return { status: 500, messages: [error.message] };
   const fastifyError = error as FastifyError;
   const status = fastifyError.statusCode;
@@ -298,8 +308,14 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   await app.register(
     async (portal) => {
       registerSessionRoutes(portal, { users: () => users, sessions });
-      registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage });
-      registerApplicationRoutes(portal, { live });
+      const made = new ApplicationDirectory();
+      made.follow(parts.applicationRepository);
+      registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage, made });
+      registerApplicationRoutes(portal, {
+        live,
+        repository: parts.applicationRepository,
+        quotas: parts.repository,
+      });
       portal.get(
         '/apis/openapi.json',
         async () => (catalogDocument ??= catalogOpenApi(live.config, parts.authDocumentation())),

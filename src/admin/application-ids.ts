@@ -1,3 +1,4 @@
+import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { projectApplicationId } from '../auth/key-ring.js';
 import type { Config } from '../config/schema.js';
 import { longestApplicationId } from '../quota/model.js';
@@ -7,13 +8,20 @@ const dynamicId = new RegExp(`^[^\\u0000-\\u001f\\u007f]{1,${longestApplicationI
 
 /**
  * The id of the application `id` names, spelt as principals carry it, or null when there is none.
- * With key schemes the applications are those of the config plus the project's own; with ldap and
+ * With key schemes the applications are those of the config, the project's own and (with `made`) those
+ * made through the portal API; with ldap and
  * plugin they are the directory's identities (DNs, or the identityAttribute) and the callers that
  * authenticate, which nobody can list in advance.
  */
-export function applicationIdOf(config: Readonly<Config>, id: string): string | null {
+export function applicationIdOf(
+  config: Readonly<Config>,
+  id: string,
+  made?: Pick<ApplicationDirectory, 'nameOf'>,
+): string | null {
   if (config.APIKeyAuthType === 'ldap' || config.APIKeyAuthType === 'plugin')
     return dynamicId.test(id) ? id : null;
   if (id === projectApplicationId) return id;
-  return config.applications.find((app) => app.id.toLowerCase() === id.toLowerCase())?.id ?? null;
+  const declared = config.applications.find((app) => app.id.toLowerCase() === id.toLowerCase())?.id;
+  if (declared) return declared;
+  return made?.nameOf(id) !== undefined ? id.toLowerCase() : null;
 }

@@ -1,22 +1,42 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { createHash, randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import type { ApplicationRepository } from '../applications/application-repository.js';
+import {
+  apiKeyBodySchema,
+  applicationBodySchema,
+  type ApiKeyBody,
+  type ApplicationBody,
+  type StoredApplication,
+  type StoredKey,
+} from '../applications/application-schema.js';
 import { projectApplicationId } from '../auth/key-ring.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { Config } from '../config/schema.js';
+import { generateApiKey } from '../init/generate-api-key.js';
+import type { QuotaRepository } from '../quota/quota-repository.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import { documentedAs } from './zod-route-schemas.js';
 
 export interface ApplicationRoutesParts {
-  /** The config in force: its applications (a reload changes them). */
+  /** The config in force: its applications (a reload changes them), read-only here. */
   live: LiveConfig;
+  /** The applications made through this API. */
+  repository: ApplicationRepository;
+  /** The quota definitions: an application deleted here takes its own quota with it. */
+  quotas: QuotaRepository;
 }
 
-/** An application as listed, in the shape of Axway API Manager's ClientApplication (no keys in it). */
-interface ListedApplication {
+/** An application as answered, in the shape of Axway API Manager's ClientApplication (no key in it). */
+interface ApplicationAnswer {
   id: string;
   name: string;
   description: string;
   enabled: boolean;
   state: 'approved';
+  /** True for the applications of conf/: read-only here. */
+  declared: boolean;
+  createdOn?: number;
 }
 
 const oneOrMore = z.union([z.string(), z.array(z.string())]).optional();
@@ -25,7 +45,17 @@ const filterQuery = z.object({
   op: oneOrMore.meta({ description: 'eq, or like (contains, any case) for name' }),
   value: oneOrMore.meta({ description: 'The value the field is compared with' }),
 });
-const listed = {
+const idParams = z.object({ id: z.string().max(200, { error: 'must be at most 200 characters' }) });
+const keyParams = idParams.extend({
+  keyId: z.string().max(200, { error: 'must be at most 200 characters' }),
+});
+const keyUpdate = z.strictObject(
+  { enabled: z.boolean({ error: 'must be true or false' }) },
+  { error: 'must be an object' },
+);
+const applicationBody = documentedAs(applicationBodySchema, 'ApplicationDTO');
+
+const answered = {
   type: 'object',
   properties: {
     id: { type: 'string' },
@@ -33,33 +63,69 @@ const listed = {
     description: { type: 'string' },
     enabled: { type: 'boolean' },
     state: { type: 'string', enum: ['approved'] },
+    declared: { type: 'boolean', description: 'An application of conf/: read-only through this API' },
+    createdOn: { type: 'integer', description: 'Milliseconds since the epoch' },
   },
 } as const;
+const keyAnswered = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    applicationId: { type: 'string' },
+    environment: { type: 'string', enum: ['development', 'production'] },
+    enabled: { type: 'boolean' },
+    createdOn: { type: 'integer' },
+    key: { type: 'string', description: 'The key itself: in the answer to its creation only' },
+  },
+} as const;
+const location = { Location: { type: 'string', description: 'The path of what was created' } };
 
 const asList = (value: string | string[] | undefined) =>
   value === undefined ? [] : Array.isArray(value) ? value : [value];
+const approved = { state: 'approved' } as const;
 
 /** The applications whose keys the config holds: the project's own and those of `applications`. */
-function applicationsOf(config: Readonly<Config>): ListedApplication[] {
+function declaredApplications(config: Readonly<Config>): ApplicationAnswer[] {
   if (config.APIKeyAuthType !== 'basic' && config.APIKeyAuthType !== 'apikey') return [];
-  const approved = { enabled: true, state: 'approved' } as const;
   return [
     {
       id: projectApplicationId,
       name: projectApplicationId,
       description: "The project's own key (apikey_development, apikey_production)",
+      enabled: true,
       ...approved,
+      declared: true,
     },
     ...config.applications.map((app) => ({
       id: app.id,
       name: app.name,
       description: app.description ?? '',
+      enabled: true,
       ...approved,
+      declared: true,
     })),
   ];
 }
 
-type Filter = (application: ListedApplication) => boolean;
+const answerOf = ({ id, name, description, enabled, createdOn }: StoredApplication): ApplicationAnswer => ({
+  id,
+  name,
+  description,
+  enabled,
+  ...approved,
+  declared: false,
+  createdOn,
+});
+
+const keyAnswerOf = (applicationId: string, { id, environment, enabled, createdOn }: StoredKey) => ({
+  id,
+  applicationId,
+  environment,
+  enabled,
+  createdOn,
+});
+
+type Filter = (application: ApplicationAnswer) => boolean;
 
 /** Axway's filters (`field=name&op=like&value=mob`), each a test every listed application must pass. */
 function filtersOf(query: z.output<typeof filterQuery>): Filter[] {
@@ -97,13 +163,37 @@ function filtersOf(query: z.output<typeof filterQuery>): Filter[] {
   return filters;
 }
 
+function requireAdmin(request: FastifyRequest): void {
+  if (request.adminUser?.role !== 'admin')
+    throw new AdminError(403, ['only an API Administrator may do this']);
+}
+
+type IdRequest = FastifyRequest<{ Params: { id: string } }>;
+type KeyRequest = FastifyRequest<{ Params: { id: string; keyId: string } }>;
+
 /**
- * The applications, as Axway API Manager lists them (`GET /applications`, with its filters, and one by
- * id): what clients such as apim-cli look applications up with before they read or write their quotas.
- * With the ldap and plugin schemes the applications are the directory's or the plugin's callers, which
- * nobody can list: the list is empty and quotas are addressed by the caller's id.
+ * The applications, as Axway API Manager serves them: those of conf/ (read-only here) and those made
+ * through this API, with their API keys. A key is generated by the gateway, answered once (to its
+ * creation) and kept as a SHA-256 digest only; every gateway of the fleet takes a change within a
+ * second. With the ldap and plugin schemes the callers are the directory's or the plugin's, which
+ * nobody can list: conf/ adds none, and keys of applications made here open no request.
  */
 export function registerApplicationRoutes(app: FastifyInstance, parts: ApplicationRoutesParts): void {
+  const { live, repository } = parts;
+  const all = () => [...declaredApplications(live.config), ...repository.all().map(answerOf)];
+
+  /** An application of this API, to change: one of conf/ is 403, and an unknown id 404. */
+  const madeHere = (id: string): StoredApplication => {
+    const made = repository.get(id.toLowerCase());
+    if (made) return made;
+    if (declaredApplications(live.config).some((declared) => declared.id.toLowerCase() === id.toLowerCase()))
+      throw new AdminError(403, [`application '${id}' is declared in conf/: change it there and reload`]);
+    throw new AdminError(404, [`no application with id '${id}'`]);
+  };
+
+  const created = (reply: FastifyReply, path: string, body: unknown) =>
+    reply.code(201).header('location', `/api/portal/v1.3${path}`).send(body);
+
   app.get(
     '/applications',
     {
@@ -113,16 +203,40 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
         tags: ['applications'],
         querystring: filterQuery,
         response: {
-          200: { description: 'The applications', type: 'array', items: listed },
+          200: { description: 'The applications', type: 'array', items: answered },
           ...errorResponses,
         },
       },
     },
     async (request: FastifyRequest<{ Querystring: z.output<typeof filterQuery> }>) => {
       const filters = filtersOf(request.query);
-      return applicationsOf(parts.live.config).filter((application) =>
-        filters.every((passes) => passes(application)),
-      );
+      return all().filter((application) => filters.every((passes) => passes(application)));
+    },
+  );
+
+  app.post(
+    '/applications',
+    {
+      schema: {
+        summary: 'Create an application (API Administrators)',
+        operationId: 'createApplication',
+        tags: ['applications'],
+        body: applicationBody,
+        response: { 201: { description: 'Created', headers: location, ...answered }, ...errorResponses },
+      },
+    },
+    async (request: FastifyRequest<{ Body: ApplicationBody }>, reply) => {
+      requireAdmin(request);
+      const { name, description = '', enabled = true } = request.body;
+      const application = await repository.create({
+        id: randomUUID(),
+        name,
+        description,
+        enabled,
+        createdOn: Date.now(),
+        keys: [],
+      });
+      return created(reply, `/applications/${application.id}`, answerOf(application));
     },
   );
 
@@ -133,17 +247,178 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
         summary: 'Read an application',
         operationId: 'getApplication',
         tags: ['applications'],
-        params: z.object({ id: z.string().max(200, { error: 'must be at most 200 characters' }) }),
-        response: { 200: { description: 'The application', ...listed }, ...errorResponses },
+        params: idParams,
+        response: { 200: { description: 'The application', ...answered }, ...errorResponses },
       },
     },
-    async (request: FastifyRequest<{ Params: { id: string } }>) => {
+    async (request: IdRequest) => {
       const { id } = request.params;
-      const found = applicationsOf(parts.live.config).find(
-        (application) => application.id.toLowerCase() === id.toLowerCase(),
-      );
+      const found = all().find((application) => application.id.toLowerCase() === id.toLowerCase());
       if (!found) throw new AdminError(404, [`no application with id '${id}'`]);
       return found;
+    },
+  );
+
+  app.put(
+    '/applications/:id',
+    {
+      schema: {
+        summary: 'Update an application made through this API (API Administrators)',
+        operationId: 'updateApplication',
+        tags: ['applications'],
+        params: idParams,
+        body: applicationBody,
+        response: { 200: { description: 'Updated', ...answered }, ...errorResponses },
+      },
+    },
+    async (request: FastifyRequest<{ Params: { id: string }; Body: ApplicationBody }>) => {
+      requireAdmin(request);
+      const { id } = madeHere(request.params.id);
+      const { name, description, enabled } = request.body;
+      const updated = await repository.update(id, (current) => ({
+        ...current,
+        name,
+        ...(description === undefined ? {} : { description }),
+        ...(enabled === undefined ? {} : { enabled }),
+      }));
+      return answerOf(updated);
+    },
+  );
+
+  app.delete(
+    '/applications/:id',
+    {
+      schema: {
+        summary:
+          'Delete an application made through this API, its keys and its own quota (API Administrators)',
+        operationId: 'deleteApplication',
+        tags: ['applications'],
+        params: idParams,
+        response: { 204: { description: 'Deleted', type: 'null' }, ...errorResponses },
+      },
+    },
+    async (request: IdRequest, reply) => {
+      requireAdmin(request);
+      const { id } = madeHere(request.params.id);
+      await repository.remove(id);
+      const own = parts.quotas.ofApplication(id);
+      if (own) await parts.quotas.remove(own.quota.id);
+      return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/applications/:id/apikeys',
+    {
+      schema: {
+        summary: "An application's API keys, without the keys themselves",
+        operationId: 'listApiKeys',
+        tags: ['applications'],
+        params: idParams,
+        response: { 200: { description: 'The keys', type: 'array', items: keyAnswered }, ...errorResponses },
+      },
+    },
+    async (request: IdRequest) => {
+      const { id } = request.params;
+      const made = repository.get(id.toLowerCase());
+      if (made) return made.keys.map((key) => keyAnswerOf(made.id, key));
+      if (all().some((application) => application.id.toLowerCase() === id.toLowerCase())) return [];
+      throw new AdminError(404, [`no application with id '${id}'`]);
+    },
+  );
+
+  app.post(
+    '/applications/:id/apikeys',
+    {
+      schema: {
+        summary:
+          'Generate an API key for an application; the key is in this answer only (API Administrators)',
+        operationId: 'createApiKey',
+        tags: ['applications'],
+        params: idParams,
+        body: apiKeyBodySchema,
+        response: {
+          201: { description: 'Created; `key` is shown this once', headers: location, ...keyAnswered },
+          ...errorResponses,
+        },
+      },
+    },
+    async (request: FastifyRequest<{ Params: { id: string }; Body: ApiKeyBody | undefined }>, reply) => {
+      requireAdmin(request);
+      const { id } = madeHere(request.params.id);
+      const secret = generateApiKey();
+      const key: StoredKey = {
+        id: randomUUID(),
+        digest: createHash('sha256').update(secret, 'utf8').digest('hex'),
+        environment: request.body?.environment ?? parts.live.current.environment,
+        enabled: request.body?.enabled ?? true,
+        createdOn: Date.now(),
+      };
+      await repository.update(id, (current) => {
+        if (current.keys.length >= 100) throw new AdminError(409, ['an application holds at most 100 keys']);
+        return { ...current, keys: [...current.keys, key] };
+      });
+      return created(reply, `/applications/${id}/apikeys/${key.id}`, {
+        ...keyAnswerOf(id, key),
+        key: secret,
+      });
+    },
+  );
+
+  /** The key of an application of this API, or 404. */
+  const keyOf = (request: KeyRequest) => {
+    const application = madeHere(request.params.id);
+    const key = application.keys.find((candidate) => candidate.id === request.params.keyId.toLowerCase());
+    if (!key)
+      throw new AdminError(404, [`application '${application.id}' has no key '${request.params.keyId}'`]);
+    return { application, key };
+  };
+
+  app.put(
+    '/applications/:id/apikeys/:keyId',
+    {
+      schema: {
+        summary: 'Enable or disable an API key (API Administrators)',
+        operationId: 'updateApiKey',
+        tags: ['applications'],
+        params: keyParams,
+        body: keyUpdate,
+        response: { 200: { description: 'Updated', ...keyAnswered }, ...errorResponses },
+      },
+    },
+    async (
+      request: FastifyRequest<{ Params: { id: string; keyId: string }; Body: { enabled: boolean } }>,
+    ) => {
+      requireAdmin(request);
+      const { application, key } = keyOf(request);
+      const updated = { ...key, enabled: request.body.enabled };
+      await repository.update(application.id, (current) => ({
+        ...current,
+        keys: current.keys.map((candidate) => (candidate.id === key.id ? updated : candidate)),
+      }));
+      return keyAnswerOf(application.id, updated);
+    },
+  );
+
+  app.delete(
+    '/applications/:id/apikeys/:keyId',
+    {
+      schema: {
+        summary: 'Revoke an API key: refused on every gateway within a second (API Administrators)',
+        operationId: 'deleteApiKey',
+        tags: ['applications'],
+        params: keyParams,
+        response: { 204: { description: 'Revoked', type: 'null' }, ...errorResponses },
+      },
+    },
+    async (request: KeyRequest, reply) => {
+      requireAdmin(request);
+      const { application, key } = keyOf(request);
+      await repository.update(application.id, (current) => ({
+        ...current,
+        keys: current.keys.filter((candidate) => candidate.id !== key.id),
+      }));
+      return reply.code(204).send();
     },
   );
 }

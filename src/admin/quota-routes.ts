@@ -22,6 +22,7 @@ import {
 } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { ApplicationNames } from '../config/application-names.js';
 import { applicationIdOf } from './application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
@@ -32,6 +33,8 @@ export interface QuotaRoutesParts {
   live: LiveConfig;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
+  /** The applications made through the portal API: they may have quotas too. */
+  made: ApplicationDirectory;
 }
 
 const etagHeader = {
@@ -111,10 +114,10 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   const { repository, live } = parts;
   // Restrictions must name APIs and methods of the catalog in force: checked in the same pass as the rest.
   let catalog = catalogIds(live.config.apis);
-  let names = new ApplicationNames(live.config.applications);
+  let names = new ApplicationNames(live.config.applications, parts.made);
   live.onChange(({ config }) => {
     catalog = catalogIds(config.apis);
-    names = new ApplicationNames(config.applications);
+    names = new ApplicationNames(config.applications, parts.made);
   });
   const owner = (application: string) => ({ id: application, name: names.nameOf(application) });
   /** A quota declared in conf/ changes there, never through the API: no reload could undo a change then. */
@@ -194,7 +197,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   };
 
   const application = (id: string): string => {
-    const applicationId = applicationIdOf(live.config, id);
+    const applicationId = applicationIdOf(live.config, id, parts.made);
     if (!applicationId) throw new AdminError(404, [`no application with id '${id}'`]);
     return applicationId;
   };

@@ -1,5 +1,6 @@
 import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
+import { applicationBodySchema } from '../applications/application-schema.js';
 import { applicationQuotaDtoSchema, quotaAnswerSchema, quotaDtoSchema } from '../quota/quota-schema.js';
 import { problemsOf } from '../quota/schema-problems.js';
 import { AdminError, errorsJsonSchema } from './admin-errors.js';
@@ -27,6 +28,7 @@ export function openApiComponents(): Array<Record<string, unknown>> {
   return [
     { $id: 'QuotaDTO', ...toJsonSchema(quotaDtoSchema(), 'input') },
     { $id: 'ApplicationQuotaDTO', ...toJsonSchema(applicationQuotaDtoSchema(), 'input') },
+    { $id: 'ApplicationDTO', ...toJsonSchema(applicationBodySchema, 'input') },
     { $id: 'Quota', ...toJsonSchema(quotaAnswerSchema, 'output') },
     errorsJsonSchema,
   ];

@@ -1,3 +1,4 @@
+import type { ApplicationDirectory } from '../applications/application-directory.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import { ConfigError } from '../config/config-error.js';
 import type { Logger } from '../log.js';
@@ -16,6 +17,8 @@ export interface AuthenticatorContext {
   cwd: string;
   /** Clock for caches, in milliseconds (tests move it). */
   now?: () => number;
+  /** The applications made through the portal API, whose keys the key schemes accept too. */
+  applications?: ApplicationDirectory;
 }
 
 /**
@@ -33,9 +36,9 @@ export async function createAuthenticator(
     case 'none':
       return createNoneAuthenticator();
     case 'basic':
-      return createBasicAuthenticator(new KeyRing(config, environment));
+      return createBasicAuthenticator(new KeyRing(config, environment, context.applications));
     case 'apikey':
-      return createApiKeyAuthenticator(new KeyRing(config, environment));
+      return createApiKeyAuthenticator(new KeyRing(config, environment, context.applications));
     case 'ldap':
       return createLdapAuthenticator(config.ldap!, { logger, ...(context.now ? { now: context.now } : {}) });
     case 'plugin': {

@@ -1,4 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { ApplicationDirectory, type KeyEntry } from '../applications/application-directory.js';
 import type { Config } from '../config/schema.js';
 import type { Environment } from '../config/cross-field-rules.js';
 import type { Principal } from './authenticator.js';
@@ -6,24 +7,27 @@ import type { Principal } from './authenticator.js';
 /** The id of the project's own application, which the project keys identify. */
 export const projectApplicationId = 'project';
 
-interface Entry {
-  digest: Buffer;
-  principal: Principal;
-}
-
 const digest = (key: string) => createHash('sha256').update(key, 'utf8').digest();
 
 /**
- * The API keys valid in this environment, each mapped to the principal it identifies. Lookups compare
- * fixed-length digests in constant time and visit every key, so timing tells nothing about a key.
- * A key once found is remembered, so its next requests skip the hashing: only valid keys are, so this
- * holds at most one entry per configured key, and a hit tells a caller nothing the 200 does not.
+ * The API keys valid in this environment, each mapped to the principal it identifies: those of the
+ * config and those of the applications made through the portal API. Lookups compare fixed-length
+ * digests in constant time and visit every key, so timing tells nothing about a key. A key once found
+ * is remembered, so its next requests skip the hashing: only valid keys are, so this holds at most one
+ * entry per key, and a hit tells a caller nothing the 200 does not; a change of the API's applications
+ * forgets them all (a revoked key stops working at once).
  */
 export class KeyRing {
-  private readonly entries: Entry[];
+  private readonly entries: KeyEntry[];
   private readonly found = new Map<string, Principal>();
+  private seenGeneration: number;
 
-  constructor(config: Readonly<Config>, environment: Environment) {
+  constructor(
+    config: Readonly<Config>,
+    private readonly environment: Environment,
+    private readonly directory: ApplicationDirectory = new ApplicationDirectory(),
+  ) {
+    this.seenGeneration = directory.generation;
     const keyName = `apikey_${environment}` as const;
     this.entries = [];
     const projectKey = config[keyName];
@@ -41,11 +45,18 @@ export class KeyRing {
   }
 
   lookup(candidate: string): Principal | null {
+    if (this.seenGeneration !== this.directory.generation) {
+      this.found.clear();
+      this.seenGeneration = this.directory.generation;
+    }
     const known = this.found.get(candidate);
     if (known) return known;
     const candidateDigest = digest(candidate);
     let found: Principal | null = null;
     for (const entry of this.entries) {
+      if (timingSafeEqual(entry.digest, candidateDigest)) found = entry.principal;
+    }
+    for (const entry of this.directory.keysOf(this.environment)) {
       if (timingSafeEqual(entry.digest, candidateDigest)) found = entry.principal;
     }
     if (found) this.found.set(candidate, found);

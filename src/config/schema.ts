@@ -151,6 +151,8 @@ const storeSchema = z
   .strictObject({
     type: z.enum(['memory', 'redis'], { error: msg('must be memory or redis') }).default('memory'),
     file: nonEmpty.default('data/quotas.json'),
+    /** The memory store's applications made through the portal API; by default beside `file`. */
+    applicationsFile: nonEmpty.optional(),
     url: redisUrl.optional(),
     cluster: z
       .array(redisUrl, { error: msg('must be an array of redis:// URLs') })

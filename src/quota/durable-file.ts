@@ -1,4 +1,4 @@
-import { open, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 
 /**
@@ -28,5 +28,37 @@ export async function writeFileDurably(file: string, text: string): Promise<void
     await folder.sync();
   } finally {
     await folder.close();
+  }
+}
+
+/**
+ * The text of `file`, or null when there is no such file.
+ * @throws the read's error with its code, for any other failure
+ */
+export async function readFileIfPresent(file: string): Promise<string | null> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw error;
+  }
+}
+
+/**
+ * Runs the writes of one file one after the other, in the order asked: a write that fails does not stop
+ * the ones after it.
+ */
+export class WriteQueue {
+  private last: Promise<unknown> = Promise.resolve();
+
+  run<T>(write: () => Promise<T>): Promise<T> {
+    const result = this.last.then(write, write);
+    this.last = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Resolves once every write asked for so far has ended. */
+  async drained(): Promise<void> {
+    await this.last;
   }
 }

@@ -1,8 +1,8 @@
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../log.js';
 import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
-import { writeFileDurably } from './durable-file.js';
+import { readFileIfPresent, writeFileDurably, WriteQueue } from './durable-file.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -22,7 +22,7 @@ const formatVersion = 1;
  * a failed write leaves both the file and the definitions in memory as they were.
  */
 export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepository {
-  private writes: Promise<unknown> = Promise.resolve();
+  private readonly writes = new WriteQueue();
 
   constructor(
     private readonly file: string,
@@ -32,8 +32,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
   }
 
   async open(): Promise<void> {
-    const text = await readFile(this.file, 'utf8').catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return null;
+    const text = await readFileIfPresent(this.file).catch((error: NodeJS.ErrnoException) => {
       throw new QuotaStoreCorrupt(`${this.file}: cannot read (${error.code ?? error.message})`);
     });
     const records = text === null ? [] : this.parse(text);
@@ -83,7 +82,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
   }
 
   async close(): Promise<void> {
-    await this.writes.catch(() => undefined);
+    await this.writes.drained();
   }
 
   private current(records: Map<string, StoredQuota>, id: string, ifMatch: string | undefined): StoredQuota {
@@ -110,9 +109,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       this.publish(next);
       return result;
     };
-    const result = this.writes.then(run, run);
-    this.writes = result.catch(() => undefined);
-    return result;
+    return this.writes.run(run);
   }
 
   private serialize(records: QuotaRecord[]): string {

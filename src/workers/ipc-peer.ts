@@ -1,6 +1,7 @@
 import type { Worker } from 'node:cluster';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
+import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
 import type { FixedSettings } from '../reload/fixed-settings.js';
@@ -14,11 +15,14 @@ export interface DataPorts {
   https?: number;
 }
 
-/** The whole set of quota definitions, numbered: a later set has a higher generation. */
-export interface Definitions {
+/** A whole set, numbered: a later set has a higher generation. */
+export interface Numbered<T> {
   generation: number;
-  records: StoredQuota[];
+  records: T[];
 }
+
+/** The whole set of quota definitions, numbered. */
+export type Definitions = Numbered<StoredQuota>;
 
 /** What the primary answers a worker that starts: everything it needs before it listens. */
 export interface Welcome {
@@ -30,6 +34,8 @@ export interface Welcome {
   /** The settings the running gateway keeps until a restart, put into the config a worker loads. */
   fixed: FixedSettings;
   definitions: Definitions;
+  /** The applications made through the portal API. */
+  applications: Numbered<StoredApplication>;
   /** The primary's admin listener, which serves this worker's gateway too. */
   adminPort: number;
   /** Worker processes the primary runs. */
@@ -57,6 +63,8 @@ export interface IpcRequests {
 export interface IpcNotices {
   /** Primary → worker: the whole set of quota definitions, after every change. */
   definitions: Definitions;
+  /** Primary → worker: the whole set of the API's applications, after every change. */
+  applications: Numbered<StoredApplication>;
   /** Worker → primary: it listens (on the shared ports) and serves. */
   listening: DataPorts;
   /** Primary → worker: finish the requests in flight (its graceful close), then exit. */

@@ -2,6 +2,8 @@ import type { AddressInfo } from 'node:net';
 import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
+import type { ApplicationRepository } from '../applications/application-repository.js';
+import { openApplicationRepository } from '../applications/open-application-repository.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import type { CounterTrips } from '../limiter/counter-trips.js';
@@ -71,14 +73,18 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
   if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
-  let repository: QuotaRepository;
+  let repository: QuotaRepository | null = null;
+  let applicationRepository: ApplicationRepository;
   try {
     repository = await openQuotaRepository(config, redis, { logger, cwd, declare: true });
+    applicationRepository = await openApplicationRepository(config, redis, { logger, cwd });
   } catch (error) {
+    await repository?.close();
     redis?.disconnect();
     await authenticator.close?.();
     throw error;
   }
+  const quotaRepository = repository;
 
   const memoryTrips = counters ? new MemoryCounterTrips(counters) : null;
   // The admin listener's usage reads the counters where they are: here, or in Redis.
@@ -87,12 +93,13 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     (redis ? new RedisCounterTrips(redis, config.store.prefix) : { usage: () => Promise.resolve([]) });
   let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
   let adminPort = 0;
-  let definitions = { generation: 0, records: repository.all() };
+  let definitions = { generation: 0, records: quotaRepository.all() };
+  let applications = { generation: 0, records: applicationRepository.all() };
   const pool = new WorkerPool({
     size: options.workers,
     logger,
     clock: systemClock,
-    welcome: () => ({ fingerprint, fixed, definitions, adminPort, workers: options.workers }),
+    welcome: () => ({ fingerprint, fixed, definitions, applications, adminPort, workers: options.workers }),
     serve: (worker) => {
       if (memoryTrips) serveCounterTrips(worker, memoryTrips);
     },
@@ -100,11 +107,15 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   });
   const restarts = registerWorkerMetrics(metrics.registry, () => pool.listening);
 
-  let quotas = new QuotaIndex(repository.all());
-  repository.onChange((records) => {
+  let quotas = new QuotaIndex(quotaRepository.all());
+  quotaRepository.onChange((records) => {
     quotas = new QuotaIndex(records);
     definitions = { generation: definitions.generation + 1, records };
     pool.broadcast('definitions', definitions);
+  });
+  applicationRepository.onChange((records) => {
+    applications = { generation: applications.generation + 1, records };
+    pool.broadcast('applications', applications);
   });
 
   let draining = false;
@@ -118,8 +129,9 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     ],
     isDraining: () => draining,
     authDocumentation: () => authenticator.documentation,
-    repository,
-    usage: (quotaId) => quotaUsage(quotas, usageSource, repository, quotaId),
+    repository: quotaRepository,
+    applicationRepository,
+    usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
   });
 
@@ -130,7 +142,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     metrics,
     async prepare() {
       const { loaded: next, kept } = await readForReload(options.source, fixed);
-      const declared = planDeclaredQuotas(repository, next.config.quotas);
+      const declared = planDeclaredQuotas(quotaRepository, next.config.quotas);
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
       return {
         kept,
@@ -158,7 +170,8 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
 
   const closeResources = async () => {
     await admin.close();
-    await repository.close();
+    await quotaRepository.close();
+    await applicationRepository.close();
     await counters?.close();
     await authenticator.close?.();
     if (redis) await redis.quit().catch(() => redis.disconnect());

@@ -1,3 +1,4 @@
+import type { ApplicationSource } from '../applications/application-directory.js';
 import type { CounterTrips } from '../limiter/counter-trips.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
 
@@ -22,6 +23,8 @@ export interface PrimaryCounters {
  */
 export interface WorkerRole {
   definitions: QuotaDefinitions;
+  /** The applications made through the portal API, as the primary sends them. */
+  applications: ApplicationSource;
   /** The primary's admin listener, which serves this worker's gateway too. */
   adminPort: number;
   counters: PrimaryCounters | null;

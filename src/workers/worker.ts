@@ -1,6 +1,8 @@
 import cluster from 'node:cluster';
 import { exitCode } from '../commands/command.js';
+import type { StoredApplication } from '../applications/application-schema.js';
 import { ConfigError } from '../config/config-error.js';
+import type { StoredQuota } from '../quota/model.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import { IpcCounterTrips } from '../limiter/ipc-counter-trips.js';
@@ -9,7 +11,7 @@ import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
 import { startGateway, type RunningGateway } from '../server.js';
 import { configFingerprint } from './config-fingerprint.js';
-import { DefinitionsFeed } from './definitions-feed.js';
+import { NumberedFeed } from './numbered-feed.js';
 import { IpcPeer, primaryEndpoint } from './ipc-peer.js';
 import type { PrimaryCounters } from './worker-role.js';
 
@@ -39,8 +41,10 @@ const primaryDecisionMs = 1_000;
 export async function runWorker(started: LoadedConfig, options: WorkerOptions): Promise<number> {
   const logger = options.logger.child({ worker: cluster.worker?.id, pid: process.pid });
   const primary = new IpcPeer(primaryEndpoint());
-  const definitions = new DefinitionsFeed();
+  const definitions = new NumberedFeed<StoredQuota>();
   primary.on('definitions', (records) => definitions.replace(records));
+  const applications = new NumberedFeed<StoredApplication>();
+  primary.on('applications', (records) => applications.replace(records));
 
   // Stop requests are heard from the start: the primary drains workers that have said hello, and a
   // signal may come at any time.
@@ -89,6 +93,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
     );
   }
   definitions.replace(welcome.definitions);
+  applications.replace(welcome.applications);
   const counters: PrimaryCounters | null =
     loaded.config.store.type === 'memory'
       ? {
@@ -102,7 +107,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   let reloading = welcome.fingerprint;
   running = await startGateway(loaded, {
     logger,
-    worker: { definitions, adminPort: welcome.adminPort, counters },
+    worker: { definitions, applications, adminPort: welcome.adminPort, counters },
     ...(options.secrets ? { secrets: options.secrets } : {}),
     source: {
       read: () => options.source.read(),

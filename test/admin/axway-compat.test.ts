@@ -83,7 +83,14 @@ describe('Axway API Manager clients (apim-cli)', () => {
 
     const found = await call(gateway, session, 'GET', '/applications?field=name&op=eq&value=Mobile+app');
     expect(await found.json()).toEqual([
-      { id: mobile.id, name: 'Mobile app', description: 'iOS and Android', enabled: true, state: 'approved' },
+      {
+        id: mobile.id,
+        name: 'Mobile app',
+        description: 'iOS and Android',
+        enabled: true,
+        state: 'approved',
+        declared: true,
+      },
     ]);
 
     // No quota of its own yet: the Application Default, which says system.

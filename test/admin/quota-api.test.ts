@@ -643,6 +643,8 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
       expect(Object.keys(document.paths).sort()).toEqual([
         '/api/portal/v1.3/applications',
         '/api/portal/v1.3/applications/{id}',
+        '/api/portal/v1.3/applications/{id}/apikeys',
+        '/api/portal/v1.3/applications/{id}/apikeys/{keyId}',
         '/api/portal/v1.3/applications/{id}/quota',
         '/api/portal/v1.3/currentuser',
         '/api/portal/v1.3/login',

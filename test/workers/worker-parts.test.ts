@@ -4,7 +4,8 @@ import { ConfigError } from '../../src/config/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { wellKnownQuotas } from '../../src/quota/model.js';
 import { stored } from '../../src/quota/stored-records.js';
-import { DefinitionsFeed } from '../../src/workers/definitions-feed.js';
+import type { StoredQuota } from '../../src/quota/model.js';
+import { NumberedFeed } from '../../src/workers/numbered-feed.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { restartDelayMs } from '../../src/workers/worker-pool.js';
 import { workerCount } from '../../src/workers/worker-count.js';
@@ -40,7 +41,7 @@ describe('restarts of a worker that exited', () => {
 describe('the quota definitions of a worker', () => {
   it('keep the latest set, whichever order the answer to its hello and a change arrive in', () => {
     const [system, applicationDefault] = wellKnownQuotas().map(stored);
-    const feed = new DefinitionsFeed();
+    const feed = new NumberedFeed<StoredQuota>();
     const heard: string[][] = [];
     feed.onChange((records) => heard.push(records.map((record) => record.quota.name)));
     feed.replace({ generation: 2, records: [system!, applicationDefault!] });

@@ -1,0 +1,55 @@
+import type { Principal } from '../auth/authenticator.js';
+import type { Environment } from '../config/cross-field-rules.js';
+import type { StoredApplication } from './application-schema.js';
+
+/** Where the applications of the API come from: their repository, or a worker's feed of its primary's. */
+export interface ApplicationSource {
+  all(): StoredApplication[];
+  onChange(listener: (applications: StoredApplication[]) => void): void;
+}
+
+/** A key the data plane accepts: the digest it compares, and who it identifies. */
+export interface KeyEntry {
+  digest: Buffer;
+  principal: Principal;
+}
+
+/**
+ * The applications made through the portal API as the data plane reads them: the digests of the keys
+ * that open requests in each environment (enabled keys of enabled applications) and the applications'
+ * names, made again on every change. `generation` tells a reader that remembers keys to forget them: a
+ * revoked key must stop working at once.
+ */
+export class ApplicationDirectory {
+  generation = 0;
+  private keys: Record<Environment, KeyEntry[]> = { development: [], production: [] };
+  private names = new Map<string, string>();
+
+  /** Takes the applications of `source` from now on, and every change of them. */
+  follow(source: ApplicationSource): void {
+    this.refresh(source.all());
+    source.onChange((applications) => this.refresh(applications));
+  }
+
+  keysOf(environment: Environment): readonly KeyEntry[] {
+    return this.keys[environment];
+  }
+
+  /** The name of an application of the API, or undefined for another id. */
+  nameOf(id: string): string | undefined {
+    return this.names.get(id.toLowerCase());
+  }
+
+  private refresh(applications: readonly StoredApplication[]): void {
+    const keys: Record<Environment, KeyEntry[]> = { development: [], production: [] };
+    for (const application of applications) {
+      if (!application.enabled) continue;
+      const principal = { subject: application.id, application: application.id };
+      for (const key of application.keys)
+        if (key.enabled) keys[key.environment].push({ digest: Buffer.from(key.digest, 'hex'), principal });
+    }
+    this.keys = keys;
+    this.names = new Map(applications.map((application) => [application.id, application.name]));
+    this.generation += 1;
+  }
+}

@@ -1,0 +1,39 @@
+import path from 'node:path';
+import { ConfigError } from '../config/config-error.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import type { RedisConnection } from '../redis/connect-redis.js';
+import type { ApplicationRepository } from './application-repository.js';
+import { ApplicationStoreCorrupt, FileApplicationRepository } from './file-application-repository.js';
+import { RedisApplicationRepository } from './redis-application-repository.js';
+
+/** The file of the memory store's applications: `store.applicationsFile`, else beside `store.file`. */
+export function applicationsFileOf(store: Readonly<Config['store']>, cwd: string): string {
+  return path.resolve(
+    cwd,
+    store.applicationsFile ?? path.join(path.dirname(store.file), 'applications.json'),
+  );
+}
+
+/**
+ * The repository of the applications made through the portal API, in the store of `store.type`, opened.
+ * @throws ConfigError when the memory store's file cannot be read as applications (left as it is).
+ */
+export async function openApplicationRepository(
+  config: Readonly<Config>,
+  redis: RedisConnection | null,
+  context: { logger: Logger; cwd: string },
+): Promise<ApplicationRepository> {
+  const logger = context.logger.child({ component: 'applications' });
+  const repository = redis
+    ? new RedisApplicationRepository(redis, config.store.prefix, logger)
+    : new FileApplicationRepository(applicationsFileOf(config.store, context.cwd), logger);
+  try {
+    await repository.open();
+  } catch (error) {
+    if (error instanceof ApplicationStoreCorrupt)
+      throw new ConfigError([`store.applicationsFile: ${error.message}`]);
+    throw error;
+  }
+  return repository;
+}
