@@ -6,6 +6,7 @@ import path from 'node:path';
 import pino from 'pino';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
 import { LiveConfig } from './config/live-config.js';
+import { defaultCommandTimeoutMs } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
 import { ApplicationDirectory } from './applications/application-directory.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
@@ -147,19 +148,21 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   definitions.onChange((records) => {
     quotas = new QuotaIndex(records);
   });
-  const heartbeat = redis
-    ? new FleetHeartbeat(redis, config.store.prefix, {
-        clock: systemClock,
-        onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
-      })
-    : null;
+  const shared = config.store.type === 'redis' ? config.store : null;
+  const heartbeat =
+    redis && shared
+      ? new FleetHeartbeat(redis, shared.prefix, {
+          clock: systemClock,
+          onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+        })
+      : null;
   await heartbeat?.start();
   const primaryCounters = worker?.counters ?? null;
   const limiter = new Limiter({
     shared:
-      redis && heartbeat
+      redis && shared && heartbeat
         ? new SharedCounterStore({
-            trips: new RedisCounterTrips(redis, config.store.prefix),
+            trips: new RedisCounterTrips(redis, shared.prefix),
             clock: systemClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
@@ -173,8 +176,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
             })
           : null,
     local: localCounters,
-    onError: config.store.onError,
-    timeoutMs: primaryCounters?.timeoutMs ?? config.store.commandTimeout,
+    onError: shared?.onError ?? 'local',
+    timeoutMs: primaryCounters?.timeoutMs ?? shared?.commandTimeout ?? defaultCommandTimeoutMs,
     probe: () =>
       redis ? redisAnswers(redis) : primaryCounters ? primaryCounters.reachable() : Promise.resolve(true),
     ...(heartbeat ? { shareOf: (limit: number) => heartbeat.share(limit) } : {}),

@@ -58,7 +58,7 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
         .code(303)
         .header('set-cookie', AdminSessions.cookieFor(session))
         .header('csrf-token', session.csrfToken)
-        .header('location', `${request.url.replace(/\/login\/?$/, '')}/currentuser`)
+        .header('location', request.routeOptions.url!.replace(/\/login$/, '/currentuser'))
         .send();
     },
   );

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { ConfigError } from '../config/config-error.js';
-import type { Config } from '../config/schema.js';
+import type { Config, MemoryStoreConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import type { ApplicationRepository } from './application-repository.js';
@@ -8,7 +8,7 @@ import { ApplicationStoreCorrupt, FileApplicationRepository } from './file-appli
 import { RedisApplicationRepository } from './redis-application-repository.js';
 
 /** The file of the memory store's applications: `store.applicationsFile`, else beside `store.file`. */
-export function applicationsFileOf(store: Readonly<Config['store']>, cwd: string): string {
+export function applicationsFileOf(store: Readonly<MemoryStoreConfig>, cwd: string): string {
   return path.resolve(
     cwd,
     store.applicationsFile ?? path.join(path.dirname(store.file), 'applications.json'),
@@ -25,9 +25,11 @@ export async function openApplicationRepository(
   context: { logger: Logger; cwd: string },
 ): Promise<ApplicationRepository> {
   const logger = context.logger.child({ component: 'applications' });
-  const repository = redis
-    ? new RedisApplicationRepository(redis, config.store.prefix, logger)
-    : new FileApplicationRepository(applicationsFileOf(config.store, context.cwd), logger);
+  const { store } = config;
+  const repository =
+    store.type === 'memory'
+      ? new FileApplicationRepository(applicationsFileOf(store, context.cwd), logger)
+      : new RedisApplicationRepository(redis!, store.prefix, logger);
   try {
     await repository.open();
   } catch (error) {

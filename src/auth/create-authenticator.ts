@@ -40,9 +40,9 @@ export async function createAuthenticator(
     case 'apikey':
       return createApiKeyAuthenticator(new KeyRing(config, environment, context.applications));
     case 'ldap':
-      return createLdapAuthenticator(config.ldap!, { logger, ...(context.now ? { now: context.now } : {}) });
+      return createLdapAuthenticator(config.ldap, { logger, ...(context.now ? { now: context.now } : {}) });
     case 'plugin': {
-      const spec = config.APIKeyAuthPlugin!;
+      const spec = config.APIKeyAuthPlugin;
       const Plugin = await loadAuthPlugin(spec, context.cwd);
       const server = Object.freeze({
         config: Object.freeze({ ...loaded.extras, ...config }),

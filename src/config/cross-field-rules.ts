@@ -101,16 +101,6 @@ function keyProblems(config: Config, environment: Environment): Problem[] {
 
 function schemeProblems(config: Config, environment: Environment): Problem[] {
   const problems: Problem[] = [];
-  const scheme = config.APIKeyAuthType;
-  if (scheme === 'apikey' && !config.tls) {
-    problems.push({
-      path: ['tls'],
-      message: "required when APIKeyAuthType is 'apikey' (keys travel over HTTPS only)",
-    });
-  }
-  if (scheme === 'ldap' && !config.ldap) {
-    problems.push({ path: ['ldap'], message: "required when APIKeyAuthType is 'ldap'" });
-  }
   if (config.ldap) {
     const secure = config.ldap.url.startsWith('ldaps:');
     if (secure && config.ldap.startTLS) {
@@ -125,9 +115,6 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
         message: 'apply only to an ldaps:// url or with startTLS: true',
       });
     }
-  }
-  if (scheme === 'plugin' && !config.APIKeyAuthPlugin) {
-    problems.push({ path: ['APIKeyAuthPlugin'], message: "required when APIKeyAuthType is 'plugin'" });
   }
   if (environment === 'production') {
     config.admin.users.forEach((user, i) => {
@@ -144,12 +131,6 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
 
 function listenerProblems(config: Config): Problem[] {
   const problems: Problem[] = [];
-  if (config.store.type === 'redis' && !config.store.url && !config.store.cluster) {
-    problems.push({
-      path: ['store', 'url'],
-      message: "required when store.type is 'redis' (or set store.cluster)",
-    });
-  }
   if (config.port !== 0 && config.admin.port === config.port) {
     problems.push({ path: ['admin', 'port'], message: 'must differ from port' });
   }

@@ -11,7 +11,7 @@ import {
   type Problem,
 } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';
-import { configSchema, knownTopLevelKeys, type Config } from './schema.js';
+import { configSchema, knownTopLevelKeys, redisOnlyStoreKeys, type Config } from './schema.js';
 
 export interface LoadConfigOptions {
   /** Folder holding default.(js|yaml) and the optional <NODE_ENV>.(js|yaml) overlay. */
@@ -158,7 +158,15 @@ function environmentLayer(env: NodeJS.ProcessEnv): Layer {
 
 function toProblems(issue: z.core.$ZodIssue): Problem[] {
   if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((key) => ({ path: [...issue.path, key] as KeyPath, message: 'unknown key' }));
+    // The memory store has no Redis settings: a store that sets them has most likely left out its type.
+    const inStore = issue.path.length === 1 && issue.path[0] === 'store';
+    return issue.keys.map((key) => ({
+      path: [...issue.path, key] as KeyPath,
+      message:
+        inStore && redisOnlyStoreKeys.has(key)
+          ? "applies to store.type 'redis' only (the store is 'memory' unless it says so)"
+          : 'unknown key',
+    }));
   }
   return [{ path: issue.path as KeyPath, message: issue.message }];
 }

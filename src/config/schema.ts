@@ -147,12 +147,30 @@ const adminSchema = z
   })
   .default({ host: '127.0.0.1', port: 8081, users: [] });
 
-const storeSchema = z
+const maxCounterMemoryMb = z
+  .number({ error: msg('must be a number of MiB from 1 to 1048576') })
+  .min(1, { error: msg('must be a number of MiB from 1 to 1048576') })
+  .max(1_048_576, { error: msg('must be a number of MiB from 1 to 1048576') })
+  /** MiB this gateway's own counters may take (the memory store, or onError: local's fallback). */
+  .default(128);
+const quotasFile = nonEmpty.default('data/quotas.json');
+
+/** `store.type: "memory"` (the default): this process's counters, definitions in files. */
+const memoryStoreSchema = z.strictObject({
+  type: z.literal('memory').default('memory'),
+  file: quotasFile,
+  /** The applications made through the portal API; by default beside `file`. */
+  applicationsFile: nonEmpty.optional(),
+  maxCounterMemoryMb,
+});
+
+/** Milliseconds a decision of the shared counters may take before they count as unreachable. */
+export const defaultCommandTimeoutMs = 50;
+
+/** `store.type: "redis"`: counters and definitions shared by the fleet. */
+const redisStoreSchema = z
   .strictObject({
-    type: z.enum(['memory', 'redis'], { error: msg('must be memory or redis') }).default('memory'),
-    file: nonEmpty.default('data/quotas.json'),
-    /** The memory store's applications made through the portal API; by default beside `file`. */
-    applicationsFile: nonEmpty.optional(),
+    type: z.literal('redis'),
     url: redisUrl.optional(),
     cluster: z
       .array(redisUrl, { error: msg('must be an array of redis:// URLs') })
@@ -170,23 +188,30 @@ const storeSchema = z
     /** Milliseconds a counter decision may take in Redis before the gateway treats Redis as unreachable. */
     commandTimeout: milliseconds
       .max(10_000, { error: msg('must be at most 10000 milliseconds') })
-      .default(50),
-    /** MiB this gateway's own counters may take (the memory store, or onError: local's fallback). */
-    maxCounterMemoryMb: z
-      .number({ error: msg('must be a number of MiB from 1 to 1048576') })
-      .min(1, { error: msg('must be a number of MiB from 1 to 1048576') })
-      .max(1_048_576, { error: msg('must be a number of MiB from 1 to 1048576') })
-      .default(128),
+      .default(defaultCommandTimeoutMs),
+    maxCounterMemoryMb,
+    /** A memory store's file, read once at start to say how to move its quotas here. */
+    file: quotasFile,
   })
-  .default({
-    type: 'memory',
-    file: 'data/quotas.json',
-    prefix: 'quotagate:',
-    snapshotFile: 'data/quota-snapshot.json',
-    onError: 'local',
-    commandTimeout: 50,
-    maxCounterMemoryMb: 128,
+  .superRefine((store, context) => {
+    if (!store.url && !store.cluster)
+      context.addIssue({
+        code: 'custom',
+        path: ['url'],
+        message: "required when store.type is 'redis' (or set store.cluster)",
+      });
   });
+
+/** The keys of the Redis store only: in a memory store they are a mistake that says so. */
+export const redisOnlyStoreKeys: ReadonlySet<string> = new Set(
+  Object.keys(redisStoreSchema.shape).filter((key) => !(key in memoryStoreSchema.shape)),
+);
+
+const storeSchema = z
+  .discriminatedUnion('type', [memoryStoreSchema, redisStoreSchema], {
+    error: (issue) => (issue.code === 'invalid_union' ? 'must be memory or redis' : undefined),
+  })
+  .default({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
 
 const tlsSchema = z.strictObject({
   host: nonEmpty.optional(),
@@ -291,18 +316,63 @@ const workers = z
   )
   .default(1);
 
-export const configSchema = z.object({
+/** A section a scheme cannot do without: its absence says which scheme needs it. */
+const requiredFor = <T extends z.ZodType>(schema: T, scheme: string, why = '') =>
+  schema.meta({ description: `Required when APIKeyAuthType is '${scheme}'${why}` }) as T;
+const missingFor =
+  (scheme: string, why = '') =>
+  (issue: { input?: unknown }) =>
+    issue.input === undefined ? `required when APIKeyAuthType is '${scheme}'${why}` : undefined;
+
+/**
+ * The settings of each `APIKeyAuthType`, told apart by it: the section a scheme needs is required in its
+ * variant (ldap's `ldap`, plugin's `APIKeyAuthPlugin`, apikey's `tls`) and optional in the others, so
+ * that one config can keep the settings of a scheme it is not using now.
+ */
+const schemeSettings = {
+  tls: tlsSchema.optional(),
+  APIKeyAuthPlugin: nonEmpty.optional(),
+  ldap: ldapSchema.optional(),
+};
+const authTypeError = { error: msg(`must be one of ${authTypes.join(', ')}`) };
+const schemeSchema = z.discriminatedUnion(
+  'APIKeyAuthType',
+  [
+    z.object({ ...schemeSettings, APIKeyAuthType: z.literal('basic').default('basic') }),
+    z.object({ ...schemeSettings, APIKeyAuthType: z.literal('none') }),
+    z.object({
+      ...schemeSettings,
+      APIKeyAuthType: z.literal('apikey'),
+      tls: requiredFor(
+        tlsSchema.clone({ ...tlsSchema.def, error: missingFor('apikey', ' (keys travel over HTTPS only)') }),
+        'apikey',
+        ' (keys travel over HTTPS only)',
+      ),
+    }),
+    z.object({
+      ...schemeSettings,
+      APIKeyAuthType: z.literal('ldap'),
+      ldap: requiredFor(ldapSchema.clone({ ...ldapSchema.def, error: missingFor('ldap') }), 'ldap'),
+    }),
+    z.object({
+      ...schemeSettings,
+      APIKeyAuthType: z.literal('plugin'),
+      APIKeyAuthPlugin: requiredFor(
+        z.string({ error: missingFor('plugin') }).min(1, { error: 'must not be empty' }),
+        'plugin',
+      ),
+    }),
+  ],
+  { error: (issue) => (issue.code === 'invalid_union' ? authTypeError.error(issue) : undefined) },
+);
+
+/** Everything else, the same for every scheme. */
+const commonSchema = z.object({
   host: nonEmpty.optional(),
   port: portNumber.default(8080),
   workers,
-  tls: tlsSchema.optional(),
-  APIKeyAuthType: z
-    .enum(authTypes, { error: msg(`must be one of ${authTypes.join(', ')}`) })
-    .default('basic'),
-  APIKeyAuthPlugin: nonEmpty.optional(),
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),
-  ldap: ldapSchema.optional(),
   admin: adminSchema,
   store: storeSchema,
   apis: z.array(apiSchema, { error: msg('must be an array') }).default([]),
@@ -321,10 +391,19 @@ export const configSchema = z.object({
   server: serverSchema,
 });
 
-export const knownTopLevelKeys: ReadonlySet<string> = new Set(Object.keys(configSchema.shape));
+export const configSchema = z.intersection(commonSchema, schemeSchema);
+
+export const knownTopLevelKeys: ReadonlySet<string> = new Set([
+  ...Object.keys(commonSchema.shape),
+  ...Object.keys(schemeSettings),
+  'APIKeyAuthType',
+]);
 
 export type Config = z.output<typeof configSchema>;
 export type ApiConfig = Config['apis'][number];
 export type MethodConfig = ApiConfig['methods'][number];
 export type ApplicationConfig = Config['applications'][number];
 export type AuthType = Config['APIKeyAuthType'];
+export type StoreConfig = Config['store'];
+export type RedisStoreConfig = Extract<StoreConfig, { type: 'redis' }>;
+export type MemoryStoreConfig = Extract<StoreConfig, { type: 'memory' }>;

@@ -1,12 +1,12 @@
 import { systemClock, type Clock } from '../clock.js';
-import type { Config } from '../config/schema.js';
+import type { RedisStoreConfig } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
 
-export type OnError = Config['store']['onError'];
+export type OnError = RedisStoreConfig['onError'];
 
 /** What to do with a request: a decision of the counters, or "the store is down and policy is deny". */
 export type LimiterVerdict = Decision | 'unavailable';

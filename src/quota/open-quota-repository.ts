@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../config/config-error.js';
-import type { Config } from '../config/schema.js';
+import type { Config, RedisStoreConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { planDeclaredQuotas } from './declared-quotas.js';
@@ -24,15 +24,16 @@ export async function openQuotaRepository(
 ): Promise<QuotaRepository> {
   const logger = context.logger.child({ component: 'quotas' });
   const { store } = config;
-  const repository = redis
-    ? new RedisQuotaRepository(redis, store.prefix, logger, {
-        snapshot: new DefinitionsSnapshot(
-          path.resolve(context.cwd, store.snapshotFile),
-          storeName(store),
-          logger,
-        ),
-      })
-    : new FileQuotaRepository(path.resolve(context.cwd, store.file), logger);
+  const repository =
+    redis && store.type === 'redis'
+      ? new RedisQuotaRepository(redis, store.prefix, logger, {
+          snapshot: new DefinitionsSnapshot(
+            path.resolve(context.cwd, store.snapshotFile),
+            storeName(store),
+            logger,
+          ),
+        })
+      : new FileQuotaRepository(path.resolve(context.cwd, store.file), logger);
   try {
     await repository.open();
   } catch (error) {
@@ -79,7 +80,7 @@ function migrationHint(repository: QuotaRepository, file: string, logger: Logger
  * The Redis store a snapshot belongs to: the prefix and the servers (host, port and database; never the
  * credentials of the URL), so that a snapshot is never put into another store.
  */
-function storeName(store: Readonly<Config['store']>): string {
+function storeName(store: Readonly<RedisStoreConfig>): string {
   const urls = store.cluster ?? (store.url ? [store.url] : []);
   const servers = urls.map((url) => {
     const { hostname, port, pathname } = new URL(url);

@@ -1,5 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
-import type { Config } from '../config/schema.js';
+import type { RedisStoreConfig, StoreConfig } from '../config/schema.js';
 import { counterScript } from '../limiter/redis-counter-trips.js';
 import type { Logger } from '../log.js';
 
@@ -10,7 +10,7 @@ export type RedisConnection = Redis | Cluster;
  * must never hang a request: commands fail fast instead of queueing while disconnected, and reconnection
  * happens in the background.
  */
-export function connectRedis(store: Readonly<Config['store']>, logger: Logger): RedisConnection {
+export function connectRedis(store: Readonly<RedisStoreConfig>, logger: Logger): RedisConnection {
   const options = {
     enableOfflineQueue: false,
     enableAutoPipelining: true,
@@ -97,7 +97,7 @@ export function duplicateConnection(connection: RedisConnection): RedisConnectio
  * had 2 s to be: the gateway starts either way, and store.onError decides what happens without Redis.
  */
 export async function openStoreRedis(
-  store: Readonly<Config['store']>,
+  store: Readonly<StoreConfig>,
   logger: Logger,
 ): Promise<RedisConnection | null> {
   if (store.type !== 'redis') return null;

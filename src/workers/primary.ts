@@ -90,7 +90,9 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   // The admin listener's usage reads the counters where they are: here, or in Redis.
   const usageSource: Pick<CounterTrips, 'usage'> =
     memoryTrips ??
-    (redis ? new RedisCounterTrips(redis, config.store.prefix) : { usage: () => Promise.resolve([]) });
+    (redis && config.store.type === 'redis'
+      ? new RedisCounterTrips(redis, config.store.prefix)
+      : { usage: () => Promise.resolve([]) });
   let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
   let adminPort = 0;
   let definitions = { generation: 0, records: quotaRepository.all() };

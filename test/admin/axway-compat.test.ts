@@ -56,6 +56,7 @@ async function login(
     body: new URLSearchParams({ username: user.username, password: user.password }).toString(),
   });
   expect(res.status).toBe(303);
+  expect(res.headers.get('location')).toBe('/api/portal/v1.3/currentuser');
   const cookie = res.headers.get('set-cookie')!.split(';')[0]!;
   expect(cookie).toMatch(/^APIMANAGERSESSION=[\w-]{40,}$/);
   expect(res.headers.get('set-cookie')).toContain('HttpOnly; SameSite=Strict');

@@ -52,6 +52,10 @@ const rules: Array<[string, string]> = [
   ['redis-url-missing', "store.url: required when store.type is 'redis' (or set store.cluster)"],
   ['redis-url-invalid', 'store.url: must be a redis:// or rediss:// URL'],
   ['store-on-error-unknown', 'store.onError: must be local, allow or deny'],
+  [
+    'store-redis-key-without-type',
+    "store.url: applies to store.type 'redis' only (the store is 'memory' unless it says so)",
+  ],
   ['counter-memory-too-small', 'store.maxCounterMemoryMb: must be a number of MiB from 1 to 1048576'],
   ['admin-port-clash', 'admin.port: must differ from port'],
   ['admin-role-unknown', 'admin.users[0].role: must be admin or member'],
@@ -137,9 +141,9 @@ describe('loadConfig: one bad-config fixture per rule', () => {
 
   it('reports the cross-key rules in the same pass as the key types: nothing hides behind a first mistake', async () => {
     expect(await problemsOf('test/fixtures/bad-config/mistakes-of-every-stage')).toEqual([
+      "test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: store.url: required when store.type is 'redis' (or set store.cluster)",
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[0].id: must be a UUID',
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[1].basePath: duplicate of apis[0].basePath',
-      "test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: store.url: required when store.type is 'redis' (or set store.cluster)",
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key',
     ]);
   });
@@ -154,15 +158,7 @@ describe('loadConfig: valid configs', () => {
     expect(environment).toBe('development');
     expect(config.port).toBe(8080);
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [] });
-    expect(config.store).toEqual({
-      type: 'memory',
-      file: 'data/quotas.json',
-      prefix: 'quotagate:',
-      onError: 'local',
-      commandTimeout: 50,
-      maxCounterMemoryMb: 128,
-      snapshotFile: 'data/quota-snapshot.json',
-    });
+    expect(config.store).toEqual({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
     expect(config.proxyTimeout).toBe(30_000);
     expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false });
     expect(config.apis[0]?.methods[0]?.verb).toBe('GET');
