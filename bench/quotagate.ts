@@ -47,7 +47,8 @@ export async function startQuotagate(
     admin: { host: '127.0.0.1', port: adminPort, users: [{ ...admin, role: 'admin' }] },
     store: {
       file: path.join(dir, 'quotas.json'),
-      snapshotFile: path.join(dir, 'quota-snapshot.json'),
+      // Only the Redis store keeps a snapshot; the memory store refuses Redis settings.
+      ...(store.type === 'redis' ? { snapshotFile: path.join(dir, 'quota-snapshot.json') } : {}),
       ...store,
     },
     apis: [
