@@ -69,4 +69,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-process.exit(await main(process.argv.slice(2)));
+/** Resolves once everything written to `stream` so far has left the process (a pipe may lag behind). */
+const flushed = (stream: NodeJS.WriteStream) =>
+  new Promise<void>((resolve) => stream.write('', () => resolve()));
+
+const code = await main(process.argv.slice(2));
+// process.exit drops what a pipe has not taken yet: `gateway quotas export | …` must get all of it.
+await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+process.exit(code);

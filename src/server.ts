@@ -8,7 +8,8 @@ import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js'
 import { LiveConfig } from './config/live-config.js';
 import { defaultCommandTimeoutMs } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
-import { ApplicationDirectory } from './applications/application-directory.js';
+import { ApplicationDirectory, sharedIdProblems } from './applications/application-directory.js';
+import { ConfigError } from './config/config-error.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
 import { openApplicationRepository } from './applications/open-application-repository.js';
 import { DataPlane } from './data-plane.js';
@@ -233,6 +234,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       // Read now, so that an unreadable certificate refuses the reload before anything changes.
       const certificates = next.config.tls && tlsServer ? tlsFiles(next.config.tls, cwd) : null;
       const declared = repository ? planDeclaredQuotas(repository, next.config.quotas) : null;
+      const shared = sharedIdProblems(next.config.applications, applicationRepository?.all() ?? []);
+      if (shared.length > 0) throw new ConfigError(shared);
       const plane = await DataPlane.build(next, authContext);
       return {
         kept,

@@ -1,4 +1,5 @@
 import http, { type ServerResponse } from 'node:http';
+import { isDeepStrictEqual } from 'node:util';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import Fastify, {
@@ -200,6 +201,11 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   };
   let catalogDocument: ReturnType<typeof catalogOpenApi> | null = null;
   live.onChange(({ config }) => {
+    // A user whose password or role changed (or who left) logs in again: a session proves only the old.
+    const before = new Map(users.entries().map((user) => [user.username, user]));
+    const after = new Map(config.admin.users.map((user) => [user.username, user]));
+    for (const [username, user] of before)
+      if (!isDeepStrictEqual(user, after.get(username))) sessions.endFor(username);
     users = new AdminUsers(config.admin.users);
     catalogDocument = null;
   });

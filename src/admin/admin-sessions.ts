@@ -13,11 +13,15 @@ export interface AdminSession {
 }
 
 const idleMs = 30 * 60_000;
+/** Sessions one user may hold: more logins end that user's oldest, never another user's. */
+const sessionsPerUser = 10;
 
 /**
  * Login sessions of the admin API, for clients written for Axway API Manager (apim-cli): `POST /login`
  * with a form opens one, its cookie and `CSRF-Token` authenticate what follows, `DELETE /login` closes
- * it. A session ends after 30 minutes without a request; at most 1,000 are kept (the oldest go first).
+ * it. A session ends after 30 minutes without a request; a user holds at most 10 (a new login ends
+ * their oldest) and the gateway at most 1,000, so no user can log others out by logging in again and
+ * again (that would take 100 users).
  */
 export class AdminSessions {
   private readonly sessions = new LRUCache<string, AdminSession>({
@@ -27,6 +31,9 @@ export class AdminSessions {
   });
 
   open(username: string): AdminSession {
+    const own = [...this.sessions.values()].filter((session) => session.username === username);
+    // LRU order: the least recently used of the user's sessions come last.
+    for (const old of own.slice(sessionsPerUser - 1)) this.sessions.delete(old.id);
     const session = {
       id: randomBytes(32).toString('base64url'),
       username,
@@ -44,6 +51,12 @@ export class AdminSessions {
 
   close(session: AdminSession): void {
     this.sessions.delete(session.id);
+  }
+
+  /** Ends every session of `username` (their password or role changed, or they were removed). */
+  endFor(username: string): void {
+    for (const session of [...this.sessions.values()])
+      if (session.username === username) this.sessions.delete(session.id);
   }
 
   /** Whether the request's `CSRF-Token` is the session's. */

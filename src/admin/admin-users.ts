@@ -57,6 +57,11 @@ export class AdminUsers {
     return result;
   }
 
+  /** The users as the config declares them. */
+  entries(): Array<Config['admin']['users'][number]> {
+    return [...this.users.values()];
+  }
+
   /** The user of this name as the config has it now (a session's user may have been removed). */
   current(username: string): AdminUser | null {
     const user = this.users.get(username);

@@ -53,3 +53,22 @@ export class ApplicationDirectory {
     this.generation += 1;
   }
 }
+
+/**
+ * Applications of conf/ whose id an application made through the portal API has already: both would
+ * answer to one id (their keys one principal, their quota one), so the config is refused.
+ */
+export function sharedIdProblems(
+  declared: ReadonlyArray<{ id: string }>,
+  made: readonly StoredApplication[],
+): string[] {
+  const byId = new Map(made.map((application) => [application.id, application]));
+  return declared.flatMap((application, i) => {
+    const other = byId.get(application.id.toLowerCase());
+    return other
+      ? [
+          `applications[${i}].id: the application '${other.name}' made through the admin API has this id; delete it there, or give this one another id`,
+        ]
+      : [];
+  });
+}

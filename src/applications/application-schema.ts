@@ -27,7 +27,11 @@ const name = z
   .string({ error: 'must be a string' })
   .trim()
   .min(1, { error: 'must be 1 to 200 characters' })
-  .max(200, { error: 'must be 1 to 200 characters' });
+  .max(200, { error: 'must be 1 to 200 characters' })
+  // Names go into log lines and metric labels: no control characters, no lone surrogates.
+  .refine((value) => !/[\p{Cc}\p{Cs}]/u.test(value), {
+    error: 'must be text without control characters',
+  });
 const description = z
   .string({ error: 'must be a string' })
   .max(2000, { error: 'must be at most 2000 characters' });

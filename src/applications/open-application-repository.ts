@@ -3,6 +3,7 @@ import { ConfigError } from '../config/config-error.js';
 import type { Config, MemoryStoreConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
+import { sharedIdProblems } from './application-directory.js';
 import type { ApplicationRepository } from './application-repository.js';
 import { ApplicationStoreCorrupt, FileApplicationRepository } from './file-application-repository.js';
 import { RedisApplicationRepository } from './redis-application-repository.js';
@@ -32,7 +33,10 @@ export async function openApplicationRepository(
       : new RedisApplicationRepository(redis!, store.prefix, logger);
   try {
     await repository.open();
+    const problems = sharedIdProblems(config.applications, repository.all());
+    if (problems.length > 0) throw new ConfigError(problems);
   } catch (error) {
+    await repository.close();
     if (error instanceof ApplicationStoreCorrupt)
       throw new ConfigError([`store.applicationsFile: ${error.message}`]);
     throw error;

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { WriteQueue } from '../quota/durable-file.js';
 import { ReloadLoop } from '../quota/reload-loop.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
 import {
@@ -20,7 +21,7 @@ if ARGV[3] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET
 redis.call('PUBLISH', ARGV[4], ARGV[1])
 return 1`;
 
-const casAttempts = 5;
+const casAttempts = 10;
 
 /**
  * `store.type: "redis"`: the applications in one Redis hash under the store's prefix (id → JSON), shared
@@ -34,6 +35,8 @@ export class RedisApplicationRepository extends ApplicationSet implements Applic
   private readonly channel: string;
   private readonly reloads: ReloadLoop;
   private subscriber: RedisConnection | null = null;
+  /** This process's writes, one at a time: only other gateways' writes can make a compare-and-set miss. */
+  private readonly writes = new WriteQueue();
   private readonly reloadSoon = () => this.reloads.request();
 
   constructor(
@@ -78,33 +81,41 @@ export class RedisApplicationRepository extends ApplicationSet implements Applic
       );
   }
 
-  async create(application: StoredApplication): Promise<StoredApplication> {
-    if (!(await this.write(application.id, '', JSON.stringify(application))))
-      throw new ApplicationStoreUnavailable(`application '${application.id}' exists already`);
-    return this.applied(application.id, application);
+  create(application: StoredApplication): Promise<StoredApplication> {
+    return this.writes.run(async () => {
+      if (!(await this.write(application.id, '', JSON.stringify(application))))
+        throw new ApplicationStoreUnavailable(`application '${application.id}' exists already`);
+      return this.applied(application.id, application);
+    });
   }
 
-  async update(
-    id: string,
-    change: (current: StoredApplication) => StoredApplication,
-  ): Promise<StoredApplication> {
-    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
-      const text = await this.read(id);
-      const next = change(this.parse(id, text));
-      if (await this.write(id, text, JSON.stringify(next))) return this.applied(id, next);
-    }
-    throw new ApplicationStoreUnavailable(
-      `application '${id}' keeps changing under concurrent writers; try again`,
+  update(id: string, change: (current: StoredApplication) => StoredApplication): Promise<StoredApplication> {
+    return this.writes.run(() =>
+      this.retried(id, async () => {
+        const text = await this.read(id);
+        const next = change(this.parse(id, text));
+        return (await this.write(id, text, JSON.stringify(next))) ? this.applied(id, next) : null;
+      }),
     );
   }
 
-  async remove(id: string): Promise<void> {
-    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
-      const text = await this.read(id);
-      if (await this.write(id, text, '')) {
+  remove(id: string): Promise<void> {
+    return this.writes.run(() =>
+      this.retried(id, async () => {
+        const text = await this.read(id);
+        if (!(await this.write(id, text, ''))) return null;
         this.applied(id, null);
-        return;
-      }
+        return true;
+      }).then(() => undefined),
+    );
+  }
+
+  /** Runs a read-compare-write until it lands (null: another gateway wrote between), waiting a little. */
+  private async retried<T>(id: string, attempt: () => Promise<T | null>): Promise<T> {
+    for (let tries = 0; tries < casAttempts; tries += 1) {
+      const result = await attempt();
+      if (result !== null) return result;
+      await new Promise((resolve) => setTimeout(resolve, 1 + Math.random() * 4 * (tries + 1)));
     }
     throw new ApplicationStoreUnavailable(
       `application '${id}' keeps changing under concurrent writers; try again`,

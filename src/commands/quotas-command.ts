@@ -3,6 +3,8 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { applicationIdOf } from '../admin/application-ids.js';
+import { ApplicationDirectory } from '../applications/application-directory.js';
+import { openApplicationRepository } from '../applications/open-application-repository.js';
 import { ConfigError } from '../config/config-error.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { LogSecrets, createLogger, type Logger } from '../log.js';
@@ -33,11 +35,14 @@ const isAlive = (pid: number) => {
   }
 };
 
-/** Opens the quota store of the config as a gateway does, for one command, and closes it after. */
+/**
+ * Opens the quota store of the config as a gateway does (with the applications made through the admin
+ * API, which quotas may belong to), for one command, and closes it after.
+ */
 async function withStore<T>(
   loaded: LoadedConfig,
   logger: Logger,
-  use: (repository: QuotaRepository) => Promise<T>,
+  use: (repository: QuotaRepository, made: ApplicationDirectory) => Promise<T>,
 ): Promise<T> {
   const { config } = loaded;
   const redis = await openStoreRedis(config.store, logger);
@@ -47,7 +52,14 @@ async function withStore<T>(
       throw new Error('Redis does not answer: nothing was read or written');
     const repository = await openQuotaRepository(config, redis, { logger, cwd: process.cwd() });
     try {
-      return await use(repository);
+      const applications = await openApplicationRepository(config, redis, { logger, cwd: process.cwd() });
+      try {
+        const made = new ApplicationDirectory();
+        made.follow(applications);
+        return await use(repository, made);
+      } finally {
+        await applications.close();
+      }
     } finally {
       await repository.close();
     }
@@ -76,7 +88,11 @@ async function fromQuotaFile(file: string, logger: Logger): Promise<Array<Record
  * catalog and applications of the config: every mistake at once, named by file and key path.
  * @throws ConfigError
  */
-export function readQuotaFile(file: string, loaded: LoadedConfig): DeclaredQuota[] {
+export function readQuotaFile(
+  file: string,
+  loaded: LoadedConfig,
+  made: ApplicationDirectory,
+): DeclaredQuota[] {
   let document: unknown;
   try {
     document = YAML.parse(readFileSync(file, 'utf8'));
@@ -106,8 +122,10 @@ export function readQuotaFile(file: string, loaded: LoadedConfig): DeclaredQuota
     );
     list.forEach((item, i) => {
       const application = (item as { application?: unknown } | null)?.application;
-      if (typeof application === 'string' && applicationIdOf(config, application) === null)
-        problems.push(`${at([i, 'application'])}: no application of the config has id '${application}'`);
+      if (typeof application === 'string' && applicationIdOf(config, application, made) === null)
+        problems.push(
+          `${at([i, 'application'])}: no application has id '${application}' (in conf/ or made through the admin API)`,
+        );
     });
   }
   if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
@@ -172,7 +190,6 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
     }
 
     if (file === undefined) throw new UsageError('import needs the FILE to read');
-    const wanted = readQuotaFile(file, loaded);
     const owner = loaded.config.store.type === 'memory' ? readPidFile(values['pid-file']) : null;
     if (owner !== null && isAlive(owner) && !values['dry-run']) {
       process.stderr.write(
@@ -181,7 +198,8 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
       return exitCode.failure;
     }
     const dryRun = values['dry-run'];
-    await withStore(loaded, logger, async (repository) => {
+    await withStore(loaded, logger, async (repository, made) => {
+      const wanted = readQuotaFile(file, loaded, made);
       const { changes, problems } = planQuotas(repository.all(), wanted);
       if (problems.length > 0) throw new ConfigError(problems.map((problem) => `${file}: ${problem}`));
       if (!dryRun) await applyQuotas(repository, wanted, changes);

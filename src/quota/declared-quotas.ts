@@ -139,17 +139,28 @@ export function planQuotas(
   return { changes, problems };
 }
 
-/** Writes the declarations a plan creates or replaces; unchanged ones are left alone. */
+/**
+ * Writes the declarations a plan creates or replaces, one by one; unchanged ones are left alone.
+ * @throws Error saying how many were written when the store fails part way (each write is atomic, the
+ * whole is not): writing the same file again completes it
+ */
 export async function applyQuotas(
   repository: Pick<QuotaRepository, 'create' | 'replace'>,
   wanted: readonly DeclaredQuota[],
   changes: readonly QuotaChange[],
 ): Promise<void> {
   const byId = new Map(wanted.map((declared) => [declared.id, declared]));
-  for (const change of changes) {
+  const writes = changes.filter((change) => change.action !== 'unchanged');
+  for (const [written, change] of writes.entries()) {
     const record = recordOf(byId.get(change.id)!);
-    if (change.action === 'create') await repository.create(record);
-    else if (change.action === 'replace') await repository.replace(record);
+    try {
+      if (change.action === 'create') await repository.create(record);
+      else await repository.replace(record);
+    } catch (error) {
+      throw new Error(
+        `${written} of ${writes.length} quotas were written when the store failed at quota '${change.id}' (${(error as Error).message}); the others were not: write them again`,
+      );
+    }
   }
 }
 

@@ -2,7 +2,9 @@ import type { AddressInfo } from 'node:net';
 import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
+import { sharedIdProblems } from '../applications/application-directory.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';
+import { ConfigError } from '../config/config-error.js';
 import { openApplicationRepository } from '../applications/open-application-repository.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
@@ -145,6 +147,8 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     async prepare() {
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       const declared = planDeclaredQuotas(quotaRepository, next.config.quotas);
+      const shared = sharedIdProblems(next.config.applications, applicationRepository.all());
+      if (shared.length > 0) throw new ConfigError(shared);
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
       return {
         kept,

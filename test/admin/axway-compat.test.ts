@@ -228,6 +228,30 @@ describe('Axway API Manager clients (apim-cli)', () => {
     ).toBe(403);
   });
 
+  it("ends the sessions of a user whose password a reload changed, and keeps the others'", async () => {
+    const { gateway, config } = await start();
+    const [ann, max] = [await login(gateway), await login(gateway, memberUser)];
+    const changed = {
+      ...config,
+      admin: {
+        ...(config.admin as object),
+        users: [adminUser, { ...memberUser, password: 'a-new-password-0' }],
+      },
+    };
+    expect((await gateway.reloadWith(changed)).applied).toBe(true);
+    expect((await call(gateway, max, 'GET', '/currentuser')).status).toBe(401);
+    expect((await call(gateway, ann, 'GET', '/currentuser')).status).toBe(200);
+  });
+
+  it("lets a user hold ten sessions: logging in again and again ends that user's oldest, never another's", async () => {
+    const { gateway } = await start();
+    const ann = await login(gateway);
+    const first = await login(gateway, memberUser);
+    for (let i = 0; i < 10; i += 1) await login(gateway, memberUser);
+    expect((await call(gateway, first, 'GET', '/currentuser')).status).toBe(401);
+    expect((await call(gateway, ann, 'GET', '/currentuser')).status).toBe(200);
+  });
+
   it('ends the sessions of a user a reload removed', async () => {
     const { gateway, config } = await start();
     const member = await login(gateway, memberUser);

@@ -180,7 +180,46 @@ describe('applications and keys through the portal API', () => {
   });
 });
 
+describe('applications made here and those of conf/', () => {
+  it('refuse a reload that gives a conf/ application the id of one made through the API', async () => {
+    const upstream = await startUpstream();
+    cleanups.push(() => upstream.close());
+    const config = petsConfig(`${upstream.url}/pets`, { applications: [declared] });
+    const gateway = await startTestGateway(config);
+    cleanups.push(() => gateway.close());
+    const { id } = await appWithKey(gateway);
+    const clash = { id, name: 'Clash', apikey_development: 'clash-key-0123456789abcdef0123456' };
+    const outcome = await gateway.reloadWith({ ...config, applications: [declared, clash] });
+    expect(outcome).toEqual({
+      applied: false,
+      problems: [
+        "applications[1].id: the application 'Partner portal' made through the admin API has this id; delete it there, or give this one another id",
+      ],
+    });
+  });
+
+  it('take names people can read: no control characters', async () => {
+    const gateway = await start();
+    const bad = await admin(gateway, 'POST', '/applications', { name: 'line\nbreak' });
+    expect(bad.status).toBe(400);
+  });
+});
+
 describe('applications on a Redis fleet', () => {
+  it('take many keys made at once for one application, none lost and none refused', async () => {
+    const store = { type: 'redis', url: inject('redisUrl'), prefix: `test:${randomUUID()}:` };
+    const gateway = await start(store);
+    const made = await admin(gateway, 'POST', '/applications', { name: 'Busy' });
+    const id = made.body.id as string;
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, () =>
+        admin(gateway, 'POST', `/applications/${id}/apikeys`, {}).then((res) => res.status),
+      ),
+    );
+    expect(statuses.filter((status) => status !== 201)).toEqual([]);
+    expect((await admin(gateway, 'GET', `/applications/${id}/apikeys`)).body).toHaveLength(30);
+  });
+
   it('an application and key made on one gateway authenticate on another within a second', async () => {
     const store = { type: 'redis', url: inject('redisUrl'), prefix: `test:${randomUUID()}:` };
     const [first, second] = [await start(store), await start(store)];

@@ -1,10 +1,11 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
-import { runCli } from '../helpers/run-cli.js';
+import { cliPath, runCli } from '../helpers/run-cli.js';
 import {
   adminUser,
   petsApiId,
@@ -145,7 +146,7 @@ describe('gateway quotas import', () => {
       `${bad}: quotas[0].id: must be a UUID`,
       `${bad}: quotas[0].restrictions[0].config.messages: must be a whole number from 1 to 1000000000000`,
       `${bad}: quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks`,
-      `${bad}: quotas[1].application: no application of the config has id 'ghost'`,
+      `${bad}: quotas[1].application: no application has id 'ghost' (in conf/ or made through the admin API)`,
     ]);
     expect(JSON.parse((await quotas(dir, 'export', '--format', 'json')).stdout).quotas).toHaveLength(2);
   });
@@ -182,6 +183,57 @@ describe('gateway quotas import', () => {
     expect(result.code).toBe(1);
     expect(result.stderr).toContain(`the gateway (process ${process.pid}) owns`);
   });
+});
+
+describe('gateway quotas with many quotas, and applications made through the API', () => {
+  it('exports whole into a pipe whose reader is slow, and imports what it exported, own quotas of API-made applications included', async () => {
+    const store = redisStore();
+    const dir = configDir(store);
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9/pets', { applications: [mobile], store }),
+    );
+    cleanups.push(() => gateway.close());
+    const headers = { authorization: userAuth(adminUser), 'content-type': 'application/json' };
+    const made = (await (
+      await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ name: 'Partner portal' }),
+      })
+    ).json()) as { id: string };
+    const own = await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications/${made.id}/quota`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ restrictions: [throttle(5, 1, 'minute')] }),
+    });
+    expect(own.status).toBe(201);
+    const many = Array.from({ length: 600 }, (_, i) => ({
+      id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+      type: 'API',
+      name: `Quota number ${i} with a name long enough to make the export large`,
+      restrictions: [throttle(i + 1, 1, 'hour')],
+    }));
+    expect((await quotas(dir, 'import', scratch('many.yaml', YAML.stringify({ quotas: many })))).code).toBe(
+      0,
+    );
+
+    const whole = (await quotas(dir, 'export', '--format', 'json')).stdout;
+    expect(whole.length).toBeGreaterThan(150_000);
+    // A reader that takes its time: the writer must not exit before the pipe has taken everything.
+    const piped = await new Promise<string>((resolve, reject) => {
+      const command = `"${process.execPath}" "${cliPath}" quotas export --format json --config-dir "${dir}"`;
+      const shell = spawn('sh', ['-c', `${command} | (sleep 1; wc -c)`]);
+      let out = '';
+      shell.stdout.on('data', (chunk) => (out += String(chunk)));
+      shell.on('error', reject);
+      shell.on('exit', () => resolve(out.trim()));
+    });
+    expect(Number(piped)).toBe(Buffer.byteLength(whole));
+
+    const again = await quotas(dir, 'import', scratch('export.json', whole));
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('0 to create, 0 to replace, 603 unchanged');
+  }, 60_000);
 });
 
 describe('moving from the memory store to Redis', () => {
