@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
+import type { DataPlaneAddress } from './admin/try-it.js';
 import { LiveConfig } from './config/live-config.js';
 import { defaultCommandTimeoutMs } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
@@ -96,6 +97,11 @@ function openAccessLog(file: string, secrets: LogSecrets | undefined) {
 function ownBindings(logger: Logger): Record<string, unknown> {
   const { service: _service, ...own } = logger.bindings();
   return own;
+}
+
+/** The data plane's ports of `ports`, for the console's test requests. */
+export function dataPlaneAddress(ports: RunningGateway['ports']): DataPlaneAddress {
+  return { http: ports.http, ...(ports.https === undefined ? {} : { https: ports.https }) };
 }
 
 /** The key, certificate and CA of `tls`, read from their files. */
@@ -205,6 +211,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   });
 
   let draining = false;
+  let ports: RunningGateway['ports'] | undefined;
   const admin =
     repository && applicationRepository
       ? await createAdminServer({
@@ -217,6 +224,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           repository,
           applicationRepository,
           usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
+          dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
         })
       : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
@@ -267,7 +275,6 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     if (redis) await redis.quit().catch(() => redis.disconnect());
   };
 
-  let ports: RunningGateway['ports'];
   try {
     const httpPort = await listen(dataServers[0]!, config.port, config.host);
     const httpsPort = config.tls

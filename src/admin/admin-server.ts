@@ -40,6 +40,7 @@ import { AdminSessions, type AdminSession } from './admin-sessions.js';
 import { AdminUsers, type AdminUser } from './admin-users.js';
 import { registerApplicationRoutes } from './application-routes.js';
 import { registerSessionRoutes } from './session-routes.js';
+import { registerTryIt, type DataPlaneAddress } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
 import { httpServerOptions } from '../http-server-options.js';
 import { catalogOpenApi } from './catalog-openapi.js';
@@ -80,6 +81,8 @@ export interface AdminServerParts {
   /** The applications made through the portal API. */
   applicationRepository: ApplicationRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
+  /** The data plane's ports, for the console's test requests; null before it listens. */
+  dataPlane: () => DataPlaneAddress | null;
   /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
   metricsText?: () => Promise<string>;
 }
@@ -317,6 +320,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       const made = new ApplicationDirectory();
       made.follow(parts.applicationRepository);
       registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage, made });
+      registerTryIt(portal, { live, authDocumentation: parts.authDocumentation, dataPlane: parts.dataPlane });
       registerApplicationRoutes(portal, {
         live,
         repository: parts.applicationRepository,

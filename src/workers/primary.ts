@@ -25,7 +25,7 @@ import { ConfigReloader } from '../reload/config-reloader.js';
 import { readForReload, type ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { secretValues } from '../secret-redaction.js';
-import type { RunningGateway } from '../server.js';
+import { dataPlaneAddress, type RunningGateway } from '../server.js';
 import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { WorkerPool } from './worker-pool.js';
@@ -123,6 +123,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   });
 
   let draining = false;
+  let ports: RunningGateway['ports'] | undefined;
   const admin = await createAdminServer({
     live,
     logger,
@@ -137,6 +138,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     applicationRepository,
     usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
+    dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
   });
 
   // The primary checks the config and builds its authenticator; then every worker reads the same files
@@ -183,7 +185,6 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     if (redis) await redis.quit().catch(() => redis.disconnect());
   };
 
-  let ports: RunningGateway['ports'];
   try {
     await admin.listen({ port: config.admin.port, host: config.admin.host });
     adminPort = (admin.server.address() as AddressInfo).port;

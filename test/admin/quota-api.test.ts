@@ -646,6 +646,7 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         '/api/portal/v1.3/applications/{id}/apikeys',
         '/api/portal/v1.3/applications/{id}/apikeys/{keyId}',
         '/api/portal/v1.3/applications/{id}/quota',
+        '/api/portal/v1.3/console/try',
         '/api/portal/v1.3/currentuser',
         '/api/portal/v1.3/login',
         '/api/portal/v1.3/quotas',

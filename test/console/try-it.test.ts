@@ -1,0 +1,123 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  adminUser,
+  devKey,
+  memberUser,
+  petsConfig,
+  setQuota,
+  startTestGateway,
+  systemQuotaId,
+  throttle,
+  userAuth,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream } from '../helpers/upstream.js';
+
+/**
+ * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
+ * plane with the scheme's credentials added on the server (the project key, or the plugin's
+ * applyCredentialsForTest), passes the answer through the plugin's applyResponseForTest, and never shows
+ * the credentials it added. A real gateway over a real upstream that echoes what it receives.
+ */
+const secret = 'a-long-shared-secret-0123456789';
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
+  const upstream = await startUpstream();
+  cleanups.push(() => upstream.close());
+  const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`, extra));
+  cleanups.push(() => gateway.close());
+  return gateway;
+}
+
+async function tryIt(
+  gateway: TestGateway,
+  body: Record<string, unknown>,
+  user: { username: string; password: string } = adminUser,
+): Promise<{ status: number; text: string; json: Record<string, unknown> }> {
+  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/console/try`, {
+    method: 'POST',
+    headers: { authorization: userAuth(user), 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, json: JSON.parse(text) as Record<string, unknown> };
+}
+
+describe('try it', () => {
+  it('sends the request with the project key through the data plane, and never shows the key', async () => {
+    const gateway = await start();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(100, 1, 'hour')] },
+      systemQuotaId,
+    );
+    const answer = await tryIt(gateway, {
+      method: 'GET',
+      path: '/pets/1?x=1',
+      headers: { 'x-trace': 'console' },
+    });
+    expect(answer.status).toBe(200);
+    expect(answer.json.status).toBe(200);
+    const echoed = answer.json.body as { url: string; headers: Record<string, string> };
+    expect(echoed.url).toBe('/pets/1?x=1');
+    expect(echoed.headers['x-trace']).toBe('console');
+    // The upstream saw no credential (the gateway keeps Authorization); the answer holds none either.
+    expect(answer.text).not.toContain(devKey);
+    expect(answer.text).not.toContain(Buffer.from(`${devKey}:`).toString('base64'));
+    expect((answer.json.headers as Record<string, string>)['ratelimit']).toMatch(/;r=99;/);
+    // Through the data plane: counted like any request, and logged.
+    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+      path: '/pets/1',
+      status: 200,
+    });
+  });
+
+  it("adds the plugin's credentials (applyCredentialsForTest): the request passes, and the secret is not shown", async () => {
+    const gateway = await start({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './examples/plugins/x-secret.js',
+      secret,
+    });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+    expect(answer.json.status).toBe(200);
+    expect(answer.text).not.toContain(secret);
+    expect(answer.text).toContain('[REDACTED]');
+  });
+
+  it('passes the answer through the plugin’s applyRequestsForTest', async () => {
+    const gateway = await start({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './test/fixtures/plugins/response-adjusting-plugin.js',
+      secret,
+    });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/2' });
+    expect(answer.json.status).toBe(200);
+    expect(answer.json.body).toMatchObject({
+      adjustedBy: 'plugin',
+      status: 200,
+      original: { url: '/pets/2' },
+    });
+    expect(answer.text).not.toContain(secret);
+  });
+
+  it('is for administrators, takes no credentials from the browser, and goes nowhere but the data plane', async () => {
+    const gateway = await start();
+    expect((await tryIt(gateway, { method: 'GET', path: '/pets/1' }, memberUser)).status).toBe(403);
+    const withKey = await tryIt(gateway, {
+      method: 'GET',
+      path: '/pets/1',
+      headers: { Authorization: 'Basic x' },
+    });
+    expect(withKey.status).toBe(400);
+    for (const path of ['//evil.example/x', 'http://evil.example/x', 'pets/1']) {
+      const refused = await tryIt(gateway, { method: 'GET', path });
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(refused.json)).toContain("must be a path of the gateway, starting with one '/'");
+    }
+  });
+});
