@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   adminUser,
   applicationDefaultQuotaId,
@@ -10,6 +10,7 @@ import {
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * What a client written for Axway API Manager does, call by call as apim-cli makes them (its session
@@ -28,15 +29,12 @@ const kiosk = {
   apikey_development: 'other-key-0123456789abcdef01234567',
 };
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function start(): Promise<{ gateway: TestGateway; config: Record<string, unknown> }> {
   const config = petsConfig('http://127.0.0.1:9/pets', { applications: [mobile, kiosk] });
   const gateway = await startTestGateway(config);
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return { gateway, config };
 }
 

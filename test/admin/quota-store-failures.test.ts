@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { runCli } from '../helpers/run-cli.js';
 import {
   adminUser,
@@ -14,24 +14,22 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { freePort } from '../support/free-port.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 const headers = { authorization: userAuth(adminUser), 'content-type': 'application/json' };
 const quota = JSON.stringify({ type: 'API', name: 'n', restrictions: [] });
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function gatewayWith(overrides: Record<string, unknown>): Promise<TestGateway> {
   const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9', overrides));
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return gateway;
 }
 
 describe('quota store failures', () => {
   it('answers a failed disk write with 500 and leaves file and definitions unchanged', async () => {
     const dir = writeSeedConfigDir({});
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    defer(() => rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'store', 'quotas.json');
     const gateway = await gatewayWith({ store: { type: 'memory', file } });
     const api = `${gateway.adminUrl}/api/portal/v1.3/quotas`;
@@ -58,7 +56,7 @@ describe('quota store failures', () => {
 
   it('warns at start when Redis keeps nothing on disk', async () => {
     const redis = new Redis(inject('redisUrl'));
-    cleanups.push(() => redis.quit().then(() => undefined));
+    defer(() => redis.quit().then(() => undefined));
     const [, appendonly] = (await redis.config('GET', 'appendonly')) as [string, string];
     const [, save] = (await redis.config('GET', 'save')) as [string, string];
     const gateway = await gatewayWith({
@@ -70,14 +68,14 @@ describe('quota store failures', () => {
 
   it('refuses to start on a corrupt quota file (exit 2) and leaves the file as it was', async () => {
     const dir = writeSeedConfigDir({});
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    defer(() => rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'quotas.json');
     writeFileSync(file, '{"version": 1, "quotas": [{"id": ');
     rmSync(path.join(dir, 'default.js'));
     const configDir = writeSeedConfigDir(
       petsConfig('http://127.0.0.1:9', { store: { type: 'memory', file } }),
     );
-    cleanups.push(() => rmSync(configDir, { recursive: true, force: true }));
+    defer(() => rmSync(configDir, { recursive: true, force: true }));
     const result = await runCli(['start', '--config-dir', configDir]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(
@@ -88,7 +86,7 @@ describe('quota store failures', () => {
 
   it('refuses to start on a quota file holding a record the quota schema refuses, naming it, and leaves the file as it was', async () => {
     const dir = writeSeedConfigDir({});
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    defer(() => rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'quotas.json');
     const id = randomUUID();
     const text = JSON.stringify({
@@ -119,7 +117,7 @@ describe('quota store failures', () => {
   it('shows an admin the definitions in Redis that the quota schema refuses, and lets the admin fix or delete them', async () => {
     const prefix = `test:${randomUUID()}:`;
     const redis = new Redis(inject('redisUrl'));
-    cleanups.push(() => redis.quit().then(() => undefined));
+    defer(() => redis.quit().then(() => undefined));
     const mobileAppId = '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e';
     const definition = (id: string, type: string, mb: string) => ({
       id,

@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { rawExchange } from '../helpers/raw-http.js';
 import { spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 import {
@@ -11,6 +11,7 @@ import {
   writeSeedConfigDir,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * An upstream that answers with a status line Node's HTTP client accepts but a gateway must not relay:
@@ -44,19 +45,16 @@ const authorization = basicAuth(devKey);
 const getPet = (host: string) =>
   `GET /pets/1 HTTP/1.1\r\nHost: ${host}\r\nAuthorization: ${authorization}\r\nConnection: close\r\n\r\n`;
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 describe('an upstream status line the gateway cannot relay', () => {
   it('answers 502 and stays up when the upstream answers with a status below 100', async () => {
     const upstream = await rawUpstream('HTTP/1.1 099 Odd\r\nContent-Length: 0\r\n\r\n');
-    cleanups.push(() => upstream.close());
+    defer(() => upstream.close());
     const dir = writeSeedConfigDir(petsConfig(`${upstream.url}/pets`));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    defer(() => rmSync(dir, { recursive: true, force: true }));
     const cli: CliProcess = spawnCli(['start', '--config-dir', dir]);
-    cleanups.push(() => {
+    defer(() => {
       if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
     });
     const ports = await startedPorts(cli);
@@ -74,11 +72,11 @@ describe('an upstream status line the gateway cannot relay', () => {
     const upstream = await rawUpstream(
       'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n',
     );
-    cleanups.push(() => upstream.close());
+    defer(() => upstream.close());
     const gateway: TestGateway = await startTestGateway(
       petsConfig(`${upstream.url}/pets`, { proxyTimeout: 500 }),
     );
-    cleanups.push(() => gateway.close());
+    defer(() => gateway.close());
     const host = new URL(gateway.url).host;
 
     // proxyTimeout is 500 ms: 3 s is six times what the README allows before a 504 (or a 502).

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import {
   adminUser,
   basicAuth,
@@ -13,6 +13,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * Applications and their API keys made through the portal API: a key is generated, shown once, kept as
@@ -25,18 +26,15 @@ const declared = {
   apikey_development: 'app-key-0123456789abcdef0123456789',
 };
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function start(store: Record<string, unknown> = {}): Promise<TestGateway> {
   const upstream = await startUpstream();
-  cleanups.push(() => upstream.close());
+  defer(() => upstream.close());
   const gateway = await startTestGateway(
     petsConfig(`${upstream.url}/pets`, { applications: [declared], ...(store.type ? { store } : {}) }),
   );
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return gateway;
 }
 
@@ -183,10 +181,10 @@ describe('applications and keys through the portal API', () => {
 describe('applications made here and those of conf/', () => {
   it('refuse a reload that gives a conf/ application the id of one made through the API', async () => {
     const upstream = await startUpstream();
-    cleanups.push(() => upstream.close());
+    defer(() => upstream.close());
     const config = petsConfig(`${upstream.url}/pets`, { applications: [declared] });
     const gateway = await startTestGateway(config);
-    cleanups.push(() => gateway.close());
+    defer(() => gateway.close());
     const { id } = await appWithKey(gateway);
     const clash = { id, name: 'Clash', apikey_development: 'clash-key-0123456789abcdef0123456' };
     const outcome = await gateway.reloadWith({ ...config, applications: [declared, clash] });

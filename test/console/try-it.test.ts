@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   adminUser,
   devKey,
@@ -12,6 +12,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
@@ -21,16 +22,13 @@ import { startUpstream } from '../helpers/upstream.js';
  */
 const secret = 'a-long-shared-secret-0123456789';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
   const upstream = await startUpstream();
-  cleanups.push(() => upstream.close());
+  defer(() => upstream.close());
   const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`, extra));
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return gateway;
 }
 

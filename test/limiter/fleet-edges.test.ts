@@ -1,6 +1,6 @@
 import http from 'node:http';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';
 import {
   adminUser,
@@ -16,6 +16,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * A fleet of three gateways on one private Redis, at the edges where a fleet used to admit more than
@@ -39,10 +40,7 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function startFleet(redis: RedisProcess, prefix: string): Promise<TestGateway[]> {
   const gateways: TestGateway[] = [];
@@ -52,7 +50,7 @@ async function startFleet(redis: RedisProcess, prefix: string): Promise<TestGate
         store: { type: 'redis', url: redis.url, prefix, onError: 'local', commandTimeout: 50 },
       }),
     );
-    cleanups.push(() => gateway.close());
+    defer(() => gateway.close());
     gateways.push(gateway);
   }
   // Every gateway must see the others' heartbeats: shares are limit ÷ live gateways.
@@ -109,7 +107,7 @@ const arrivals = (from: number, path: string) =>
 describe.runIf(executable)('a fleet of 3 gateways at the edges', () => {
   it('throttlemb: 1 MB a minute, 300 KB downloads rotated over the fleet → at most 1 MB + one exchange', async () => {
     const redis = await startRedisProcess(executable!);
-    cleanups.push(() => redis.stop());
+    defer(() => redis.stop());
     const gateways = await startFleet(redis, 'bytes:');
     await setSystemQuota(gateways, [mb(1, 1, 'minute')]);
     const before = upstream.requests.length;
@@ -123,13 +121,13 @@ describe.runIf(executable)('a fleet of 3 gateways at the edges', () => {
 
   it('leases: a gateway spends them without a trip, and gives back what it did not spend when it stops', async () => {
     const redis = await startRedisProcess(executable!);
-    cleanups.push(() => redis.stop());
+    defer(() => redis.stop());
     const prefix = 'leases:';
     const gateway = await startTestGateway(
       petsConfig(upstream.url, { store: { type: 'redis', url: redis.url, prefix } }),
     );
     let closed = false;
-    cleanups.push(async () => {
+    defer(async () => {
       if (!closed) await gateway.close();
     });
     await setQuota(
@@ -147,7 +145,7 @@ describe.runIf(executable)('a fleet of 3 gateways at the edges', () => {
     const trips = Number(metrics.match(/^quotagate_counter_store_trips_total (\d+)$/m)?.[1]);
     expect(trips).toBeLessThan(105);
     const admin = new Redis(redis.url);
-    cleanups.push(async () => admin.disconnect());
+    defer(async () => admin.disconnect());
     // The message counter and the byte counter, both restrictions on every API, smaller first.
     const totals = async () => {
       const keys = await admin.keys(`${prefix}*:{all}`);
@@ -167,7 +165,7 @@ describe.runIf(executable)('a fleet of 3 gateways at the edges', () => {
   for (const fault of ['frozen', 'killed'] as const) {
     it(`local: a ${fault} Redis lets the fleet admit at most the limit + one share, counted at the upstream`, async () => {
       const redis = await startRedisProcess(executable!);
-      cleanups.push(() => redis.stop());
+      defer(() => redis.stop());
       const gateways = await startFleet(redis, `${fault}:`);
       // 60 an hour: every request of the test falls in one window.
       await setSystemQuota(gateways, [throttle(60, 1, 'hour')]);

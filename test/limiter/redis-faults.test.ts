@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/raw-http.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';
 import {
@@ -11,6 +11,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 const systemId = '00000000-0000-0000-0000-000000000000';
 const executable = await redisServerPath();
@@ -21,21 +22,18 @@ beforeAll(async () => {
 });
 afterAll(() => upstream.close());
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function fixture(
   onError: string,
   limit: number,
 ): Promise<{ redis: RedisProcess; gateway: TestGateway; admin: Redis }> {
   const redis = await startRedisProcess(executable!);
-  cleanups.push(() => redis.stop());
+  defer(() => redis.stop());
   const gateway = await startTestGateway(
     petsConfig(upstream.url, { store: { type: 'redis', url: redis.url, onError, prefix: 'faults:' } }),
   );
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   await setQuota(
     gateway,
     {
@@ -49,7 +47,7 @@ async function fixture(
   );
   const admin = new Redis(redis.url, { maxRetriesPerRequest: 1 });
   admin.on('error', () => undefined);
-  cleanups.push(async () => admin.disconnect());
+  defer(async () => admin.disconnect());
   return { redis, gateway, admin };
 }
 
@@ -133,7 +131,7 @@ describe.runIf(executable)('Redis faults', () => {
     for (let i = 0; i < 2; i += 1) expect((await timed(gateway)).status).toBe(200);
     const fresh = new Redis(redis.url);
     fresh.on('error', () => undefined);
-    cleanups.push(async () => fresh.disconnect());
+    defer(async () => fresh.disconnect());
     expect(await sharedCount(fresh)).toBe(11 + 3 + 2);
     expect(
       gateway.logs.filter((line) => String(line.msg).startsWith('shared counter store unreachable')),

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   adminUser,
   applicationDefaultQuotaId,
@@ -17,6 +17,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * Names people read: the access line names the API, the method and the application; metrics label by
@@ -27,20 +28,17 @@ const otherKey = 'other-key-0123456789abcdef01234567';
 const mobile = { id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f', name: 'Mobile app', apikey_development: appKey };
 const kiosk = { id: '6e5d4c3b-2a19-4f8e-9d7c-6b5a4f3e2d1c', name: 'Kiosk', apikey_development: otherKey };
 
-const cleanups: Array<() => Promise<void> | void> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function start(
   extra: Record<string, unknown> = {},
 ): Promise<{ gateway: TestGateway; upstream: TestUpstream }> {
   const upstream = await startUpstream();
-  cleanups.push(() => upstream.close());
+  defer(() => upstream.close());
   const gateway = await startTestGateway(
     petsConfig(`${upstream.url}/pets`, { applications: [mobile, kiosk], ...extra }),
   );
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return { gateway, upstream };
 }
 
@@ -90,7 +88,7 @@ describe('names in the access log', () => {
 
   it('writes the access lines to accessLog.file, and the rest of the log where it was', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-access-'));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    defer(() => rmSync(dir, { recursive: true, force: true }));
     const file = path.join(dir, 'logs', 'access.log');
     const { gateway } = await start({ accessLog: { file } });
     expect((await get(gateway, appKey)).status).toBe(200);
@@ -123,7 +121,7 @@ describe('names in the access log', () => {
 describe('names in metrics', () => {
   it('labels requests by API and method name, and by id where two share a name', async () => {
     const upstream = await startUpstream();
-    cleanups.push(() => upstream.close());
+    defer(() => upstream.close());
     const twin = {
       id: 'aa11bb22-cc33-4d44-8e55-ff6677889900',
       name: 'getPet',
@@ -131,7 +129,7 @@ describe('names in metrics', () => {
       path: '/twin/{id}',
     };
     const gateway = await startTestGateway(withMethods(petsConfig(`${upstream.url}/pets`), [twin]));
-    cleanups.push(() => gateway.close());
+    defer(() => gateway.close());
     expect((await get(gateway, devKey, '/pets/1')).status).toBe(200);
     expect((await get(gateway, devKey, '/pets/twin/1')).status).toBe(200);
     await setQuota(

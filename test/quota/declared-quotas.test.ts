@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ConfigError } from '../../src/config/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import {
@@ -14,6 +14,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * Quotas declared in conf/ (`quotas`): written into the store at start and at each reload, enforced,
@@ -38,17 +39,14 @@ const mobileQuota = {
   restrictions: [{ ...throttle(1, 1, 'hour'), api: petsApiId }],
 };
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function start(quotas: unknown[]): Promise<{ gateway: TestGateway; config: Record<string, unknown> }> {
   const upstream = await startUpstream();
-  cleanups.push(() => upstream.close());
+  defer(() => upstream.close());
   const config = petsConfig(`${upstream.url}/pets`, { applications: [mobile], quotas });
   const gateway = await startTestGateway(config);
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return { gateway, config };
 }
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger, type Logger } from '../../src/log.js';
 import { firstConnection } from '../../src/redis/connect-redis.js';
 import { wellKnownSet, type DefinitionSet } from '../../src/quota/definition-set.js';
@@ -23,6 +23,7 @@ import { redisServerPath, startRedisProcess, type RedisProcess } from '../helper
 import { FakeTimers } from './fake-timers.js';
 import { capturingLogger } from '../helpers/log-capture.js';
 import { sampleQuota } from './quota-repository-contract.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 const executable = await redisServerPath();
 const silent = createLogger({ level: 'silent' });
@@ -30,14 +31,11 @@ const storeName = 'test store';
 const folder = mkdtempSync(path.join(tmpdir(), 'quotagate-recovery-'));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function privateRedis(): Promise<RedisProcess> {
   const redis = await startRedisProcess(executable!);
-  cleanups.push(() => redis.stop());
+  defer(() => redis.stop());
   return redis;
 }
 
@@ -53,7 +51,7 @@ function gatewayConnection(url: string, retryMs = 50): Redis {
     retryStrategy: () => retryMs,
   });
   connection.on('error', () => undefined);
-  cleanups.push(async () => connection.disconnect());
+  defer(async () => connection.disconnect());
   return connection;
 }
 
@@ -68,7 +66,7 @@ async function readyConnection(url: string): Promise<Redis> {
 function inspector(redis: RedisProcess, prefix: string) {
   const client = new Redis(redis.url);
   client.on('error', () => undefined);
-  cleanups.push(async () => client.disconnect());
+  defer(async () => client.disconnect());
   return {
     client,
     defs: `${prefix}{quotas}:definitions`,
@@ -87,7 +85,7 @@ async function openRepository(
     ...(options.timers ? { timers: options.timers } : {}),
   });
   await repository.open();
-  cleanups.push(() => repository.close());
+  defer(() => repository.close());
   return repository;
 }
 

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { rmSync } from 'node:fs';
 import http from 'node:http';
 import tls from 'node:tls';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   adminUser,
   basicAuth,
@@ -17,6 +17,7 @@ import {
 } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
  * Reloading conf/ in a running gateway (SIGHUP and `gateway reload` call the same `reload()`): real
@@ -27,19 +28,16 @@ const appKey = 'app-key-0123456789abcdef0123456789';
 const application = { id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f', name: 'Mobile app' };
 const ordersApiId = '9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const defer = cleanupAfterEach();
 
 async function gatewayOver(
   handler?: Parameters<typeof startUpstream>[0],
 ): Promise<{ gateway: TestGateway; upstream: TestUpstream; config: Record<string, unknown> }> {
   const upstream = await startUpstream(handler);
-  cleanups.push(() => upstream.close());
+  defer(() => upstream.close());
   const config = petsConfig(`${upstream.url}/pets`);
   const gateway = await startTestGateway(config);
-  cleanups.push(() => gateway.close());
+  defer(() => gateway.close());
   return { gateway, upstream, config };
 }
 
@@ -117,16 +115,16 @@ describe('reload', () => {
 
   it('serves a rotated TLS certificate to new connections', async () => {
     const [first, second] = [await createTestCertificate(), await createTestCertificate()];
-    cleanups.push(async () => {
+    defer(async () => {
       for (const { dir } of [first, second]) rmSync(dir, { recursive: true, force: true });
     });
     const upstream = await startUpstream();
-    cleanups.push(() => upstream.close());
+    defer(() => upstream.close());
     const config = petsConfig(`${upstream.url}/pets`, {
       tls: { port: 0, key: first.keyFile, cert: first.certFile },
     });
     const gateway = await startTestGateway(config);
-    cleanups.push(() => gateway.close());
+    defer(() => gateway.close());
     const servedCertificate = () =>
       new Promise<string>((resolve, reject) => {
         const socket = tls.connect(
@@ -235,7 +233,7 @@ describe('reload', () => {
     const { gateway, config } = await gatewayOver();
     const withApp = { ...config, applications: [{ ...application, apikey_development: appKey }] };
     const agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-    cleanups.push(async () => agent.destroy());
+    defer(async () => agent.destroy());
     const statuses: number[] = [];
     const failures: unknown[] = [];
     let loading = true;
