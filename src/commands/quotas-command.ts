@@ -20,20 +20,11 @@ import { openQuotaRepository } from '../quota/open-quota-repository.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
 import { catalogIds } from '../quota/quota-schema.js';
+import { storeFileOwner } from '../quota/store-owner.js';
 import { fieldPath } from '../quota/schema-problems.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
-import { defaultPidFile, readPidFile } from '../reload/pid-file.js';
 import { secretValues } from '../secret-redaction.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
 
 /**
  * Opens the quota store of the config as a gateway does (with the applications made through the admin
@@ -135,7 +126,7 @@ export function readQuotaFile(
 export const quotasCommand: Command = {
   summary: 'export the quotas of the store, or import them from a file',
   help: `Usage: gateway quotas export [--config-dir DIR] [--format yaml|json] [--from-file FILE]
-       gateway quotas import FILE [--config-dir DIR] [--dry-run] [--pid-file FILE]
+       gateway quotas import FILE [--config-dir DIR] [--dry-run]
 
 export   writes every quota of the config's store (the memory store's file, or Redis) to standard
          output as a \`quotas\` list: the QuotaDTO of each, with its id and, for an application's own
@@ -146,7 +137,7 @@ import   reads FILE (YAML or JSON: a \`quotas\` list, or the list alone), checks
          are new or changed into the store; quotas the file does not name are left alone. An
          application that has another quota of its own is a mistake, not an overwrite. With Redis the
          running gateways see the change within a second; the memory store's file belongs to its
-         running gateway, so import refuses while the pid file names a running process.
+         running gateway (it marks the file so), so import refuses while that gateway runs.
 --dry-run  prints what import would do, and writes nothing.
 
 Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a file with mistakes.`,
@@ -157,7 +148,6 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
         'config-dir': { type: 'string', default: 'conf' },
         format: { type: 'string', default: 'yaml' },
         'dry-run': { type: 'boolean', default: false },
-        'pid-file': { type: 'string', default: defaultPidFile },
         'from-file': { type: 'string' },
       },
       true,
@@ -190,10 +180,11 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
     }
 
     if (file === undefined) throw new UsageError('import needs the FILE to read');
-    const owner = loaded.config.store.type === 'memory' ? readPidFile(values['pid-file']) : null;
-    if (owner !== null && isAlive(owner) && !values['dry-run']) {
+    const { store } = loaded.config;
+    const owner = store.type === 'memory' ? storeFileOwner(path.resolve(store.file)) : null;
+    if (owner !== null && !values['dry-run']) {
       process.stderr.write(
-        `gateway quotas: the gateway (process ${owner}) owns ${loaded.config.store.file}: stop it first, or import through a Redis store\n`,
+        `gateway quotas: the gateway (process ${owner}) owns ${store.file}: stop it first, or import through a Redis store\n`,
       );
       return exitCode.failure;
     }

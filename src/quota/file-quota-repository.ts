@@ -12,6 +12,7 @@ import {
   type QuotaRepository,
 } from './quota-repository.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
+import { claimStoreFile } from './store-owner.js';
 import { parseRecord, serializeRecord, stored } from './stored-records.js';
 
 const formatVersion = 1;
@@ -24,9 +25,14 @@ const formatVersion = 1;
 export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepository {
   private readonly writes = new WriteQueue();
 
+  /** Unmarks the file as the running gateway's, when this repository marked it. */
+  private release: (() => void) | null = null;
+
   constructor(
     private readonly file: string,
     private readonly logger: Logger,
+    /** This repository is the running gateway's: it marks the file so (see store-owner.ts). */
+    private readonly owned = false,
   ) {
     super();
   }
@@ -46,6 +52,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
     }
     this.records = new Map(all.map((record) => [record.quota.id, stored(record)]));
     this.logger.info({ file: this.file, quotas: this.records.size }, 'quota definitions loaded');
+    if (this.owned) this.release = claimStoreFile(this.file);
   }
 
   create(record: QuotaRecord): Promise<StoredQuota> {
@@ -83,6 +90,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
 
   async close(): Promise<void> {
     await this.writes.drained();
+    this.release?.();
   }
 
   private current(records: Map<string, StoredQuota>, id: string, ifMatch: string | undefined): StoredQuota {

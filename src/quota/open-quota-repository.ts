@@ -13,7 +13,8 @@ import { RedisQuotaRepository } from './redis-quota-repository.js';
 
 /**
  * The repository of `store.type`, opened: the well-known quotas exist when this resolves, and with
- * `declare` the quotas of conf/ are written into it (a gateway's start; not a command's).
+ * `declare` (a gateway's start; not a command's) the quotas of conf/ are written into it and the memory
+ * store's file is marked as this gateway's.
  * @throws ConfigError when the stored definitions cannot be read, or a declared quota cannot be written
  * (the start fails with exit 2; the store is left as it is).
  */
@@ -33,7 +34,7 @@ export async function openQuotaRepository(
             logger,
           ),
         })
-      : new FileQuotaRepository(path.resolve(context.cwd, store.file), logger);
+      : new FileQuotaRepository(path.resolve(context.cwd, store.file), logger, context.declare === true);
   try {
     await repository.open();
   } catch (error) {

@@ -71,8 +71,7 @@ function scratch(name: string, content: string): string {
   return file;
 }
 
-const quotas = (dir: string, ...args: string[]) =>
-  runCli(['quotas', ...args, '--config-dir', dir, '--pid-file', path.join(dir, 'no-gateway.pid')]);
+const quotas = (dir: string, ...args: string[]) => runCli(['quotas', ...args, '--config-dir', dir]);
 
 describe.each([
   ['the memory store', () => ({})],
@@ -168,20 +167,25 @@ describe('gateway quotas import', () => {
     await expect.poll(seen, { timeout: 1_000, interval: 50 }).toBe(4);
   });
 
-  it("refuses the memory store's file while its gateway runs", async () => {
-    const dir = configDir();
-    const pidFile = scratch('gateway.pid', `${process.pid}\n`);
-    const result = await runCli([
-      'quotas',
-      'import',
-      scratch('quotas.yaml', YAML.stringify(quotaFile)),
-      '--config-dir',
-      dir,
-      '--pid-file',
-      pidFile,
-    ]);
-    expect(result.code).toBe(1);
-    expect(result.stderr).toContain(`the gateway (process ${process.pid}) owns`);
+  it("refuses the memory store's file while its gateway runs, however that gateway was started", async () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'quotagate-owned-')), 'quotas.json');
+    dirs.push(path.dirname(file));
+    const store = { type: 'memory', file };
+    const dir = configDir(store);
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9/pets', { applications: [mobile], store }),
+    );
+    let running = true;
+    cleanups.push(async () => {
+      if (running) await gateway.close();
+    });
+    const importing = () => quotas(dir, 'import', scratch('quotas.yaml', YAML.stringify(quotaFile)));
+    const refused = await importing();
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(`the gateway (process ${process.pid}) owns`);
+    running = false;
+    await gateway.close();
+    expect((await importing()).code).toBe(0);
   });
 });
 
