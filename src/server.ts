@@ -9,8 +9,7 @@ import type { DataPlaneAddress } from './admin/try-it.js';
 import { LiveConfig } from './config/live-config.js';
 import { defaultCommandTimeoutMs } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
-import { ApplicationDirectory, sharedIdProblems } from './applications/application-directory.js';
-import { ConfigError } from './config/config-error.js';
+import { ApplicationDirectory } from './applications/application-directory.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
 import { openApplicationRepository } from './applications/open-application-repository.js';
 import { DataPlane } from './data-plane.js';
@@ -20,6 +19,7 @@ import { httpServerOptions } from './http-server-options.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
 import { ConfigReloader, type ReloadOutcome } from './reload/config-reloader.js';
+import { planStoreChanges } from './reload/store-changes.js';
 import { readForReload, type ConfigSource } from './reload/config-source.js';
 import { fixedSettingsOf } from './reload/fixed-settings.js';
 import { secretValues } from './secret-redaction.js';
@@ -29,7 +29,6 @@ import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
 import { RedisCounterTrips } from './limiter/redis-counter-trips.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
 import { systemClock } from './clock.js';
-import { planDeclaredQuotas } from './quota/declared-quotas.js';
 import { openQuotaRepository } from './quota/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
@@ -241,14 +240,17 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       // Read now, so that an unreadable certificate refuses the reload before anything changes.
       const certificates = next.config.tls && tlsServer ? tlsFiles(next.config.tls, cwd) : null;
-      const declared = repository ? planDeclaredQuotas(repository, next.config.quotas) : null;
-      const shared = sharedIdProblems(next.config.applications, applicationRepository?.all() ?? []);
-      if (shared.length > 0) throw new ConfigError(shared);
+      const stores = planStoreChanges(
+        next,
+        repository && applicationRepository
+          ? { quotas: repository, applications: applicationRepository }
+          : null,
+      );
       const plane = await DataPlane.build(next, authContext);
       return {
         kept,
         async commit() {
-          await declared?.apply(logger);
+          await stores.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           if (certificates) tlsServer!.setSecureContext(certificates);
           proxy.proxyTimeout = next.config.proxyTimeout;

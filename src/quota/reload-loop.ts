@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../clock.js';
-/** The timer functions the loop waits with; tests pass fake ones and move time themselves. */
+import { SerialRuns } from '../serial-runs.js';
 /** The timers of the retries: the limiter's clock without its reading. */
 export type Timers = Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
@@ -23,8 +23,7 @@ export interface ReloadLoopOptions {
  */
 export class ReloadLoop {
   private readonly timers: Timers;
-  private settled: Promise<void> = Promise.resolve();
-  private waiting: Promise<void> | null = null;
+  private readonly runs = new SerialRuns(() => this.attempt());
   private retry: unknown = null;
   private failures = 0;
   private closed = false;
@@ -46,22 +45,17 @@ export class ReloadLoop {
    * retry is then scheduled). Does nothing once the loop is closed.
    */
   run(): Promise<void> {
-    if (this.waiting) return this.waiting;
-    const run = this.settled.then(() => this.attempt());
-    this.waiting = run;
-    this.settled = run.catch(() => undefined);
-    return run;
+    return this.runs.run();
   }
 
   /** Stops retrying and waits for the run in progress. */
   async close(): Promise<void> {
     this.closed = true;
     this.cancelRetry();
-    await this.settled;
+    await this.runs.drained();
   }
 
   private async attempt(): Promise<void> {
-    this.waiting = null;
     if (this.closed) return;
     this.cancelRetry();
     try {

@@ -1,8 +1,8 @@
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readPidFile, removePidFile, writePidFile } from '../reload/pid-file.js';
 
 /**
  * The memory store's file belongs to the one gateway running on it, which is its only writer: it says
- * so in `<file>.owner` (its process id), so that a command that would write the file too
+ * so in `<file>.owner` (a pid file), so that a command that would write the file too
  * (`gateway quotas import`) can refuse while that gateway runs, however it was started.
  */
 const ownerFile = (file: string) => `${file}.owner`;
@@ -18,20 +18,12 @@ const isAlive = (pid: number) => {
 
 /** Marks `file` as this process's; the returned function unmarks it (if it is still this process's). */
 export function claimStoreFile(file: string): () => void {
-  writeFileSync(ownerFile(file), `${process.pid}\n`);
-  return () => {
-    if (storeFileOwner(file) === process.pid) rmSync(ownerFile(file), { force: true });
-  };
+  writePidFile(ownerFile(file));
+  return () => removePidFile(ownerFile(file));
 }
 
 /** The process id of the running gateway that owns `file`, or null when none does. */
 export function storeFileOwner(file: string): number | null {
-  let text: string;
-  try {
-    text = readFileSync(ownerFile(file), 'utf8');
-  } catch {
-    return null;
-  }
-  const pid = Number(text.trim());
-  return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
+  const pid = readPidFile(ownerFile(file));
+  return pid !== null && isAlive(pid) ? pid : null;
 }

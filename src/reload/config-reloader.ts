@@ -1,4 +1,5 @@
 import { ConfigError } from '../config/config-error.js';
+import { SerialRuns } from '../serial-runs.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 
@@ -29,20 +30,12 @@ export interface ConfigReloaderParts {
  * stays. Asking again while a reload waits to start joins it (it will read the files as they are then).
  */
 export class ConfigReloader {
-  private last: Promise<unknown> = Promise.resolve();
-  private waiting: Promise<ReloadOutcome> | null = null;
+  private readonly runs = new SerialRuns(() => this.attempt());
 
   constructor(private readonly parts: ConfigReloaderParts) {}
 
   reload(): Promise<ReloadOutcome> {
-    if (this.waiting) return this.waiting;
-    const attempt = this.last.then(() => {
-      this.waiting = null;
-      return this.attempt();
-    });
-    this.waiting = attempt;
-    this.last = attempt;
-    return attempt;
+    return this.runs.run();
   }
 
   private async attempt(): Promise<ReloadOutcome> {

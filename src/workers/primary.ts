@@ -2,9 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
-import { sharedIdProblems } from '../applications/application-directory.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';
-import { ConfigError } from '../config/config-error.js';
 import { openApplicationRepository } from '../applications/open-application-repository.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
@@ -15,13 +13,13 @@ import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { createMetrics } from '../metrics.js';
-import { planDeclaredQuotas } from '../quota/declared-quotas.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
 import { QuotaIndex } from '../quota/quota-index.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
 import { quotaUsage } from '../quota/quota-usage.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
 import { ConfigReloader } from '../reload/config-reloader.js';
+import { planStoreChanges } from '../reload/store-changes.js';
 import { readForReload, type ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { secretValues } from '../secret-redaction.js';
@@ -148,14 +146,12 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     metrics,
     async prepare() {
       const { loaded: next, kept } = await readForReload(options.source, fixed);
-      const declared = planDeclaredQuotas(quotaRepository, next.config.quotas);
-      const shared = sharedIdProblems(next.config.applications, applicationRepository.all());
-      if (shared.length > 0) throw new ConfigError(shared);
+      const stores = planStoreChanges(next, { quotas: quotaRepository, applications: applicationRepository });
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
       return {
         kept,
         async commit() {
-          await declared.apply(logger);
+          await stores.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           const previous = authenticator;
           authenticator = nextAuthenticator;
