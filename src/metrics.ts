@@ -1,4 +1,5 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { RejectionHistory } from './quota/rejection-history.js';
 
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
 export interface Metrics {
@@ -16,8 +17,10 @@ export interface Metrics {
   configLastReloadSuccessful: Gauge;
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
-  /** Counts one quota decision of one restriction. */
-  quotaDecision(restriction: { quotaLabel: string; index: number }, allowed: boolean): void;
+  /** Counts one quota decision of one restriction (a rejection also goes into `rejections`). */
+  quotaDecision(restriction: { quotaId: string; quotaLabel: string; index: number }, allowed: boolean): void;
+  /** Recent rejections per restriction, for the console's sparklines. */
+  rejections: RejectionHistory;
 }
 
 /**
@@ -139,10 +142,13 @@ const indexText = Array.from({ length: 64 }, (_, index) => String(index));
 export interface MetricsSources {
   /** Bytes this gateway's own counters reserve now, read on each scrape. */
   counterMemoryBytes?: () => number;
+  /** The clock of the rejection history (tests move it). */
+  now?: () => number;
 }
 
 export function createMetrics(sources: MetricsSources = {}): Metrics {
   const registry = new Registry();
+  const rejections = new RejectionHistory(sources.now);
   new Gauge({
     name: 'quotagate_counter_memory_reserved_bytes',
     help: "Bytes reserved by this gateway's own counters, against store.maxCounterMemoryMb",
@@ -244,6 +250,8 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     quotaDecision(restriction, allowed) {
       const index = indexText[restriction.index] ?? String(restriction.index);
       decisionTallies.get(restriction.quotaLabel, index, allowed ? 'allowed' : 'rejected').count += 1;
+      if (!allowed) rejections.record(restriction.quotaId, restriction.index);
     },
+    rejections,
   };
 }

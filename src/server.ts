@@ -119,7 +119,10 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
     onFull: () => metrics.counterStoreFull.inc(),
   });
-  const metrics = createMetrics({ counterMemoryBytes: () => localCounters.reserved });
+  const metrics = createMetrics({
+    counterMemoryBytes: () => localCounters.reserved,
+    ...(options.clock ? { now: options.clock } : {}),
+  });
   const live = new LiveConfig(loaded);
   // Filled once the store is open; the authenticators read it on every request.
   const applications = new ApplicationDirectory();
@@ -223,6 +226,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           repository,
           applicationRepository,
           usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
+          rejections: (quotaId) => Promise.resolve([metrics.rejections.ofQuota(quotaId)]),
+          ...(options.clock ? { now: options.clock } : {}),
           dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
         })
       : null;

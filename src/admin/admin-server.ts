@@ -21,6 +21,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
+import type { RestrictionRejections } from '../quota/rejection-history.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -39,6 +40,7 @@ import {
 import { AdminSessions, type AdminSession } from './admin-sessions.js';
 import { AdminUsers, type AdminUser } from './admin-users.js';
 import { registerApplicationRoutes } from './application-routes.js';
+import { registerConsole } from './console-assets.js';
 import { registerSessionRoutes } from './session-routes.js';
 import { registerTryIt, type DataPlaneAddress } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
@@ -81,6 +83,10 @@ export interface AdminServerParts {
   /** The applications made through the portal API. */
   applicationRepository: ApplicationRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
+  /** The recent rejections of a quota's restrictions, one history per process that decides. */
+  rejections: (quotaId: string) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  /** The clock the rejection histories are kept by (tests move it). */
+  now?: () => number;
   /** The data plane's ports, for the console's test requests; null before it listens. */
   dataPlane: () => DataPlaneAddress | null;
   /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
@@ -109,8 +115,16 @@ const securityHeaders = {
 /** Methods that change nothing: a session needs no CSRF-Token for them. */
 const safeMethods = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-const unauthorized = () =>
-  new AdminError(401, ['admin credentials are missing or wrong'], { 'www-authenticate': adminChallenge });
+/**
+ * 401 with the Basic challenge, except to a page's script (browsers send `Sec-Fetch-Dest: empty` with
+ * fetch): a challenge makes the browser put its own password dialog over the console's login form.
+ */
+const unauthorized = (request: FastifyRequest) =>
+  new AdminError(
+    401,
+    ['admin credentials are missing or wrong'],
+    request.headers['sec-fetch-dest'] === 'empty' ? {} : { 'www-authenticate': adminChallenge },
+  );
 
 /** The status and messages of any error a route or fastify itself raised. */
 function describeError(error: FastifyError | Error): {
@@ -237,7 +251,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     // Errors of the router, before any hook: the credentials are checked here too, first.
     frameworkErrors: (error, request, reply) => {
       userOf(request).then(
-        (user) => sendError(reply, user ? error : unauthorized(), request),
+        (user) => sendError(reply, user ? error : unauthorized(request), request),
         (failure: Error) => sendError(reply, failure, request),
       );
     },
@@ -289,7 +303,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   app.addHook('onRequest', async (request) => {
     if (request.routeOptions.config.public === true) return;
     const user = await userOf(request);
-    if (!user) throw unauthorized();
+    if (!user) throw unauthorized(request);
     request.adminUser = user;
   });
 
@@ -298,6 +312,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
 
   const open = { config: { public: true } };
   app.get('/healthz', open, async () => ({ status: 'ok' }));
+  registerConsole(app);
 
   app.get('/readyz', open, async (_request, reply) => {
     const results = await Promise.all(
@@ -319,7 +334,14 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       registerSessionRoutes(portal, { users: () => users, sessions });
       const made = new ApplicationDirectory();
       made.follow(parts.applicationRepository);
-      registerQuotaRoutes(portal, { live, repository: parts.repository, usage: parts.usage, made });
+      registerQuotaRoutes(portal, {
+        live,
+        repository: parts.repository,
+        usage: parts.usage,
+        rejections: parts.rejections,
+        ...(parts.now ? { now: parts.now } : {}),
+        made,
+      });
       registerTryIt(portal, { live, authDocumentation: parts.authDocumentation, dataPlane: parts.dataPlane });
       registerApplicationRoutes(portal, {
         live,

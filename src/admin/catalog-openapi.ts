@@ -140,6 +140,8 @@ export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation
         variables: { host: { default: config.tls?.host ?? config.host ?? '127.0.0.1' } },
       },
     ],
+    // The console's "try it" asks for a directory user with ldap, and says how credentials are added.
+    'x-quotagate-auth': config.APIKeyAuthType,
     paths,
     components: { securitySchemes: toSecuritySchemes(securityDefinitions), schemas: { Error: errorSchema } },
     security,

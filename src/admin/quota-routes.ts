@@ -21,6 +21,11 @@ import {
   type ApplicationQuotaDto,
 } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
+import {
+  rejectionBucketSeconds,
+  rejectionSeries,
+  type RestrictionRejections,
+} from '../quota/rejection-history.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { ApplicationNames } from '../config/application-names.js';
@@ -33,6 +38,10 @@ export interface QuotaRoutesParts {
   live: LiveConfig;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
+  /** The recent rejections of a quota's restrictions, one history per process that decides. */
+  rejections: (quotaId: string) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  /** The clock the rejection histories are kept by. */
+  now?: () => number;
   /** The applications made through the portal API: they may have quotas too. */
   made: ApplicationDirectory;
 }
@@ -315,7 +324,8 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     '/quotas/:id/usage',
     {
       schema: {
-        summary: 'What each restriction of a quota has counted in its current window (API Administrators)',
+        summary:
+          "What each restriction of a quota has counted in its current window, and its recent rejections (only API Administrators may read the System quota's)",
         operationId: 'getQuotaUsage',
         tags: ['quotas'],
         params: idParams,
@@ -335,16 +345,31 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                     unit: { type: 'string', enum: ['messages', 'bytes'] },
                     limit: { type: 'number' },
                     windowSeconds: { type: 'number' },
-                    used: { type: 'number' },
+                    used: { type: 'number', description: 'API quotas: units counted for all traffic' },
+                    resetSeconds: {
+                      type: 'number',
+                      description: 'API quotas: seconds until the oldest counted units leave the window',
+                    },
                     applications: {
                       type: 'array',
+                      description: 'Application quotas: the applications that have units counted',
                       items: {
                         type: 'object',
                         properties: {
                           application: { type: 'string' },
                           name: { type: 'string', description: "The config's name of the application" },
                           used: { type: 'number' },
+                          resetSeconds: { type: 'number' },
                         },
+                      },
+                    },
+                    rejections: {
+                      type: 'object',
+                      description:
+                        'Requests this restriction rejected in each of the last buckets, oldest first',
+                      properties: {
+                        bucketSeconds: { type: 'integer' },
+                        counts: { type: 'array', items: { type: 'integer' } },
                       },
                     },
                   },
@@ -357,23 +382,28 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     },
     async (request: IdRequest) => {
-      requireAdmin(request);
-      const usage = await parts.usage(found(request.params.id).quota.id);
+      if (request.params.id.toLowerCase() === systemQuotaId) requireAdmin(request);
+      const id = found(request.params.id).quota.id;
+      const [usage, histories] = await Promise.all([parts.usage(id), parts.rejections(id)]);
       if (!usage) throw new AdminError(404, [`no quota with id '${request.params.id}'`]);
+      const now = (parts.now ?? Date.now)();
       return {
         ...usage,
-        restrictions: usage.restrictions.map((restriction) =>
-          restriction.applications
+        restrictions: usage.restrictions.map((restriction) => ({
+          ...restriction,
+          ...(restriction.applications
             ? {
-                ...restriction,
-                applications: restriction.applications.map(({ application, used }) => ({
-                  application,
-                  name: names.nameOf(application),
-                  used,
+                applications: restriction.applications.map((entry) => ({
+                  ...entry,
+                  name: names.nameOf(entry.application),
                 })),
               }
-            : restriction,
-        ),
+            : {}),
+          rejections: {
+            bucketSeconds: rejectionBucketSeconds,
+            counts: rejectionSeries(histories, restriction.index, now),
+          },
+        })),
       };
     },
   );
@@ -425,7 +455,6 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     ),
     async (request: IdRequest, reply) => {
-      requireAdmin(request);
       const applicationId = application(request.params.id);
       const refused = refusedWith((candidate) => candidate.application === applicationId);
       if (refused) throw unreadable(refused);

@@ -7,6 +7,7 @@ import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import { valueRemover } from '../secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import type { TryAnswer } from '../console/logic/try-answer.js';
 
 /** Where the data plane of this gateway listens (known once it does). */
 export interface DataPlaneAddress {
@@ -61,16 +62,6 @@ const tryBody = z.strictObject(
   { error: 'must be an object' },
 );
 type TryBody = z.output<typeof tryBody>;
-
-/** What "try it" answers: the data plane's answer, credentials taken out. */
-interface TryAnswer {
-  status: number;
-  headers: Record<string, string | string[]>;
-  body: unknown;
-  /** The body was cut at 1 MiB. */
-  truncated: boolean;
-  ms: number;
-}
 
 const basic = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;

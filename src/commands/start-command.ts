@@ -31,6 +31,7 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
   const admin = config.admin.users[0];
   const adminLines = admin
     ? [
+        `  console     http://127.0.0.1:${running.ports.admin}/  (log in as ${admin.username} / ${admin.password})`,
         `  admin user  ${admin.username} / ${admin.password}`,
         '  the quotas, from the portal Quota API:',
         `    curl -u '${admin.username}:${admin.password}' http://127.0.0.1:${running.ports.admin}/api/portal/v1.3/quotas`,

@@ -21,6 +21,11 @@ export interface CounterState {
   resetMs: number;
 }
 
+/** What one counter holds now, as the admin API's usage shows it. */
+export interface CounterUsage extends CounterState {
+  key: string;
+}
+
 export interface Decision {
   allowed: boolean;
   /** When not allowed: milliseconds until every full counter has room again. */
@@ -56,8 +61,8 @@ export interface CounterStore {
   consume(counters: readonly CounterSpec[]): Decision | Promise<Decision>;
   /** Adds units to counters without checking them. */
   add(additions: readonly CounterAddition[]): Promise<void> | void;
-  /** Units now counted by every counter whose key starts with `keyPrefix`. */
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>>;
+  /** Units now counted by every counter whose key starts with `keyPrefix` (those holding any). */
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]>;
   close(): Promise<void>;
 }
 

@@ -1,4 +1,4 @@
-import type { CounterAddition, CounterSpec } from './counter-store.js';
+import type { CounterAddition, CounterSpec, CounterUsage } from './counter-store.js';
 
 /** A counter to check and charge in a trip, with the units this gateway would like to lease. */
 export interface TripCheck extends CounterSpec {
@@ -60,5 +60,5 @@ export interface CounterTrips {
    * (never given back twice).
    */
   trip(trip: Trip): Promise<TripReply>;
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>>;
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]>;
 }

@@ -1,4 +1,5 @@
 import type { IpcPeer } from '../workers/ipc-peer.js';
+import type { CounterUsage } from './counter-store.js';
 import type { CounterTrips, Trip, TripReply } from './counter-trips.js';
 
 /**
@@ -14,7 +15,7 @@ export class IpcCounterTrips implements CounterTrips {
     return this.primary.request('trip', trip);
   }
 
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.primary.request('usage', { keyPrefix, windowMs });
   }
 }

@@ -3,7 +3,7 @@ import type { RedisStoreConfig } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
+import type { CounterAddition, CounterSpec, CounterStore, CounterUsage, Decision } from './counter-store.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
 
 export type OnError = RedisStoreConfig['onError'];
@@ -106,7 +106,7 @@ export class Limiter {
   }
 
   /** Units counted now by counters under `keyPrefix`, from the store that currently decides. */
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
     return store.usage(keyPrefix, windowMs);
   }

@@ -5,6 +5,7 @@ import {
   type CounterSpec,
   type CounterState,
   type CounterStore,
+  type CounterUsage,
   type Decision,
 } from './counter-store.js';
 import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
@@ -156,11 +157,11 @@ export class MemoryCounterStore implements CounterStore {
     return { allowed, retryAfterMs, checks: replies };
   }
 
-  async usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const now = this.now();
     return [...this.counters.keys()]
       .filter((key) => key.startsWith(keyPrefix))
-      .map((key) => ({ key, used: this.current(key, windowMs, now).total }))
+      .map((key) => ({ key, ...this.state(this.current(key, windowMs, now), windowMs, now) }))
       .filter(({ used }) => used > 0);
   }
 

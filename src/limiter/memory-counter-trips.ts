@@ -1,5 +1,6 @@
 import type { CounterTrips, Trip, TripReply } from './counter-trips.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
+import type { CounterUsage } from './counter-store.js';
 
 /**
  * The counters of the primary process of `workers: N` (`store.type: "memory"`), as its workers reach
@@ -13,7 +14,7 @@ export class MemoryCounterTrips implements CounterTrips {
     return Promise.resolve(this.store.trip(trip));
   }
 
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.store.usage(keyPrefix, windowMs);
   }
 }

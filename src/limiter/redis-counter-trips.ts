@@ -1,7 +1,7 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
-import { bucketMsOf, bucketsPerWindow, type CounterAddition } from './counter-store.js';
+import { bucketMsOf, bucketsPerWindow, type CounterAddition, type CounterUsage } from './counter-store.js';
 import type { CheckedCounter, CounterTrips, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 
 /** The name the counter script is defined under on the connection. */
@@ -9,7 +9,7 @@ export const counterScript = 'quotagateConsume';
 
 interface CounterScripts {
   quotagateConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number[]>;
-  quotagateUsage(key: string, buckets: string, bucketMs: string, now: string): Promise<number>;
+  quotagateUsage(key: string, buckets: string, bucketMs: string, now: string): Promise<[number, number]>;
 }
 
 /**
@@ -63,18 +63,21 @@ export class RedisCounterTrips implements CounterTrips {
     };
   }
 
-  async usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const pattern = `${escapeGlob(this.keyPrefix + keyPrefix)}*`;
     const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
     const keys = (await Promise.all(nodes.map((node) => scanAll(node, pattern)))).flat();
-    const used = await Promise.all(
+    const states = await Promise.all(
       keys.map((key) =>
         this.scripts.quotagateUsage(key, String(bucketsPerWindow), String(bucketMsOf(windowMs)), this.now()),
       ),
     );
     return keys
-      .map((key, i) => ({ key: key.slice(this.keyPrefix.length), used: Number(used[i]) }))
-      .filter(({ used: units }) => units > 0);
+      .map((key, i) => {
+        const [used = 0, resetMs = 0] = states[i]!;
+        return { key: key.slice(this.keyPrefix.length), used: Number(used), resetMs: Number(resetMs) };
+      })
+      .filter(({ used }) => used > 0);
   }
 
   private async send(trip: Trip): Promise<TripReply> {

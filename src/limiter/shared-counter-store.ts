@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { CounterAddition, CounterSpec, CounterStore, Decision } from './counter-store.js';
+import type { CounterAddition, CounterSpec, CounterStore, CounterUsage, Decision } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
 import { LeaseBook } from './lease-book.js';
 
@@ -54,7 +54,7 @@ export class SharedCounterStore implements CounterStore {
     await this.send({ checks: [], additions: uncovered, giveBacks: [], live: this.options.live() });
   }
 
-  usage(keyPrefix: string, windowMs: number): Promise<Array<{ key: string; used: number }>> {
+  usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.options.trips.usage(keyPrefix, windowMs);
   }
 

@@ -11,14 +11,19 @@ export interface RestrictionUsage {
   windowSeconds: number;
   /** API quotas: units counted for all traffic. */
   used?: number;
+  /** API quotas: seconds until the oldest counted units leave the window (0 when none are counted). */
+  resetSeconds?: number;
   /** Application quotas: units counted per application (those with any). */
-  applications?: Array<{ application: string; used: number }>;
+  applications?: Array<{ application: string; used: number; resetSeconds: number }>;
 }
 
 export interface QuotaUsage {
   quota: string;
   restrictions: RestrictionUsage[];
 }
+
+/** Milliseconds as whole seconds, rounded up: "in 0 s" would be wrong while units remain. */
+const secondsOf = (ms: number) => Math.ceil(ms / 1000);
 
 /** What each restriction of a quota has counted in its current window, or null for an unknown quota. */
 export async function quotaUsage(
@@ -41,18 +46,20 @@ export async function quotaUsage(
         limit: counter?.limit ?? 0,
         windowSeconds: (counter?.windowMs ?? 0) / 1000,
       };
-      if (!counter) return perApplication ? { ...base, applications: [] } : { ...base, used: 0 };
-      if (!perApplication) {
-        const found = await limiter.usage(counter.keyBase, counter.windowMs);
-        return { ...base, used: found.find((entry) => entry.key === counter.keyBase)?.used ?? 0 };
-      }
+      if (!counter)
+        return perApplication ? { ...base, applications: [] } : { ...base, used: 0, resetSeconds: 0 };
       const found = await limiter.usage(counter.keyBase, counter.windowMs);
+      if (!perApplication) {
+        const own = found.find((entry) => entry.key === counter.keyBase);
+        return { ...base, used: own?.used ?? 0, resetSeconds: secondsOf(own?.resetMs ?? 0) };
+      }
       return {
         ...base,
         applications: found
           .map((entry) => ({
             application: applicationOfCounter(entry.key.slice(counter.keyBase.length)),
             used: entry.used,
+            resetSeconds: secondsOf(entry.resetMs),
           }))
           .sort((a, b) => a.application.localeCompare(b.application)),
       };

@@ -1,8 +1,10 @@
 import type { Worker } from 'node:cluster';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
+import type { RestrictionRejections } from '../quota/rejection-history.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
 import type { FixedSettings } from '../reload/fixed-settings.js';
 
@@ -49,9 +51,11 @@ export interface IpcRequests {
   /** Worker → primary: one trip to the counters the primary holds (`store.type: "memory"`). */
   trip: [Trip, TripReply];
   /** Worker → primary: usage of the counters the primary holds. */
-  usage: [{ keyPrefix: string; windowMs: number }, Array<{ key: string; used: number }>];
+  usage: [{ keyPrefix: string; windowMs: number }, CounterUsage[]];
   /** Primary → worker: its metrics, for the admin listener's `/metrics`. */
   metrics: [null, MetricsJson];
+  /** Primary → worker: the recent rejections of a quota's restrictions, for the console. */
+  rejections: [{ quotaId: string }, RestrictionRejections[]];
   /**
    * Primary → worker: read conf/ again and put it in force, if it is the config the primary reloaded
    * (its fingerprint).

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { askWorkers } from './ask-workers.js';
 import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
@@ -135,6 +136,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     repository: quotaRepository,
     applicationRepository,
     usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),
+    rejections: (quotaId) => askWorkers(pool.listeningPeers(), 'rejections', { quotaId }),
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
     dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
   });

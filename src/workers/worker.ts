@@ -126,6 +126,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   });
   const { metrics, ports } = running;
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
+  primary.answer('rejections', ({ quotaId }) => metrics.rejections.ofQuota(quotaId));
   primary.notify('listening', {
     http: ports.http,
     ...(ports.https === undefined ? {} : { https: ports.https }),

@@ -86,7 +86,7 @@ describe('admin authentication', () => {
     `${portal}/`,
     portal,
     '/nope',
-    '/',
+    '/index.html',
     '/healthz/../api/portal/v1.3/quotas',
     '/healthz;/api/portal/v1.3/quotas',
   ])('answers GET %s without credentials with 401 and nothing else', async (path) => {

@@ -139,10 +139,20 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
         ).status,
       ).toBe(403);
       expect((await call('DELETE', `/quotas/${defaultId}`, { user: memberUser })).status).toBe(403);
-      expect((await call('GET', `/applications/${mobileAppId}/quota`, { user: memberUser })).status).toBe(
+      expect(
+        (await call('POST', `/applications/${mobileAppId}/quota`, { user: memberUser, body: quotaDto() }))
+          .status,
+      ).toBe(403);
+      expect((await call('DELETE', `/applications/${mobileAppId}/quota`, { user: memberUser })).status).toBe(
         403,
       );
       expect((await call('GET', '/quotas')).body).toEqual(before);
+    });
+
+    it("lets a member read an application's quota (the console's Applications tab shows it)", async () => {
+      const answer = await call('GET', `/applications/${mobileAppId}/quota`, { user: memberUser });
+      expect(answer.status).toBe(200);
+      expect(answer.body).toMatchObject({ id: defaultId, type: 'APPLICATION' });
     });
   });
 

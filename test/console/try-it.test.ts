@@ -5,13 +5,12 @@ import {
   memberUser,
   petsConfig,
   setQuota,
-  startTestGateway,
+  startGatewayOverUpstream,
   systemQuotaId,
   throttle,
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { startUpstream } from '../helpers/upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
@@ -25,11 +24,9 @@ const secret = 'a-long-shared-secret-0123456789';
 const defer = cleanupAfterEach();
 
 async function start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
-  const upstream = await startUpstream();
-  defer(() => upstream.close());
-  const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`, extra));
-  defer(() => gateway.close());
-  return gateway;
+  const started = await startGatewayOverUpstream((url) => petsConfig(`${url}/pets`, extra));
+  defer(() => started.close());
+  return started.gateway;
 }
 
 async function tryIt(

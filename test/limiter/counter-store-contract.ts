@@ -185,16 +185,22 @@ export function describeCounterStoreContract(name: string, open: () => Promise<S
     );
 
     it(
-      'lists the usage of counters by key prefix',
-      withStore(async ({ store }) => {
+      'lists the usage of counters by key prefix, with the time until their oldest units leave',
+      withStore(async ({ store, clock }) => {
         const prefix = `${key()}:`;
+        const bucketMs = 600; // a 60 s window in 100 sub-buckets
         await store.consume([throttle(`${prefix}a`, 10, 60 * second)]);
+        const firstBucket = Math.floor(clock.now / bucketMs);
+        clock.now += 20 * second;
         await store.consume([throttle(`${prefix}b`, 10, 60 * second)]);
         await store.consume([throttle(`${prefix}b`, 10, 60 * second)]);
+        const laterBucket = Math.floor(clock.now / bucketMs);
+        clock.now += 5 * second;
         const usage = await store.usage(prefix, 60 * second);
+        // The oldest units leave when their sub-bucket does: 101 sub-buckets after it began.
         expect(usage.sort((x, y) => x.key.localeCompare(y.key))).toEqual([
-          { key: `${prefix}a`, used: 1 },
-          { key: `${prefix}b`, used: 2 },
+          { key: `${prefix}a`, used: 1, resetMs: (firstBucket + 101) * bucketMs - clock.now },
+          { key: `${prefix}b`, used: 2, resetMs: (laterBucket + 101) * bucketMs - clock.now },
         ]);
       }),
     );

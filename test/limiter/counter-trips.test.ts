@@ -153,7 +153,7 @@ describe.each([
     const { trips } = open();
     await trips.trip(trip({ checks: [check('p:a', 1_000_000, 10), check('p:b', 10)] }));
     const usage = await trips.usage('p:', minute);
-    expect(usage.sort((x, y) => x.key.localeCompare(y.key))).toEqual([
+    expect(usage.sort((x, y) => x.key.localeCompare(y.key))).toMatchObject([
       { key: 'p:a', used: 11 },
       { key: 'p:b', used: 1 },
     ]);
@@ -290,7 +290,9 @@ describe("the primary's memory bound, as a worker meets it", () => {
     );
     expect(refused).toMatchObject({ allowed: false, outOfRoom: true, checks: [] });
     expect(full).toBe(1);
-    expect((await counters.usage('caller-', minute)).sort((x, y) => x.key.localeCompare(y.key))).toEqual([
+    expect(
+      (await counters.usage('caller-', minute)).sort((x, y) => x.key.localeCompare(y.key)),
+    ).toMatchObject([
       { key: key(0), used: 1 },
       { key: key(1), used: 6 },
     ]);

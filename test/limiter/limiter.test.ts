@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import type { CounterAddition, CounterSpec, Decision } from '../../src/limiter/counter-store.js';
+import type {
+  CounterAddition,
+  CounterSpec,
+  CounterUsage,
+  Decision,
+} from '../../src/limiter/counter-store.js';
 import {
   Limiter,
   type LimiterVerdict,
@@ -35,7 +40,7 @@ class FakeSharedStore implements SharedCounters {
     this.added.push([...additions]);
   }
 
-  async usage(): Promise<Array<{ key: string; used: number }>> {
+  async usage(): Promise<CounterUsage[]> {
     return [];
   }
 

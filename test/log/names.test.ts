@@ -182,6 +182,8 @@ describe('names in the Quota API', () => {
         headers: { authorization: userAuth(adminUser) },
       })
     ).json()) as { restrictions: Array<{ applications: unknown[] }> };
-    expect(usage.restrictions[0]!.applications).toEqual([{ application: kiosk.id, name: 'Kiosk', used: 1 }]);
+    expect(usage.restrictions[0]!.applications).toEqual([
+      { application: kiosk.id, name: 'Kiosk', used: 1, resetSeconds: expect.any(Number) },
+    ]);
   });
 });

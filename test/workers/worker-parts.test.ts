@@ -62,14 +62,14 @@ describe('the IPC channel of a primary and a worker', () => {
     const { primary, worker } = peers();
     primary.answer('usage', async ({ keyPrefix, windowMs }) => {
       await new Promise((resolve) => setTimeout(resolve, keyPrefix === 'slow' ? 20 : 0));
-      return [{ key: keyPrefix, used: windowMs }];
+      return [{ key: keyPrefix, used: windowMs, resetMs: 0 }];
     });
     const [slow, fast] = await Promise.all([
       worker.request('usage', { keyPrefix: 'slow', windowMs: 1 }),
       worker.request('usage', { keyPrefix: 'fast', windowMs: 2 }),
     ]);
-    expect(slow).toEqual([{ key: 'slow', used: 1 }]);
-    expect(fast).toEqual([{ key: 'fast', used: 2 }]);
+    expect(slow).toEqual([{ key: 'slow', used: 1, resetMs: 0 }]);
+    expect(fast).toEqual([{ key: 'fast', used: 2, resetMs: 0 }]);
   });
 
   it("rejects a request with the message of the other end's failure, or when nothing answers its kind", async () => {

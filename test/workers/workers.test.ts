@@ -201,6 +201,14 @@ describe('workers: 2', () => {
     expect(upstream.requests.length - before).toBe(50);
     await expect.poll(() => [...answeredByWorker(gateway).values()].reduce((a, b) => a + b, 0)).toBe(200);
     expect([...answeredByWorker(gateway).keys()].sort()).toEqual([1, 2]);
+    // The console's usage: the counter the primary holds, and the rejections of both workers added up.
+    const usage = (await (
+      await fetch(`${gateway.admin}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
+        headers: { authorization: userAuth(adminUser) },
+      })
+    ).json()) as { restrictions: Array<{ used: number; rejections: { counts: number[] } }> };
+    expect(usage.restrictions[0]!.used).toBe(50);
+    expect(usage.restrictions[0]!.rejections.counts.reduce((a, b) => a + b, 0)).toBe(150);
   }, 60_000);
 
   it('shares the HTTP and HTTPS ports, each bound once: the started line names them, and both workers answer on each', async () => {

@@ -1,0 +1,109 @@
+import { limitText, scopeText } from '../logic/restriction-text.js';
+import type { QuotaAnswer } from '../logic/quota-form.js';
+import { applicationDefaultQuotaId, type Application, type View } from './context.js';
+import { h, replace } from './dom.js';
+import { keepDrawing, usageBar, type QuotaUsage } from './usage-view.js';
+
+/**
+ * The applications (those of conf/ and those made through the API), each with the quota that applies
+ * to it (its own, or the Application Default) and what it has used of each restriction.
+ */
+export const applicationsView: View = async (context, root) => {
+  const catalog = await context.catalog();
+  const list = h('div', { class: 'application-list' });
+  replace(
+    root,
+    h('div', { class: 'toolbar' }, h('h2', { text: 'Applications' })),
+    h('p', {
+      class: 'lead',
+      text: 'Each application is counted under its own quota when it has one, else under the Application Default. Applications come from conf/ (read-only here) or from the portal API (POST /api/portal/v1.3/applications).',
+    }),
+    list,
+  );
+  const applications = await context.api.get<Application[]>('/applications');
+  if (applications.length === 0) {
+    replace(
+      list,
+      h('p', {
+        class: 'empty',
+        text: 'No applications. With APIKeyAuthType basic or apikey, conf/ lists them under "applications"; any scheme can have them made through the portal API. LDAP and plugin users are counted under the name they authenticate as.',
+      }),
+    );
+    return;
+  }
+  const quotaOf = new Map<string, QuotaAnswer>();
+  await Promise.all(
+    applications.map(async (application) => {
+      quotaOf.set(
+        application.id,
+        await context.api.get<QuotaAnswer>(`/applications/${encodeURIComponent(application.id)}/quota`),
+      );
+    }),
+  );
+  return keepDrawing(context, async () => {
+    const quotaIds = [...new Set([...quotaOf.values()].map((quota) => quota.id))];
+    const usages = new Map(
+      await Promise.all(
+        quotaIds.map(async (id) => [id, await context.api.get<QuotaUsage>(`/quotas/${id}/usage`)] as const),
+      ),
+    );
+    replace(
+      list,
+      applications.map((application) => {
+        const quota = quotaOf.get(application.id)!;
+        const usage = usages.get(quota.id);
+        const own = quota.id !== applicationDefaultQuotaId;
+        const rows = quota.restrictions.map((restriction, index) => {
+          const counted = usage?.restrictions.find((entry) => entry.index === index);
+          const mine = counted?.applications?.find(
+            (entry) => entry.application.toLowerCase() === application.id.toLowerCase(),
+          );
+          return h(
+            'div',
+            { class: 'restriction-usage' },
+            h(
+              'header',
+              {},
+              h('strong', { text: limitText(restriction) }),
+              h('span', { class: 'muted', text: ` on ${scopeText(restriction, catalog)}` }),
+            ),
+            counted
+              ? usageBar({
+                  unit: counted.unit,
+                  limit: counted.limit,
+                  windowSeconds: counted.windowSeconds,
+                  used: mine?.used ?? 0,
+                  resetSeconds: mine?.resetSeconds ?? 0,
+                })
+              : null,
+          );
+        });
+        return h(
+          'article',
+          { class: 'card application', 'data-application': application.id },
+          h(
+            'header',
+            {},
+            h('h3', { text: application.name }),
+            h('span', { class: 'badge', text: application.declared ? 'conf/' : 'portal API' }),
+            application.enabled ? null : h('span', { class: 'badge warn', text: 'disabled' }),
+          ),
+          application.description ? h('p', { class: 'muted', text: application.description }) : null,
+          h(
+            'p',
+            {},
+            own ? 'Its own quota: ' : 'No quota of its own: the ',
+            h('a', { href: `#/quotas/${quota.id}`, text: quota.name }),
+            own ? '' : ' applies.',
+          ),
+          rows.length > 0
+            ? rows
+            : h('p', {
+                class: 'empty',
+                text: 'That quota has no restrictions: nothing limits this application.',
+              }),
+        );
+      }),
+    );
+  });
+};

@@ -1,0 +1,91 @@
+import { amountText, durationText, fillOf, windowText } from '../logic/format.js';
+import { sparklinePoints } from '../logic/sparkline.js';
+import { h, replace } from './dom.js';
+
+/**
+ * `<qg-usage-bar>`: a counter against its limit, as a bar that turns amber past 80 % and red when full,
+ * with the numbers and the time until the oldest units leave the window.
+ * Property: `usage`.
+ */
+export interface BarUsage {
+  used: number;
+  limit: number;
+  unit: 'messages' | 'bytes';
+  windowSeconds: number;
+  resetSeconds: number;
+  /** Whose usage it is (an application's name), when the bar needs saying. */
+  label?: string;
+}
+
+export class UsageBar extends HTMLElement {
+  set usage(usage: BarUsage) {
+    const { percent, level } = fillOf(usage.used, usage.limit);
+    const fill = h('span', { class: `fill ${level}` });
+    fill.style.width = `${percent}%`;
+    const track = h('span', {
+      class: 'track',
+      role: 'meter',
+      'aria-valuemin': 0,
+      'aria-valuemax': usage.limit,
+      'aria-valuenow': usage.used,
+      'aria-label': usage.label ?? 'usage',
+    });
+    track.appendChild(fill);
+    const leaves =
+      usage.used > 0
+        ? `oldest leave the window in ${durationText(usage.resetSeconds)}`
+        : 'nothing counted in the window';
+    replace(
+      this,
+      usage.label ? h('span', { class: 'who', text: usage.label }) : null,
+      track,
+      h('span', { class: 'numbers', text: `${usedText(usage)} per ${windowText(usage.windowSeconds)}` }),
+      h('span', { class: 'reset', text: leaves }),
+    );
+    this.dataset.level = level;
+    this.dataset.used = String(usage.used);
+  }
+}
+
+/** "24 of 60 messages", "943 bytes of 10.2 KB". */
+function usedText({ used, limit, unit }: BarUsage): string {
+  const counted = unit === 'messages' ? used.toLocaleString('en-US') : amountText(used, unit);
+  return `${counted} of ${amountText(limit, unit)}`;
+}
+
+const svgNs = 'http://www.w3.org/2000/svg';
+
+/**
+ * `<qg-sparkline>`: rejections per bucket over the last minutes, oldest first, with the total beside it.
+ * Properties: `series = { counts, bucketSeconds }`.
+ */
+export class Sparkline extends HTMLElement {
+  set series({ counts, bucketSeconds }: { counts: number[]; bucketSeconds: number }) {
+    const width = 120;
+    const height = 24;
+    const total = counts.reduce((sum, count) => sum + count, 0);
+    const minutes = Math.round((counts.length * bucketSeconds) / 60);
+    const svg = document.createElementNS(svgNs, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+    svg.setAttribute('width', String(width));
+    svg.setAttribute('height', String(height));
+    svg.setAttribute('aria-hidden', 'true');
+    const line = document.createElementNS(svgNs, 'polyline');
+    line.setAttribute('points', sparklinePoints(counts, width, height - 2));
+    line.setAttribute('class', total > 0 ? 'rejections' : 'rejections none');
+    svg.appendChild(line);
+    replace(
+      this,
+      svg,
+      h('span', {
+        class: 'total',
+        text: `${total.toLocaleString('en-US')} rejected in the last ${minutes} min`,
+      }),
+    );
+    this.title = `Requests rejected by this restriction, per ${bucketSeconds} s`;
+    this.dataset.total = String(total);
+  }
+}
+
+customElements.define('qg-usage-bar', UsageBar);
+customElements.define('qg-sparkline', Sparkline);

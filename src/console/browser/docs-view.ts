@@ -1,0 +1,199 @@
+import { fillPath, parseHeaderLines, type CatalogApi, type CatalogMethod } from '../logic/catalog.js';
+import type { TryAnswer } from '../logic/try-answer.js';
+import { ApiError } from './api.js';
+import type { Context, View } from './context.js';
+import { h, replace } from './dom.js';
+
+/** Fields the quota machinery sets: highlighted in the answer. */
+const rateLimitField = /^(ratelimit|ratelimit-policy|retry-after|x-ratelimit-.*)$/i;
+const withBody = new Set(['POST', 'PUT', 'PATCH']);
+
+/** How the gateway will authenticate the test request, in words. */
+function credentialsText(authType: string): string {
+  switch (authType) {
+    case 'basic':
+    case 'apikey':
+      return "The gateway adds the project's key for you; it never comes back to this page.";
+    case 'plugin':
+      return 'The gateway adds the credentials the auth plugin gives it (applyCredentialsForTest); they never come back to this page.';
+    case 'ldap':
+      return 'Enter a directory user: the gateway sends the request as that user.';
+    default:
+      return 'The gateway needs no credentials (APIKeyAuthType none).';
+  }
+}
+
+function answerView(answer: TryAnswer): HTMLElement {
+  const body = typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body, null, 2);
+  const statusClass = answer.status < 300 ? 'ok' : answer.status < 500 ? 'warn' : 'bad';
+  return h(
+    'div',
+    { class: 'try-answer', 'data-status': answer.status },
+    h(
+      'p',
+      {},
+      h('span', { class: `status ${statusClass}`, text: String(answer.status) }),
+      ` in ${answer.ms} ms`,
+    ),
+    h(
+      'table',
+      { class: 'headers' },
+      Object.entries(answer.headers).map(([name, value]) =>
+        h(
+          'tr',
+          { class: rateLimitField.test(name) ? 'ratelimit' : '' },
+          h('th', { text: name }),
+          h('td', { text: Array.isArray(value) ? value.join(', ') : value }),
+        ),
+      ),
+    ),
+    h('pre', { class: 'body', text: body + (answer.truncated ? '\n… (cut at 1 MiB)' : '') }),
+  );
+}
+
+function tryForm(context: Context, method: CatalogMethod, authType: string): HTMLElement {
+  const params = method.parameters.map((name) =>
+    h(
+      'label',
+      { class: 'field' },
+      h('span', { text: name }),
+      h('input', { name: `param-${name}`, required: true }),
+    ),
+  );
+  const query = h('input', { name: 'query', placeholder: 'a=1&b=2' }) as HTMLInputElement;
+  const headers = h('textarea', {
+    name: 'headers',
+    rows: 2,
+    placeholder: 'Accept: application/json',
+  }) as HTMLTextAreaElement;
+  const body = withBody.has(method.verb)
+    ? (h('textarea', { name: 'body', rows: 4, placeholder: '{"name": "Rex"}' }) as HTMLTextAreaElement)
+    : null;
+  const username = h('input', { name: 'username', autocomplete: 'off' }) as HTMLInputElement;
+  const password = h('input', {
+    name: 'password',
+    type: 'password',
+    autocomplete: 'off',
+  }) as HTMLInputElement;
+  const result = h('div', { class: 'try-result', 'aria-live': 'polite' });
+
+  const send = async (button: HTMLButtonElement) => {
+    const values = Object.fromEntries(
+      method.parameters.map((name, i) => [
+        name,
+        (params[i]!.querySelector('input') as HTMLInputElement).value,
+      ]),
+    );
+    const parsed = parseHeaderLines(headers.value);
+    if (parsed.mistakes.length > 0) {
+      replace(result, h('p', { class: 'error', text: parsed.mistakes.join('; ') }));
+      return;
+    }
+    button.disabled = true;
+    replace(result, h('p', { class: 'muted', text: 'Sending…' }));
+    try {
+      const request = {
+        method: method.verb,
+        path: fillPath(method.path, values, query.value),
+        headers: { ...(body && body.value ? { 'content-type': 'application/json' } : {}), ...parsed.headers },
+        ...(body && body.value ? { body: body.value } : {}),
+        ...(authType === 'ldap' ? { user: { username: username.value, password: password.value } } : {}),
+      };
+      const answer = await context.api.call<TryAnswer>('POST', '/console/try', { body: request });
+      replace(result, answerView(answer.data));
+    } catch (error) {
+      replace(
+        result,
+        h('p', { class: 'error', text: error instanceof ApiError ? error.message : String(error) }),
+      );
+    } finally {
+      button.disabled = false;
+    }
+  };
+
+  return h(
+    'form',
+    { class: 'try-form', onsubmit: (event: Event) => event.preventDefault() },
+    h('p', { class: 'muted', text: credentialsText(authType) }),
+    params,
+    h('label', { class: 'field' }, h('span', { text: 'Query string' }), query),
+    h('label', { class: 'field' }, h('span', { text: 'Headers, one per line' }), headers),
+    body ? h('label', { class: 'field' }, h('span', { text: 'Body' }), body) : null,
+    authType === 'ldap'
+      ? [
+          h('label', { class: 'field' }, h('span', { text: 'Directory user' }), username),
+          h('label', { class: 'field' }, h('span', { text: 'Password' }), password),
+        ]
+      : null,
+    h('button', {
+      type: 'submit',
+      class: 'primary',
+      text: 'Send',
+      onclick: (event: Event) => void send(event.currentTarget as HTMLButtonElement),
+    }),
+    result,
+  );
+}
+
+function operation(context: Context, api: CatalogApi, method: CatalogMethod, authType: string): HTMLElement {
+  const details = h(
+    'details',
+    { class: 'operation', 'data-operation': method.name },
+    h(
+      'summary',
+      {},
+      h('span', { class: `verb verb-${method.verb.toLowerCase()}`, text: method.verb }),
+      h('code', { text: method.path }),
+      h('span', { class: 'muted', text: method.name }),
+    ),
+    method.description ? h('p', { text: method.description }) : null,
+  ) as HTMLDetailsElement;
+  let drawn = false;
+  details.addEventListener('toggle', () => {
+    if (!details.open || drawn) return;
+    drawn = true;
+    details.appendChild(
+      context.isAdmin
+        ? tryForm(context, method, authType)
+        : h('p', { class: 'note', text: 'Only an API Administrator can send test requests.' }),
+    );
+  });
+  details.dataset.api = api.name;
+  return details;
+}
+
+/** The catalog's OpenAPI document as operations per API, each with a "try it" form. */
+export const docsView: View = async (context, root) => {
+  const catalog = await context.catalog();
+  replace(
+    root,
+    h(
+      'div',
+      { class: 'toolbar' },
+      h('h2', { text: 'API documentation' }),
+      h('a', {
+        class: 'button',
+        href: '/api/portal/v1.3/apis/openapi.json',
+        target: '_blank',
+        text: 'OpenAPI document',
+      }),
+    ),
+    h('p', {
+      class: 'lead',
+      text: 'The APIs behind this gateway. "Try it" sends a request through the gateway itself: it is authenticated and counted against the quotas like any other.',
+    }),
+    catalog.apis.length === 0
+      ? h('p', {
+          class: 'empty',
+          text: 'The catalog has no APIs: add them under "apis" in conf/ and reload.',
+        })
+      : catalog.apis.map((api) =>
+          h(
+            'section',
+            { class: 'card api' },
+            h('h3', { text: api.name }),
+            api.methods.map((method) => operation(context, api, method, catalog.authType)),
+          ),
+        ),
+  );
+};

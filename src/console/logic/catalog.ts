@@ -1,0 +1,109 @@
+/**
+ * The catalog as the console shows it, read from the catalog's OpenAPI document
+ * (`/apis/openapi.json`): each API with its methods, by name, and what "try it" needs of each.
+ */
+export interface CatalogMethod {
+  id: string;
+  name: string;
+  verb: string;
+  /** The whole path on the gateway, with `{parameters}`. */
+  path: string;
+  description: string;
+  /** Names of the path's parameters, in order. */
+  parameters: string[];
+}
+
+export interface CatalogApi {
+  id: string;
+  name: string;
+  methods: CatalogMethod[];
+}
+
+export interface Catalog {
+  apis: CatalogApi[];
+  /** The scheme that authenticates the data plane (APIKeyAuthType). */
+  authType: string;
+}
+
+interface OpenApiOperation {
+  summary?: string;
+  description?: string;
+  tags?: string[];
+  'x-quotagate-api-id'?: string;
+  'x-quotagate-method-id'?: string;
+}
+
+const verbs = ['get', 'post', 'put', 'patch', 'delete', 'options', 'head'];
+
+/** The APIs of the document, in its order, with their methods in the order of their paths. */
+export function catalogFromOpenApi(document: unknown): Catalog {
+  const doc = (document ?? {}) as {
+    paths?: Record<string, Record<string, OpenApiOperation>>;
+    'x-quotagate-auth'?: string;
+  };
+  const apis = new Map<string, CatalogApi>();
+  for (const [path, operations] of Object.entries(doc.paths ?? {})) {
+    for (const verb of verbs) {
+      const operation = operations[verb];
+      const apiId = operation?.['x-quotagate-api-id'];
+      const methodId = operation?.['x-quotagate-method-id'];
+      if (!operation || !apiId || !methodId) continue;
+      let api = apis.get(apiId);
+      if (!api) {
+        api = { id: apiId, name: operation.tags?.[0] ?? apiId, methods: [] };
+        apis.set(apiId, api);
+      }
+      api.methods.push({
+        id: methodId,
+        name: operation.summary ?? methodId,
+        verb: verb.toUpperCase(),
+        path,
+        description: operation.description ?? '',
+        parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!),
+      });
+    }
+  }
+  return { apis: [...apis.values()], authType: doc['x-quotagate-auth'] ?? 'none' };
+}
+
+/** The name of an API id of a restriction (`*` is every API); an id the catalog lacks is shown as is. */
+export function apiName(catalog: Catalog, apiId: string): string {
+  if (apiId === '*') return 'every API';
+  return catalog.apis.find((api) => api.id.toLowerCase() === apiId.toLowerCase())?.name ?? apiId;
+}
+
+/** The name of a method id of an API (`*` is every method). */
+export function methodName(catalog: Catalog, apiId: string, methodId: string): string {
+  if (methodId === '*') return 'every method';
+  const api = catalog.apis.find((candidate) => candidate.id.toLowerCase() === apiId.toLowerCase());
+  return api?.methods.find((method) => method.id.toLowerCase() === methodId.toLowerCase())?.name ?? methodId;
+}
+
+/**
+ * The path of a test request: the template's parameters filled in (percent-encoded, so a value cannot
+ * add segments) and the query string appended.
+ */
+export function fillPath(template: string, values: Record<string, string>, query = ''): string {
+  const path = template.replace(/\{([^}]+)\}/g, (_whole, name: string) =>
+    encodeURIComponent(values[name] ?? ''),
+  );
+  const search = query.trim().replace(/^\?/, '');
+  return search ? `${path}?${search}` : path;
+}
+
+/** Header lines as typed ("Name: value", one per line) → an object; lines without a name are reported. */
+export function parseHeaderLines(text: string): { headers: Record<string, string>; mistakes: string[] } {
+  const headers: Record<string, string> = {};
+  const mistakes: string[] = [];
+  text.split(/\r?\n/).forEach((line, i) => {
+    if (line.trim() === '') return;
+    const colon = line.indexOf(':');
+    const name = colon > 0 ? line.slice(0, colon).trim() : '';
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+      mistakes.push(`line ${i + 1}: write a header as Name: value`);
+      return;
+    }
+    headers[name] = line.slice(colon + 1).trim();
+  });
+  return { headers, mistakes };
+}

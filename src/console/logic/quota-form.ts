@@ -1,0 +1,123 @@
+/**
+ * The quota form's model and its mapping to and from a QuotaDTO. Amounts stay the text typed: the
+ * admin API checks them and its messages, which name the field, are shown next to it.
+ */
+export type RestrictionType = 'throttle' | 'throttlemb';
+
+export interface RestrictionForm {
+  api: string;
+  method: string;
+  /** '' for every verb. */
+  verb: string;
+  type: RestrictionType;
+  /** Messages (throttle) or megabytes (throttlemb), as typed. */
+  amount: string;
+  per: string;
+  period: string;
+}
+
+export interface QuotaForm {
+  name: string;
+  type: 'API' | 'APPLICATION';
+  description: string;
+  restrictions: RestrictionForm[];
+}
+
+/** A quota as the admin API answers it (the parts the form shows). */
+export interface QuotaAnswer {
+  id: string;
+  type: 'API' | 'APPLICATION';
+  name: string;
+  description: string;
+  system: boolean;
+  restrictions: Array<{
+    api: string;
+    method: string;
+    verb?: string;
+    type: RestrictionType;
+    config: { messages?: string; mb?: string; per: string; period: string };
+  }>;
+  application?: { id: string; name: string };
+}
+
+export const periodChoices = ['second', 'minute', 'hour', 'day', 'week'] as const;
+
+export function newRestriction(): RestrictionForm {
+  return { api: '*', method: '*', verb: '', type: 'throttle', amount: '', per: '1', period: 'minute' };
+}
+
+export function formOf(quota: QuotaAnswer): QuotaForm {
+  return {
+    name: quota.name,
+    type: quota.type,
+    description: quota.description,
+    restrictions: quota.restrictions.map((restriction) => ({
+      api: restriction.api,
+      method: restriction.method,
+      verb: restriction.verb ?? '',
+      type: restriction.type,
+      amount: (restriction.type === 'throttle' ? restriction.config.messages : restriction.config.mb) ?? '',
+      per: restriction.config.per,
+      // Stored as sent, singular or plural: the form offers the singular.
+      period: restriction.config.period.replace(/s$/, ''),
+    })),
+  };
+}
+
+/** The QuotaDTO of the form, for POST and PUT. */
+export function dtoOf(form: QuotaForm): Record<string, unknown> {
+  return {
+    type: form.type,
+    name: form.name.trim(),
+    description: form.description,
+    restrictions: form.restrictions.map((restriction) => ({
+      api: restriction.api,
+      method: restriction.api === '*' ? '*' : restriction.method,
+      ...(restriction.verb ? { verb: restriction.verb } : {}),
+      type: restriction.type,
+      config: {
+        [restriction.type === 'throttle' ? 'messages' : 'mb']: restriction.amount.trim(),
+        per: restriction.per.trim(),
+        period: restriction.period,
+      },
+    })),
+  };
+}
+
+/**
+ * The admin API's messages ("restrictions[0].config.messages: must be …") split by the field they name;
+ * `general` holds those that name no field of the form. A message about a restriction's `config` as a
+ * whole (the window rule) goes to its `per` field, where the window is typed.
+ */
+export function messagesByField(
+  messages: readonly string[],
+  fields: ReadonlySet<string>,
+): { byField: Map<string, string[]>; general: string[] } {
+  const byField = new Map<string, string[]>();
+  const general: string[] = [];
+  for (const message of messages) {
+    const match = /^([A-Za-z0-9_.[\]]+): (.*)$/s.exec(message);
+    let field = match?.[1];
+    if (field && !fields.has(field) && /^restrictions\[\d+\]\.config$/.test(field)) field += '.per';
+    if (field && /^restrictions\[\d+\]\.config\.(messages|mb)$/.test(field)) {
+      field = field.replace(/(messages|mb)$/, 'amount');
+    }
+    if (match && field && fields.has(field)) {
+      byField.set(field, [...(byField.get(field) ?? []), match[2]!]);
+    } else {
+      general.push(message);
+    }
+  }
+  return { byField, general };
+}
+
+/** The names of the form's fields, as the admin API's messages name them. */
+export function fieldNames(form: QuotaForm): Set<string> {
+  const names = new Set(['name', 'type', 'description', 'restrictions']);
+  form.restrictions.forEach((_restriction, i) => {
+    for (const field of ['api', 'method', 'verb', 'type', 'config.amount', 'config.per', 'config.period'])
+      names.add(`restrictions[${i}].${field}`);
+    names.add(`restrictions[${i}]`);
+  });
+  return names;
+}

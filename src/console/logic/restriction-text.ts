@@ -1,0 +1,25 @@
+import { apiName, methodName, type Catalog } from './catalog.js';
+import type { QuotaAnswer } from './quota-form.js';
+
+type Restriction = QuotaAnswer['restrictions'][number];
+
+/** "100 messages per 1 minute", "2.5 MB per 1 day": the limit of a restriction in words. */
+export function limitText(restriction: Restriction): string {
+  const { config } = restriction;
+  const per = Number(config.per);
+  const period = config.period.replace(/s$/, '');
+  const window = per === 1 ? `1 ${period}` : `${per.toLocaleString('en-US')} ${period}s`;
+  const amount =
+    restriction.type === 'throttle'
+      ? `${Number(config.messages).toLocaleString('en-US')} message${config.messages === '1' ? '' : 's'}`
+      : `${config.mb} MB`;
+  return `${amount} per ${window}`;
+}
+
+/** "every API", "Pet Store › getPet", with " · GET" when the restriction counts one verb only. */
+export function scopeText(restriction: Restriction, catalog: Catalog): string {
+  const api = apiName(catalog, restriction.api);
+  const scope =
+    restriction.api === '*' ? api : `${api} › ${methodName(catalog, restriction.api, restriction.method)}`;
+  return restriction.verb ? `${scope} · ${restriction.verb} only` : scope;
+}

@@ -1,0 +1,85 @@
+/** Width of one bucket of the rejection history, in seconds. */
+export const rejectionBucketSeconds = 10;
+/** Buckets kept: five minutes, the span of the console's sparklines. */
+export const rejectionBucketsKept = 30;
+const bucketMs = rejectionBucketSeconds * 1000;
+/** Restrictions tracked before those without a rejection in the kept span are swept. */
+const sweepAbove = 10_000;
+
+/** A restriction's rejections per bucket (bucket = ms since the epoch ÷ bucket width), newest last. */
+export interface RestrictionRejections {
+  index: number;
+  buckets: Array<[bucket: number, count: number]>;
+}
+
+/**
+ * Requests each restriction rejected over the last five minutes, in ten-second buckets, for the
+ * console's sparklines. Kept per process (each worker of `workers: N` its own; the admin listener adds
+ * them up by bucket, which is the same wall-clock interval in every process). Only rejections are
+ * recorded, so an admitted request costs nothing here.
+ */
+export class RejectionHistory {
+  private readonly lines = new Map<string, Map<number, number>>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  record(quotaId: string, index: number): void {
+    const bucket = Math.floor(this.now() / bucketMs);
+    const key = `${quotaId}#${index}`;
+    let line = this.lines.get(key);
+    if (!line) {
+      if (this.lines.size >= sweepAbove) this.sweep(bucket);
+      line = new Map();
+      this.lines.set(key, line);
+    }
+    const count = line.get(bucket);
+    if (count !== undefined) {
+      line.set(bucket, count + 1);
+      return;
+    }
+    // A new bucket: those that left the kept span go, so a line holds at most the span.
+    for (const kept of line.keys()) if (kept <= bucket - rejectionBucketsKept) line.delete(kept);
+    line.set(bucket, 1);
+  }
+
+  /** The kept rejections of every restriction of a quota. */
+  ofQuota(quotaId: string): RestrictionRejections[] {
+    const prefix = `${quotaId}#`;
+    const oldest = Math.floor(this.now() / bucketMs) - rejectionBucketsKept + 1;
+    const found: RestrictionRejections[] = [];
+    for (const [key, line] of this.lines) {
+      if (!key.startsWith(prefix)) continue;
+      const buckets = [...line].filter(([bucket]) => bucket >= oldest);
+      if (buckets.length > 0) found.push({ index: Number(key.slice(prefix.length)), buckets });
+    }
+    return found;
+  }
+
+  private sweep(bucket: number): void {
+    const oldest = bucket - rejectionBucketsKept + 1;
+    for (const [key, line] of this.lines) {
+      for (const kept of line.keys()) if (kept < oldest) line.delete(kept);
+      if (line.size === 0) this.lines.delete(key);
+    }
+  }
+}
+
+/**
+ * The counts of one restriction over the kept span, oldest first and ending with the bucket of `now`,
+ * added up over the histories of several processes.
+ */
+export function rejectionSeries(
+  histories: ReadonlyArray<readonly RestrictionRejections[]>,
+  index: number,
+  now: number,
+): number[] {
+  const newest = Math.floor(now / bucketMs);
+  const counts = new Array<number>(rejectionBucketsKept).fill(0);
+  for (const history of histories) {
+    for (const [bucket, count] of history.find((entry) => entry.index === index)?.buckets ?? []) {
+      const position = bucket - newest + rejectionBucketsKept - 1;
+      if (position >= 0 && position < rejectionBucketsKept) counts[position]! += count;
+    }
+  }
+  return counts;
+}

@@ -1,0 +1,298 @@
+import type { Browser, Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchBrowser, logIn, openPage, screenshot, waitForText } from './browser.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import {
+  adminUser,
+  applicationDefaultQuotaId,
+  basicAuth,
+  getPetMethodId,
+  memberUser,
+  petsApiId,
+  petsConfig,
+  setQuota,
+  startGatewayOverUpstream,
+  systemQuotaId,
+  throttle,
+  userAuth,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+
+/**
+ * The admin console in a real headless Chromium (Debian's `chromium`, driven by puppeteer-core), over a
+ * real gateway and upstream: what a person sees and does, through the page's own login session.
+ * Every test also checks that the browser refused nothing the page tried (Content-Security-Policy).
+ */
+const secret = 'a-long-shared-secret-0123456789';
+const mobile = {
+  id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f',
+  name: 'Mobile app',
+  apikey_development: 'app-key-0123456789abcdef0123456789',
+};
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await launchBrowser();
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+});
+
+const defer = cleanupAfterEach();
+
+async function start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
+  const started = await startGatewayOverUpstream((url) => petsConfig(`${url}/pets`, extra));
+  defer(() => started.close());
+  return started.gateway;
+}
+
+async function page(): Promise<Page> {
+  const opened = await openPage(browser);
+  opened.page.setDefaultTimeout(10_000);
+  defer(async () => {
+    await opened.page.browserContext().close();
+    expect(opened.problems).toEqual([]);
+  });
+  return opened.page;
+}
+
+const api = (gateway: TestGateway, path: string, init: RequestInit = {}) =>
+  fetch(`${gateway.adminUrl}/api/portal/v1.3${path}`, {
+    ...init,
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json', ...init.headers },
+  });
+
+interface Quota {
+  id: string;
+  name: string;
+  restrictions: Array<{ api: string; method: string; config: Record<string, string> }>;
+}
+
+async function quotas(gateway: TestGateway): Promise<Quota[]> {
+  return (await (await api(gateway, '/quotas')).json()) as Quota[];
+}
+
+async function choose(target: Page, selector: string, label: string): Promise<void> {
+  const value = await target.$eval(
+    selector,
+    (element, text) =>
+      [...(element as HTMLSelectElement).options].find((option) => option.textContent?.startsWith(text))
+        ?.value,
+    label,
+  );
+  expect(value, `${selector} offers ${label}`).toBeDefined();
+  await target.select(selector, value!);
+}
+
+describe('the admin console in a browser', () => {
+  it('logs an administrator in and shows the quotas in words, the well-known ones without Delete', async () => {
+    const gateway = await start();
+    await setQuota(
+      gateway,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [{ ...throttle(100, 1, 'minute'), api: petsApiId, method: getPetMethodId }],
+      },
+      systemQuotaId,
+    );
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    const system = await waitForText(browserPage, `article[data-quota="${systemQuotaId}"]`, 'System');
+    expect(system).toContain('100 messages per 1 minute on Pet Store › getPet');
+    expect(await browserPage.$(`article[data-quota="${systemQuotaId}"] [data-action=delete]`)).toBeNull();
+    expect(await browserPage.$('a[href="#/quotas/new"]')).not.toBeNull();
+    await screenshot(browserPage, 'quotas');
+  });
+
+  it('creates a quota through the form, then edits it, with If-Match', async () => {
+    const gateway = await start();
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await (await browserPage.waitForSelector('a[href="#/quotas/new"]'))!.click();
+    await browserPage.waitForSelector('form.quota-form');
+    await browserPage.type('input[name=name]', 'Pet reads');
+    await choose(browserPage, 'select[name="restrictions[0].api"]', 'Pet Store');
+    await choose(browserPage, 'select[name="restrictions[0].method"]', 'getPet');
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '5');
+    await browserPage.select('select[name="restrictions[0].config.period"]', 'hour');
+    await screenshot(browserPage, 'quota-new');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await browserPage.waitForFunction(() => /^#\/quotas\/[0-9a-f-]{36}$/.test(location.hash));
+    const created = (await quotas(gateway)).find((quota) => quota.name === 'Pet reads');
+    expect(created?.restrictions).toEqual([
+      {
+        api: petsApiId,
+        method: getPetMethodId,
+        type: 'throttle',
+        config: { messages: '5', per: '1', period: 'hour' },
+      },
+    ]);
+
+    await browserPage.waitForSelector('input[name="restrictions[0].config.amount"]');
+    await browserPage.$eval('input[name="restrictions[0].config.amount"]', (input) => {
+      (input as HTMLInputElement).value = '';
+    });
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '7');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await waitForText(browserPage, '.notice', 'Saved "Pet reads"');
+    const edited = (await quotas(gateway)).find((quota) => quota.id === created!.id);
+    expect(edited?.restrictions[0]?.config.messages).toBe('7');
+  });
+
+  it("shows the admin API's message next to a bad limit, and creates nothing", async () => {
+    const gateway = await start();
+    const before = (await quotas(gateway)).length;
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas/new`);
+    await browserPage.waitForSelector('form.quota-form');
+    await browserPage.type('input[name=name]', 'Too small');
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '0');
+    await browserPage.click('form.quota-form button[type=submit]');
+    const message = await waitForText(
+      browserPage,
+      '[data-error-for="restrictions[0].config.amount"]',
+      'must be a whole number from 1 to 1000000000000',
+    );
+    expect(message).toBe('must be a whole number from 1 to 1000000000000');
+    await screenshot(browserPage, 'quota-validation');
+    expect((await quotas(gateway)).length).toBe(before);
+  });
+
+  it('never overwrites a change someone else saved first', async () => {
+    const gateway = await start();
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Application Default', restrictions: [throttle(10, 1, 'minute')] },
+      applicationDefaultQuotaId,
+    );
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas/${applicationDefaultQuotaId}`);
+    await browserPage.waitForSelector('form.quota-form');
+    // Meanwhile, someone else changes the quota.
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Changed elsewhere', restrictions: [throttle(3, 1, 'minute')] },
+      applicationDefaultQuotaId,
+    );
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '0');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await waitForText(browserPage, '.form-errors', 'Someone else changed this quota');
+    const current = (await quotas(gateway)).find((quota) => quota.id === applicationDefaultQuotaId);
+    expect(current?.name).toBe('Changed elsewhere');
+    expect(current?.restrictions[0]?.config.messages).toBe('3');
+  });
+
+  it('shows usage bars that move with the traffic, and rejections on the sparkline', async () => {
+    const gateway = await start({ applications: [mobile] });
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Application Default', restrictions: [throttle(4, 1, 'minute')] },
+      applicationDefaultQuotaId,
+    );
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/usage`);
+    await waitForText(
+      browserPage,
+      `article[data-quota="${applicationDefaultQuotaId}"]`,
+      'No application has used it',
+    );
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i += 1) {
+      const res = await fetch(`${gateway.url}/pets/1`, {
+        headers: { authorization: basicAuth(mobile.apikey_development) },
+      });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    // The page refreshes by itself: the bar of the application fills, the sparkline counts the 429s.
+    const bar = await browserPage.waitForSelector(
+      `article[data-quota="${applicationDefaultQuotaId}"] qg-usage-bar[data-used="4"][data-level="full"]`,
+    );
+    expect(await bar!.evaluate((element) => element.textContent)).toContain('Mobile app');
+    await browserPage.waitForSelector(
+      `article[data-quota="${applicationDefaultQuotaId}"] qg-sparkline[data-total="2"]`,
+    );
+    await screenshot(browserPage, 'usage');
+
+    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
+    const card = await waitForText(browserPage, `article[data-application="${mobile.id}"]`, 'Mobile app');
+    expect(card).toContain('No quota of its own: the Application Default applies.');
+    await browserPage.waitForSelector(`article[data-application="${mobile.id}"] qg-usage-bar[data-used="4"]`);
+    await screenshot(browserPage, 'applications');
+  });
+
+  it('"try it" sends the request with the plugin\'s credentials: 200, and the secret never reaches the page', async () => {
+    const gateway = await start({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './examples/plugins/x-secret.js',
+      secret,
+    });
+    // Without the plugin's credentials the data plane refuses.
+    expect((await fetch(`${gateway.url}/pets/1`)).status).toBe(401);
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/docs`);
+    await browserPage.waitForSelector('details[data-operation=getPet] summary');
+    await browserPage.click('details[data-operation=getPet] summary');
+    await browserPage.waitForSelector('details[data-operation=getPet] input[name=param-petId]');
+    await browserPage.type('details[data-operation=getPet] input[name=param-petId]', '42');
+    await browserPage.click('details[data-operation=getPet] button[type=submit]');
+    const answer = await browserPage.waitForSelector('details[data-operation=getPet] .try-answer');
+    expect(await answer!.evaluate((element) => element.getAttribute('data-status'))).toBe('200');
+    expect(await answer!.evaluate((element) => element.textContent)).toContain('"url": "/pets/42"');
+    expect(await browserPage.content()).not.toContain(secret);
+    await screenshot(browserPage, 'try-it');
+  });
+
+  it('lets a member look but not change, and never shows them the System quota', async () => {
+    const gateway = await start();
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, memberUser);
+    await browserPage.waitForSelector(`article[data-quota="${applicationDefaultQuotaId}"]`);
+    expect(await browserPage.$(`article[data-quota="${systemQuotaId}"]`)).toBeNull();
+    expect(await browserPage.$('a[href="#/quotas/new"]')).toBeNull();
+    expect(await browserPage.$('[data-action=delete]')).toBeNull();
+
+    await browserPage.click(`article[data-quota="${applicationDefaultQuotaId}"] a.button`);
+    await waitForText(browserPage, '.note', 'only an API Administrator can change it');
+    expect(await browserPage.$('form.quota-form button[type=submit]')).toBeNull();
+    expect(await browserPage.$eval('input[name=name]', (input) => (input as HTMLInputElement).disabled)).toBe(
+      true,
+    );
+    await screenshot(browserPage, 'member');
+
+    // The member's own session, used directly, is refused the change too.
+    const refused = await browserPage.evaluate(async (id) => {
+      const me = await fetch('/api/portal/v1.3/currentuser');
+      const res = await fetch(`/api/portal/v1.3/quotas/${id}`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', 'csrf-token': me.headers.get('csrf-token') ?? '' },
+        body: JSON.stringify({ type: 'APPLICATION', name: 'Mine', restrictions: [] }),
+      });
+      return { status: res.status, text: await res.text() };
+    }, applicationDefaultQuotaId);
+    expect(refused.status).toBe(403);
+    expect(refused.text).toContain('only an API Administrator may do this');
+  });
+
+  it("asks for the login again when the session ends, without the browser's own password dialog", async () => {
+    const gateway = await start();
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.waitForSelector('article.quota');
+    const challenge = await browserPage.evaluate(async () => {
+      const res = await fetch('/api/portal/v1.3/quotas', { credentials: 'omit' });
+      return { status: res.status, challenge: res.headers.get('www-authenticate') };
+    });
+    expect(challenge).toEqual({ status: 401, challenge: null });
+    await browserPage.click('header.top .who button');
+    await browserPage.waitForSelector('form.login');
+    await browserPage.goto(`${gateway.adminUrl}/#/usage`);
+    await browserPage.waitForSelector('form.login');
+  });
+});

@@ -1,0 +1,195 @@
+import { describe, expect, it } from 'vitest';
+import { catalogOpenApi } from '../../src/admin/catalog-openapi.js';
+import type { AuthDocumentation } from '../../src/auth/authenticator.js';
+import type { Config } from '../../src/config/schema.js';
+import {
+  apiName,
+  catalogFromOpenApi,
+  fillPath,
+  methodName,
+  parseHeaderLines,
+} from '../../src/console/logic/catalog.js';
+import { amountText, durationText, fillOf, windowText } from '../../src/console/logic/format.js';
+import {
+  dtoOf,
+  fieldNames,
+  formOf,
+  messagesByField,
+  newRestriction,
+  type QuotaAnswer,
+} from '../../src/console/logic/quota-form.js';
+import { limitText, scopeText } from '../../src/console/logic/restriction-text.js';
+import { sparklinePoints } from '../../src/console/logic/sparkline.js';
+import { getPetMethodId, petsApiId, petsConfig } from '../helpers/test-gateway.js';
+
+/** The console's own logic, without a browser: what it reads from the API and what it sends back. */
+
+const noAuth: AuthDocumentation = {
+  swaggerSecurity: () => ({ securityDefinitions: {}, security: [] }),
+} as unknown as AuthDocumentation;
+
+function catalog() {
+  const config = petsConfig('http://127.0.0.1:9/pets') as unknown as Config;
+  return catalogFromOpenApi(catalogOpenApi({ ...config, tls: undefined } as Config, noAuth));
+}
+
+describe('the catalog, read from the gateway’s own OpenAPI document', () => {
+  it('lists the APIs with their methods by name, verb, path and parameters, and the scheme', () => {
+    const read = catalog();
+    expect(read.authType).toBe('basic');
+    expect(read.apis).toHaveLength(1);
+    expect(read.apis[0]!.name).toBe('Pet Store');
+    expect(read.apis[0]!.methods.find((method) => method.id === getPetMethodId)).toEqual({
+      id: getPetMethodId,
+      name: 'getPet',
+      verb: 'GET',
+      path: '/pets/{petId}',
+      description: '',
+      parameters: ['petId'],
+    });
+    expect(apiName(read, petsApiId.toUpperCase())).toBe('Pet Store');
+    expect(methodName(read, petsApiId, getPetMethodId)).toBe('getPet');
+    expect(apiName(read, '*')).toBe('every API');
+    expect(apiName(read, 'gone')).toBe('gone');
+  });
+
+  it('fills path parameters percent-encoded, so a value cannot add segments', () => {
+    expect(fillPath('/pets/{petId}', { petId: '../admin?x' }, '?a=1')).toBe('/pets/..%2Fadmin%3Fx?a=1');
+    expect(fillPath('/pets/', {}, '')).toBe('/pets/');
+  });
+
+  it('reads header lines and names the line of a mistake', () => {
+    expect(parseHeaderLines('Accept: application/json\n\nX-Trace:  a:b ')).toEqual({
+      headers: { Accept: 'application/json', 'X-Trace': 'a:b' },
+      mistakes: [],
+    });
+    expect(parseHeaderLines('no colon here\nBad Name: x').mistakes).toEqual([
+      'line 1: write a header as Name: value',
+      'line 2: write a header as Name: value',
+    ]);
+  });
+});
+
+describe('words and numbers', () => {
+  it('says windows, waits and amounts as people do', () => {
+    expect(windowText(60)).toBe('1 minute');
+    expect(windowText(90)).toBe('90 seconds');
+    expect(windowText(7_200)).toBe('2 hours');
+    expect(windowText(604_800)).toBe('1 week');
+    expect(durationText(0)).toBe('now');
+    expect(durationText(0.2)).toBe('1 s');
+    expect(durationText(75)).toBe('1 min 15 s');
+    expect(durationText(3_700)).toBe('1 h 1 min');
+    expect(durationText(90_000)).toBe('1 d 1 h');
+    expect(durationText(86_400)).toBe('1 d');
+    expect(amountText(1, 'messages')).toBe('1 message');
+    expect(amountText(12_345, 'messages')).toBe('12,345 messages');
+    expect(amountText(512, 'bytes')).toBe('512 bytes');
+    expect(amountText(1_572_864, 'bytes')).toBe('1.5 MB');
+  });
+
+  it('fills a bar up to its limit, amber from 80 %, red when full', () => {
+    expect(fillOf(0, 10)).toEqual({ percent: 0, level: 'ok' });
+    expect(fillOf(8, 10)).toEqual({ percent: 80, level: 'high' });
+    expect(fillOf(12, 10)).toEqual({ percent: 100, level: 'full' });
+    expect(fillOf(3, 0)).toEqual({ percent: 0, level: 'ok' });
+  });
+
+  it('draws a sparkline whose highest count touches the top and whose zeros lie on the bottom', () => {
+    expect(sparklinePoints([0, 2, 4], 100, 20)).toBe('0,20 50,10 100,0');
+    expect(sparklinePoints([0, 0], 10, 20)).toBe('0,20 10,20');
+    expect(sparklinePoints([], 10, 20)).toBe('');
+  });
+});
+
+const quota: QuotaAnswer = {
+  id: '0f6a3c1e-9b2d-4c8e-a1f0-3d5b7c9e1a2b',
+  type: 'API',
+  name: 'Pets',
+  description: 'Reads',
+  system: false,
+  restrictions: [
+    {
+      api: petsApiId,
+      method: getPetMethodId,
+      verb: 'GET',
+      type: 'throttle',
+      config: { messages: '1000', per: '1', period: 'minutes' },
+    },
+    { api: '*', method: '*', type: 'throttlemb', config: { mb: '2.5', per: '7', period: 'day' } },
+  ],
+};
+
+describe('the quota form', () => {
+  it('turns a quota into the form and back into the QuotaDTO it was', () => {
+    const form = formOf(quota);
+    expect(form.restrictions[0]).toEqual({
+      api: petsApiId,
+      method: getPetMethodId,
+      verb: 'GET',
+      type: 'throttle',
+      amount: '1000',
+      per: '1',
+      period: 'minute',
+    });
+    expect(dtoOf(form)).toEqual({
+      type: 'API',
+      name: 'Pets',
+      description: 'Reads',
+      restrictions: [
+        {
+          api: petsApiId,
+          method: getPetMethodId,
+          verb: 'GET',
+          type: 'throttle',
+          config: { messages: '1000', per: '1', period: 'minute' },
+        },
+        { api: '*', method: '*', type: 'throttlemb', config: { mb: '2.5', per: '7', period: 'day' } },
+      ],
+    });
+  });
+
+  it('sends every method under every API, and no verb for "every verb"', () => {
+    const restriction = { ...newRestriction(), method: getPetMethodId, amount: ' 5 ' };
+    expect(dtoOf({ name: ' x ', type: 'API', description: '', restrictions: [restriction] })).toEqual({
+      type: 'API',
+      name: 'x',
+      description: '',
+      restrictions: [
+        { api: '*', method: '*', type: 'throttle', config: { messages: '5', per: '1', period: 'minute' } },
+      ],
+    });
+  });
+
+  it("puts each of the admin API's messages next to the field it names", () => {
+    const form = formOf(quota);
+    const { byField, general } = messagesByField(
+      [
+        'name: must be 1 to 200 characters',
+        'restrictions[0].config.messages: must be a whole number from 1 to 1000000000000',
+        'restrictions[1].config.mb: must be a number of megabytes',
+        'restrictions[1].config: the window (per × period) must not exceed 366 days',
+        "restrictions[0].method: API 'x' has no method with id 'y' (or use *)",
+        'restrictions[7].api: beyond the form',
+        'the quota store is unavailable',
+      ],
+      fieldNames(form),
+    );
+    expect(Object.fromEntries(byField)).toEqual({
+      name: ['must be 1 to 200 characters'],
+      'restrictions[0].config.amount': ['must be a whole number from 1 to 1000000000000'],
+      'restrictions[1].config.amount': ['must be a number of megabytes'],
+      'restrictions[1].config.per': ['the window (per × period) must not exceed 366 days'],
+      'restrictions[0].method': ["API 'x' has no method with id 'y' (or use *)"],
+    });
+    expect(general).toEqual(['restrictions[7].api: beyond the form', 'the quota store is unavailable']);
+  });
+
+  it('says a restriction in words, with names from the catalog', () => {
+    const read = catalog();
+    expect(limitText(quota.restrictions[0]!)).toBe('1,000 messages per 1 minute');
+    expect(limitText(quota.restrictions[1]!)).toBe('2.5 MB per 7 days');
+    expect(scopeText(quota.restrictions[0]!, read)).toBe('Pet Store › getPet · GET only');
+    expect(scopeText(quota.restrictions[1]!, read)).toBe('every API');
+  });
+});
