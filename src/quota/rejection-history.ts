@@ -19,18 +19,26 @@ export interface RestrictionRejections {
  * recorded, so an admitted request costs nothing here.
  */
 export class RejectionHistory {
-  private readonly lines = new Map<string, Map<number, number>>();
+  /** Per quota id, per restriction index: rejections per bucket. No string is built per rejection. */
+  private readonly quotas = new Map<string, Array<Map<number, number> | undefined>>();
+  private lines = 0;
 
   constructor(private readonly now: () => number = Date.now) {}
 
   record(quotaId: string, index: number): void {
     const bucket = Math.floor(this.now() / bucketMs);
-    const key = `${quotaId}#${index}`;
-    let line = this.lines.get(key);
+    let restrictions = this.quotas.get(quotaId);
+    if (!restrictions) {
+      restrictions = [];
+      this.quotas.set(quotaId, restrictions);
+    }
+    let line = restrictions[index];
     if (!line) {
-      if (this.lines.size >= sweepAbove) this.sweep(bucket);
+      // Quotas deleted or rewritten leave lines behind: swept once there are many.
+      if (this.lines >= sweepAbove) this.sweep(bucket);
       line = new Map();
-      this.lines.set(key, line);
+      restrictions[index] = line;
+      this.lines += 1;
     }
     const count = line.get(bucket);
     if (count !== undefined) {
@@ -44,22 +52,26 @@ export class RejectionHistory {
 
   /** The kept rejections of every restriction of a quota. */
   ofQuota(quotaId: string): RestrictionRejections[] {
-    const prefix = `${quotaId}#`;
     const oldest = Math.floor(this.now() / bucketMs) - rejectionBucketsKept + 1;
     const found: RestrictionRejections[] = [];
-    for (const [key, line] of this.lines) {
-      if (!key.startsWith(prefix)) continue;
-      const buckets = [...line].filter(([bucket]) => bucket >= oldest);
-      if (buckets.length > 0) found.push({ index: Number(key.slice(prefix.length)), buckets });
-    }
+    (this.quotas.get(quotaId) ?? []).forEach((line, index) => {
+      const buckets = [...(line ?? [])].filter(([bucket]) => bucket >= oldest);
+      if (buckets.length > 0) found.push({ index, buckets });
+    });
     return found;
   }
 
   private sweep(bucket: number): void {
     const oldest = bucket - rejectionBucketsKept + 1;
-    for (const [key, line] of this.lines) {
-      for (const kept of line.keys()) if (kept < oldest) line.delete(kept);
-      if (line.size === 0) this.lines.delete(key);
+    this.lines = 0;
+    for (const [quotaId, restrictions] of this.quotas) {
+      restrictions.forEach((line, index) => {
+        if (!line) return;
+        for (const kept of line.keys()) if (kept < oldest) line.delete(kept);
+        if (line.size === 0) restrictions[index] = undefined;
+        else this.lines += 1;
+      });
+      if (restrictions.every((line) => line === undefined)) this.quotas.delete(quotaId);
     }
   }
 }

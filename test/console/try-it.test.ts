@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import {
   adminUser,
   devKey,
@@ -21,6 +21,7 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
  */
 const secret = 'a-long-shared-secret-0123456789';
 
+const ldap = inject('ldap');
 const defer = cleanupAfterEach();
 
 async function start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
@@ -98,6 +99,37 @@ describe('try it', () => {
       original: { url: '/pets/2' },
     });
     expect(answer.text).not.toContain(secret);
+  });
+
+  it('sends the request as the directory user entered with ldap, and never shows their password', async () => {
+    const gateway = await start({
+      APIKeyAuthType: 'ldap',
+      ldap: {
+        url: ldap.url,
+        adminDn: ldap.adminDn,
+        adminPassword: ldap.adminPassword,
+        searchBase: ldap.peopleDn,
+        searchFilter: '(uid={{username}})',
+      },
+    });
+    const alice = ldap.users.find((user) => user.uid === 'alice')!;
+    expect((await tryIt(gateway, { method: 'GET', path: '/pets/1' })).text).toContain(
+      'user: is required with the ldap scheme (a directory user)',
+    );
+    const answer = await tryIt(gateway, {
+      method: 'GET',
+      path: '/pets/1',
+      user: { username: 'alice', password: alice.password },
+    });
+    expect(answer.json.status).toBe(200);
+    expect(answer.text).not.toContain(alice.password);
+    const wrong = await tryIt(gateway, {
+      method: 'GET',
+      path: '/pets/1',
+      user: { username: 'alice', password: 'not-her-password' },
+    });
+    expect(wrong.json.status).toBe(401);
+    expect(wrong.text).not.toContain('not-her-password');
   });
 
   it('is for administrators, takes no credentials from the browser, and goes nowhere but the data plane', async () => {
