@@ -74,11 +74,19 @@ export class AdminSessions {
   }
 }
 
+/**
+ * The value of the one cookie `name`, or null. Two of that name are none: cookies ignore ports, so a
+ * page on another port of this host could plant a second one, and which of them a server reads first
+ * is not something to bet a session on.
+ */
 function cookieValue(header: string | undefined, name: string): string | null {
   if (!header) return null;
+  let found: string | null = null;
   for (const pair of header.split(';')) {
     const at = pair.indexOf('=');
-    if (at !== -1 && pair.slice(0, at).trim() === name) return pair.slice(at + 1).trim() || null;
+    if (at === -1 || pair.slice(0, at).trim() !== name) continue;
+    if (found !== null) return null;
+    found = pair.slice(at + 1).trim();
   }
-  return null;
+  return found || null;
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { AdminError, errorResponses } from './admin-errors.js';
 import { AdminSessions } from './admin-sessions.js';
@@ -14,6 +14,24 @@ const loginBody = z.strictObject({
   username: z.string({ error: 'is required' }).min(1, { error: 'must not be empty' }),
   password: z.string({ error: 'is required' }).min(1, { error: 'must not be empty' }),
 });
+
+/**
+ * Whether a login comes from the console or from a client of its own, not from a page of another site:
+ * a form posted across sites would log the browser in as the attacker's user (login CSRF), and
+ * SameSite cookies do not stop a top-level POST. Browsers say where a request comes from (Sec-Fetch-Site,
+ * Origin); clients such as apim-cli send neither.
+ */
+function sameSite(request: FastifyRequest): boolean {
+  const site = request.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return false;
+  const origin = request.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === request.headers.host;
+  } catch {
+    return false;
+  }
+}
 
 /** Axway API Manager's roles: `admin` is the API Administrator, `user` anyone else. */
 const axwayRole = { admin: 'admin', member: 'user' } as const;
@@ -50,6 +68,8 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       },
     },
     async (request, reply) => {
+      if (!sameSite(request))
+        throw new AdminError(403, ['a login must come from this admin port itself, not from another site']);
       const { username, password } = request.body as z.output<typeof loginBody>;
       const user = await parts.users().verify(username, password);
       if (!user) throw new AdminError(401, ['the username or the password is wrong']);

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
-import { valueRemover } from '../secret-redaction.js';
+import { secretValues, valueRemover } from '../secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { TryAnswer } from '../console/logic/try-answer.js';
 
@@ -93,11 +93,36 @@ function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress
       break;
     case 'plugin':
       parts.authDocumentation().applyCredentialsForTest?.(options as unknown as Record<string, unknown>);
-      break;
+      return asSent(options);
     case 'none':
       break;
   }
   return options;
+}
+
+/**
+ * The options as a plugin left them, in the shape the request needs: header values as strings (a plugin
+ * may set a number, as the request library allows), the URL a string; anything else is the plugin's
+ * mistake, said in words.
+ */
+function asSent(options: TestRequestOptions): TestRequestOptions {
+  const { url, headers, body } = options as { url: unknown; headers: unknown; body?: unknown };
+  if (typeof url !== 'string')
+    throw new AdminError(500, [
+      "the auth plugin's applyCredentialsForTest left options.url without a string",
+    ]);
+  if (body !== undefined && typeof body !== 'string')
+    throw new AdminError(500, [
+      "the auth plugin's applyCredentialsForTest left options.body without a string",
+    ]);
+  const fields: Record<string, string> = {};
+  for (const [name, value] of Object.entries(
+    typeof headers === 'object' && headers !== null ? headers : {},
+  )) {
+    if (value === undefined || value === null) continue;
+    fields[name] = Array.isArray(value) ? value.map(String).join(', ') : String(value);
+  }
+  return { ...options, url, headers: fields };
 }
 
 /** Sends the test request to this gateway's own data plane and reads at most 1 MiB of the answer. */
@@ -192,11 +217,7 @@ export function registerTryIt(app: FastifyInstance, parts: TryItParts): void {
       const target = new URL(options.url);
       if (target.hostname !== '127.0.0.1' || ![address.http, address.https].includes(Number(target.port)))
         throw new AdminError(400, ["the request must go to this gateway's data plane"]);
-      const added = Object.entries(options.headers)
-        .filter(([name, value]) => request.body.headers?.[name] !== value)
-        .map(([, value]) => value);
-      const secrets = [...added, ...added.flatMap((value) => value.split(/\s+/).slice(1)), ...decoded(added)];
-      const hide = valueRemover(secrets);
+      const hide = valueRemover(spellings(addedSecrets(parts, request.body, options)));
       const started = performance.now();
       const answer = await send(options, parts.live.config.proxyTimeout + 5_000).catch((error: Error) => {
         throw new AdminError(503, [`the data plane did not answer: ${hide(error.message)}`]);
@@ -212,7 +233,7 @@ export function registerTryIt(app: FastifyInstance, parts: TryItParts): void {
         status: answer.status,
         headers: Object.fromEntries(
           Object.entries(answer.headers).flatMap(([name, value]) =>
-            value === undefined ? [] : [[name, Array.isArray(value) ? value.map(hide) : hide(value)]],
+            value === undefined ? [] : [[hide(name), Array.isArray(value) ? value.map(hide) : hide(value)]],
           ),
         ),
         body: JSON.parse(hide(JSON.stringify(body ?? null))) as unknown,
@@ -221,6 +242,42 @@ export function registerTryIt(app: FastifyInstance, parts: TryItParts): void {
       };
     },
   );
+}
+
+/**
+ * Every value the answer must not show: the config's secrets (keys, passwords, a plugin's declared
+ * settings), and whatever the scheme added to the request — header values and their parts, the user and
+ * password of Basic credentials (an echoing upstream may show them decoded), query parameters a plugin
+ * put in the URL.
+ */
+function addedSecrets(parts: TryItParts, body: TryBody, options: TestRequestOptions): string[] {
+  const { config, extras } = parts.live.current;
+  const headers = Object.entries(options.headers)
+    .filter(([name, value]) => body.headers?.[name] !== value)
+    .map(([, value]) => value);
+  const sent = new URL(body.path, 'http://gateway').searchParams;
+  const query = [...new URL(options.url).searchParams]
+    .filter(([name, value]) => !sent.getAll(name).includes(value))
+    .map(([, value]) => value);
+  return [
+    ...secretValues({ ...extras, ...config }),
+    ...(body.user ? [body.user.password] : []),
+    ...headers,
+    ...headers.flatMap((value) => value.split(/\s+/).slice(1)),
+    ...decoded(headers),
+    ...query,
+  ];
+}
+
+/** Each secret as an answer may spell it: as is, inside a JSON string, percent-encoded, in base64. */
+function spellings(secrets: readonly string[]): string[] {
+  return [...new Set(secrets)].flatMap((secret) => [
+    secret,
+    JSON.stringify(secret).slice(1, -1),
+    encodeURIComponent(secret),
+    Buffer.from(secret).toString('base64'),
+    Buffer.from(secret).toString('base64url'),
+  ]);
 }
 
 /** The user and password of Basic credentials the gateway added, which an echoing upstream may show decoded. */

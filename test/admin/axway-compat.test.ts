@@ -258,4 +258,50 @@ describe('Axway API Manager clients (apim-cli)', () => {
     expect((await gateway.reloadWith(withoutMember)).applied).toBe(true);
     expect((await call(gateway, member, 'GET', '/currentuser')).status).toBe(401);
   });
+
+  it('refuses a login another site posts (login CSRF), and takes those of the console and of clients', async () => {
+    const { gateway } = await start();
+    const host = new URL(gateway.adminUrl).host;
+    const post = (headers: Record<string, string>) =>
+      fetch(`${gateway.adminUrl}/api/portal/v1.3/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+        body: new URLSearchParams({
+          username: memberUser.username,
+          password: memberUser.password,
+        }).toString(),
+      });
+    const crossSite: Array<Record<string, string>> = [
+      { origin: 'http://evil.test' },
+      { origin: `http://${host}.evil.test` },
+      { origin: 'null' },
+      { 'sec-fetch-site': 'cross-site' },
+      { 'sec-fetch-site': 'same-site', origin: `http://${host}` },
+    ];
+    for (const headers of crossSite) {
+      const refused = await post(headers);
+      expect(refused.status, JSON.stringify(headers)).toBe(403);
+      expect(refused.headers.get('set-cookie'), JSON.stringify(headers)).toBeNull();
+      expect(await refused.text()).toContain('a login must come from this admin port itself');
+    }
+    const sameSite: Array<Record<string, string>> = [
+      {},
+      { origin: `http://${host}`, 'sec-fetch-site': 'same-origin' },
+    ];
+    for (const headers of sameSite) {
+      expect((await post(headers)).status, JSON.stringify(headers)).toBe(303);
+    }
+  });
+
+  it('takes a request with two session cookies as having none (a planted one must not win)', async () => {
+    const { gateway } = await start();
+    const ann = await login(gateway);
+    const max = await login(gateway, memberUser);
+    const both = await fetch(`${gateway.adminUrl}/api/portal/v1.3/currentuser`, {
+      headers: { cookie: `${max.cookie}; ${ann.cookie}` },
+    });
+    expect(both.status).toBe(401);
+    expect((await call(gateway, ann, 'GET', '/currentuser')).status).toBe(200);
+  });
 });

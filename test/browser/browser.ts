@@ -17,13 +17,21 @@ export function chromiumPath(): string {
   return found;
 }
 
+/** A host name the browser resolves to 127.0.0.1: a page on it is "another site" to the console. */
+export const otherSite = 'other-site.test';
+
 /** A headless Chromium; the caller closes it, which ends its process. */
 export function launchBrowser(): Promise<Browser> {
   return puppeteer.launch({
     executablePath: chromiumPath(),
     headless: true,
     // Tests run as root in CI containers, where Chromium's sandbox cannot start.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      `--host-resolver-rules=MAP ${otherSite} 127.0.0.1`,
+    ],
   });
 }
 

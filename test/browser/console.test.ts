@@ -1,6 +1,8 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchBrowser, logIn, openPage, screenshot, waitForText } from './browser.js';
+import { launchBrowser, logIn, openPage, otherSite, screenshot, waitForText } from './browser.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import {
   adminUser,
@@ -278,6 +280,28 @@ describe('the admin console in a browser', () => {
     }, applicationDefaultQuotaId);
     expect(refused.status).toBe(403);
     expect(refused.text).toContain('only an API Administrator may do this');
+  });
+
+  it('cannot be logged in by a page of another site (login CSRF)', async () => {
+    const gateway = await start();
+    const attacker = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(
+        `<form id="f" method="POST" action="${gateway.adminUrl}/api/portal/v1.3/login">` +
+          `<input name="username" value="${memberUser.username}"><input name="password" value="${memberUser.password}">` +
+          `</form><script>document.getElementById('f').submit()</script>`,
+      );
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
+    const browserPage = await page();
+    const answered = browserPage.waitForResponse((response) => response.url().endsWith('/login'));
+    await browserPage.goto(`http://${otherSite}:${(attacker.address() as AddressInfo).port}/`);
+    expect((await answered).status()).toBe(403);
+    const cookies = await browserPage.browserContext().cookies();
+    expect(cookies.map((cookie) => cookie.name)).not.toContain('APIMANAGERSESSION');
+    await browserPage.goto(`${gateway.adminUrl}/`);
+    await browserPage.waitForSelector('form.login');
   });
 
   it("asks for the login again when the session ends, without the browser's own password dialog", async () => {

@@ -9,6 +9,7 @@ import {
   methodName,
   parseHeaderLines,
 } from '../../src/console/logic/catalog.js';
+import { busiestFirst } from '../../src/console/logic/busiest-first.js';
 import { amountText, durationText, fillOf, windowText } from '../../src/console/logic/format.js';
 import {
   dtoOf,
@@ -93,6 +94,12 @@ describe('words and numbers', () => {
     expect(fillOf(8, 10)).toEqual({ percent: 80, level: 'high' });
     expect(fillOf(12, 10)).toEqual({ percent: 100, level: 'full' });
     expect(fillOf(3, 0)).toEqual({ percent: 0, level: 'ok' });
+  });
+
+  it('lists the busiest applications first, and counts those beyond the bars shown', () => {
+    const entries = [3, 9, 1, 7].map((used, i) => ({ name: `app${i}`, used }));
+    expect(busiestFirst(entries)).toEqual([entries[1], entries[3], entries[0], entries[2]]);
+    expect(busiestFirst(entries, 2)).toEqual([entries[1], entries[3], { more: 2 }]);
   });
 
   it('draws a sparkline whose highest count touches the top and whose zeros lie on the bottom', () => {

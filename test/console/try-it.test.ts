@@ -6,12 +6,14 @@ import {
   petsConfig,
   setQuota,
   startGatewayOverUpstream,
+  startTestGateway,
   systemQuotaId,
   throttle,
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { startUpstream } from '../helpers/upstream.js';
 
 /**
  * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
@@ -99,6 +101,56 @@ describe('try it', () => {
       original: { url: '/pets/2' },
     });
     expect(answer.text).not.toContain(secret);
+  });
+
+  it('never shows a credential the plugin put in the URL, and sends a header value it gave as a number', async () => {
+    const keySecret = 'query-secret-0123456789abcdef';
+    const gateway = await start({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './test/fixtures/plugins/query-key-plugin.js',
+      secret: keySecret,
+    });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1?x=1' });
+    expect(answer.status).toBe(200);
+    expect(answer.json.status).toBe(200);
+    const echoed = answer.json.body as { url: string; headers: Record<string, string> };
+    expect(echoed.headers['x-team-id']).toBe('42');
+    expect(echoed.url).toBe('/pets/1?x=1&key=[REDACTED]');
+    expect(answer.text).not.toContain(keySecret);
+  });
+
+  it('never shows a secret however the upstream spells it: JSON-escaped, percent-encoded, base64', async () => {
+    const awkward = 'pa"ss\\word+/=0123456789';
+    const upstream = await startUpstream((_req, res, seen) => {
+      const pass = String(seen.headers['x-team-pass'] ?? '');
+      res.writeHead(200, { 'content-type': 'application/json', 'x-seen-pass': encodeURIComponent(pass) });
+      res.end(
+        JSON.stringify({
+          pass,
+          base64: Buffer.from(pass).toString('base64'),
+          urlEncoded: encodeURIComponent(pass),
+        }),
+      );
+    });
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(
+      petsConfig(`${upstream.url}/pets`, {
+        APIKeyAuthType: 'plugin',
+        APIKeyAuthPlugin: './test/fixtures/plugins/response-adjusting-plugin.js',
+        secret: awkward,
+      }),
+    );
+    defer(() => gateway.close());
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+    expect(answer.json.status).toBe(200);
+    expect(JSON.stringify(answer.json.body)).toContain('[REDACTED]');
+    for (const spelling of [
+      awkward,
+      JSON.stringify(awkward).slice(1, -1),
+      encodeURIComponent(awkward),
+      Buffer.from(awkward).toString('base64'),
+    ])
+      expect(answer.text).not.toContain(spelling);
   });
 
   it('sends the request as the directory user entered with ldap, and never shows their password', async () => {

@@ -1,4 +1,5 @@
 import { limitText, scopeText } from '../logic/restriction-text.js';
+import { busiestFirst } from '../logic/busiest-first.js';
 import type { Catalog } from '../logic/catalog.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { ApiError } from './api.js';
@@ -70,8 +71,15 @@ function quotaUsageCard(quota: QuotaAnswer, usage: QuotaUsage, catalog: Catalog)
     const bars = restriction.applications
       ? restriction.applications.length === 0
         ? [h('p', { class: 'empty', text: 'No application has used it in the current window.' })]
-        : restriction.applications.map((entry) =>
-            usageBar({ ...common, used: entry.used, resetSeconds: entry.resetSeconds, label: entry.name }),
+        : busiestFirst(restriction.applications).map((entry) =>
+            'more' in entry
+              ? h('p', { class: 'muted', text: `and ${entry.more} more applications with units counted` })
+              : usageBar({
+                  ...common,
+                  used: entry.used,
+                  resetSeconds: entry.resetSeconds,
+                  label: entry.name,
+                }),
           )
       : [usageBar({ ...common, used: restriction.used ?? 0, resetSeconds: restriction.resetSeconds ?? 0 })];
     return h(
