@@ -107,7 +107,7 @@ describe('the admin console in a browser', () => {
     await screenshot(browserPage, 'quotas');
   });
 
-  it('creates a quota through the form, then edits it, with If-Match', async () => {
+  it('creates a quota through the form, edits it with If-Match, and deletes it', async () => {
     const gateway = await start();
     const browserPage = await page();
     await logIn(browserPage, gateway.adminUrl, adminUser);
@@ -140,6 +140,22 @@ describe('the admin console in a browser', () => {
     await waitForText(browserPage, '.notice', 'Saved "Pet reads"');
     const edited = (await quotas(gateway)).find((quota) => quota.id === created!.id);
     expect(edited?.restrictions[0]?.config.messages).toBe('7');
+
+    // Deleted from the list, after the browser's confirmation.
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas`);
+    const confirmed = new Promise<string>((resolve) =>
+      browserPage.once('dialog', (dialog) => {
+        resolve(dialog.message());
+        void dialog.accept();
+      }),
+    );
+    await (await browserPage.waitForSelector(
+      `article[data-quota="${created!.id}"] [data-action=delete]`,
+    ))!.click();
+    expect(await confirmed).toContain('Delete the quota "Pet reads"?');
+    await waitForText(browserPage, '.notice', 'Deleted "Pet reads".');
+    expect((await quotas(gateway)).some((quota) => quota.id === created!.id)).toBe(false);
+    expect(await browserPage.$(`article[data-quota="${created!.id}"]`)).toBeNull();
   });
 
   it("shows the admin API's message next to a bad limit, and creates nothing", async () => {
