@@ -10,6 +10,7 @@ import {
   parseHeaderLines,
 } from '../../src/console/logic/catalog.js';
 import { busiestFirst } from '../../src/console/logic/busiest-first.js';
+import { nextRefreshMs } from '../../src/console/logic/refresh.js';
 import { amountText, durationText, fillOf, windowText } from '../../src/console/logic/format.js';
 import {
   dtoOf,
@@ -100,6 +101,12 @@ describe('words and numbers', () => {
     const entries = [3, 9, 1, 7].map((used, i) => ({ name: `app${i}`, used }));
     expect(busiestFirst(entries)).toEqual([entries[1], entries[3], entries[0], entries[2]]);
     expect(busiestFirst(entries, 2)).toEqual([entries[1], entries[3], { more: 2 }]);
+  });
+
+  it('refreshes every 3 s, or so that a slow refresh keeps the store busy a tenth of the time at most', () => {
+    expect(nextRefreshMs(40)).toBe(3_000);
+    expect(nextRefreshMs(300)).toBe(3_000);
+    expect(nextRefreshMs(1_000)).toBe(10_000);
   });
 
   it('draws a sparkline whose highest count touches the top and whose zeros lie on the bottom', () => {

@@ -1,14 +1,12 @@
 import { limitText, scopeText } from '../logic/restriction-text.js';
 import { busiestFirst } from '../logic/busiest-first.js';
+import { nextRefreshMs, refreshMs } from '../logic/refresh.js';
 import type { Catalog } from '../logic/catalog.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { ApiError } from './api.js';
 import type { BarUsage, Sparkline, UsageBar } from './components.js';
 import { pause, quotaRole, type Context, type View } from './context.js';
 import { h, replace } from './dom.js';
-
-/** How often the bars refresh. */
-export const refreshMs = 3_000;
 
 export interface RestrictionUsage {
   index: number;
@@ -39,19 +37,20 @@ export function sparkline(rejections: RestrictionUsage['rejections']): Sparkline
 }
 
 /**
- * Calls `draw` now and then every few seconds until the returned stop is called; a hidden tab is not
- * polled. A failed round shows its message and the next one tries again.
+ * Calls `draw` now and then every few seconds (longer when a round takes long) until the returned stop
+ * is called; a hidden tab is not polled. A failed round shows its message and the next one tries again.
  */
 export function keepDrawing(context: Context, draw: () => Promise<void>): () => void {
   let stopped = false;
   void (async () => {
     while (!stopped) {
+      const started = performance.now();
       try {
         await draw();
       } catch (error) {
         if (!stopped) context.notify(error instanceof ApiError ? error.message : String(error), 'error');
       }
-      await pause(refreshMs);
+      await pause(nextRefreshMs(performance.now() - started));
     }
   })();
   return () => {
