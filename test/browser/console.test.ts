@@ -244,6 +244,38 @@ describe('the admin console in a browser', () => {
     await screenshot(browserPage, 'applications');
   });
 
+  it('gives an application a quota of its own from the Applications tab, and takes it back', async () => {
+    const gateway = await start({ applications: [mobile] });
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Application Default', restrictions: [throttle(4, 1, 'minute')] },
+      applicationDefaultQuotaId,
+    );
+    const ownQuota = async () =>
+      (await (await api(gateway, `/applications/${mobile.id}/quota`)).json()) as Quota;
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
+    await (await browserPage.waitForSelector(
+      `article[data-application="${mobile.id}"] [data-action=own-quota]`,
+    ))!.click();
+    await browserPage.waitForFunction(() => /^#\/quotas\/[0-9a-f-]{36}$/.test(location.hash));
+    const own = await ownQuota();
+    expect(own.id).not.toBe(applicationDefaultQuotaId);
+    expect(own.name).toBe('Mobile app quota');
+    expect(own.restrictions[0]?.config.messages).toBe('4');
+    await waitForText(browserPage, 'h2', 'Edit “Mobile app quota”');
+
+    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
+    browserPage.once('dialog', (dialog) => void dialog.accept());
+    await (await browserPage.waitForSelector(
+      `article[data-application="${mobile.id}"] [data-action=default-quota]`,
+    ))!.click();
+    await waitForText(browserPage, '.notice', '"Mobile app" is on the Application Default again.');
+    expect((await ownQuota()).id).toBe(applicationDefaultQuotaId);
+    await browserPage.waitForSelector(`article[data-application="${mobile.id}"] [data-action=own-quota]`);
+  });
+
   it('"try it" sends the request with the plugin\'s credentials: 200, and the secret never reaches the page', async () => {
     const gateway = await start({
       APIKeyAuthType: 'plugin',

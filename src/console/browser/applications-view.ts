@@ -1,8 +1,11 @@
 import { limitText, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
+import { ApiError } from './api.js';
 import { applicationDefaultQuotaId, type Application, type View } from './context.js';
 import { h, replace } from './dom.js';
 import { keepDrawing, usageBar, type QuotaUsage } from './usage-view.js';
+
+const quotaPath = (application: Application) => `/applications/${encodeURIComponent(application.id)}/quota`;
 
 /**
  * The applications (those of conf/ and those made through the API), each with the quota that applies
@@ -31,15 +34,76 @@ export const applicationsView: View = async (context, root) => {
     );
     return;
   }
+  // Each application's quota, with the entity tag a change sends back in If-Match.
   const quotaOf = new Map<string, QuotaAnswer>();
+  const etagOf = new Map<string, string>();
   await Promise.all(
     applications.map(async (application) => {
-      quotaOf.set(
-        application.id,
-        await context.api.get<QuotaAnswer>(`/applications/${encodeURIComponent(application.id)}/quota`),
-      );
+      const { data, etag } = await context.api.call<QuotaAnswer>('GET', quotaPath(application));
+      quotaOf.set(application.id, data);
+      etagOf.set(application.id, etag);
     }),
   );
+
+  /** Gives the application a quota of its own, a copy of the Application Default, and opens it. */
+  const giveOwn = async (application: Application, button: HTMLButtonElement) => {
+    button.disabled = true;
+    try {
+      const { restrictions } = quotaOf.get(application.id)!;
+      const { data } = await context.api.call<QuotaAnswer>('POST', quotaPath(application), {
+        body: { restrictions },
+      });
+      context.notify(`"${application.name}" has a quota of its own: change it here.`);
+      location.hash = `#/quotas/${data.id}`;
+    } catch (error) {
+      button.disabled = false;
+      context.notify(error instanceof ApiError ? error.message : String(error), 'error');
+    }
+  };
+
+  /** Deletes the application's own quota: the Application Default applies again. */
+  const backToDefault = async (application: Application, button: HTMLButtonElement) => {
+    if (
+      !confirm(`Delete the own quota of "${application.name}"? The Application Default applies to it then.`)
+    )
+      return;
+    button.disabled = true;
+    try {
+      await context.api.call('DELETE', quotaPath(application), { ifMatch: etagOf.get(application.id) ?? '' });
+      context.notify(`"${application.name}" is on the Application Default again.`);
+      context.reload();
+    } catch (error) {
+      button.disabled = false;
+      const message =
+        error instanceof ApiError && error.status === 412
+          ? 'Someone changed this quota after the page was opened: nothing was deleted. Look at it again first.'
+          : error instanceof Error
+            ? error.message
+            : String(error);
+      context.notify(message, 'error');
+    }
+  };
+
+  const ownQuotaAction = (application: Application, own: boolean) =>
+    !context.isAdmin
+      ? null
+      : own
+        ? h('button', {
+            type: 'button',
+            class: 'link',
+            'data-action': 'default-quota',
+            text: 'Back to the Application Default',
+            onclick: (event: Event) =>
+              void backToDefault(application, event.currentTarget as HTMLButtonElement),
+          })
+        : h('button', {
+            type: 'button',
+            class: 'link',
+            'data-action': 'own-quota',
+            text: 'Give it a quota of its own',
+            onclick: (event: Event) => void giveOwn(application, event.currentTarget as HTMLButtonElement),
+          });
+
   return keepDrawing(context, async () => {
     const quotaIds = [...new Set([...quotaOf.values()].map((quota) => quota.id))];
     const usages = new Map(
@@ -94,7 +158,8 @@ export const applicationsView: View = async (context, root) => {
             {},
             own ? 'Its own quota: ' : 'No quota of its own: the ',
             h('a', { href: `#/quotas/${quota.id}`, text: quota.name }),
-            own ? '' : ' applies.',
+            own ? '. ' : ' applies. ',
+            ownQuotaAction(application, own),
           ),
           rows.length > 0
             ? rows

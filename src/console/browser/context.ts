@@ -20,12 +20,19 @@ export interface Context {
   catalog(): Promise<Catalog>;
   /** Shows a short message at the top of the page (what was just done, or what went wrong). */
   notify(message: string, kind?: 'done' | 'error'): void;
+  /** Draws the current view again (after a change it shows), ending what the old one polled. */
+  reload(): void;
 }
 
 /** A view draws itself into `root` and answers what to do when the console leaves it (stop polling). */
 export type View = (context: Context, root: HTMLElement, ...params: string[]) => Promise<(() => void) | void>;
 
-export function createContext(api: Api, user: CurrentUser, notify: Context['notify']): Context {
+export function createContext(
+  api: Api,
+  user: CurrentUser,
+  notify: Context['notify'],
+  reload: Context['reload'],
+): Context {
   let catalog: Promise<Catalog> | null = null;
   return {
     api,
@@ -39,6 +46,7 @@ export function createContext(api: Api, user: CurrentUser, notify: Context['noti
       return catalog;
     },
     notify,
+    reload,
   };
 }
 

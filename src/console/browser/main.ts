@@ -57,13 +57,13 @@ async function route(context: Context, main: HTMLElement, nav: HTMLElement): Pro
 
 function shell(user: CurrentUser): void {
   const notices = h('div', { class: 'notices' });
-  const context = createContext(api, user, notifier(notices));
   const nav = h(
     'nav',
     {},
     tabs.map((tab) => h('a', { href: tab.hash, text: tab.label })),
   );
   const main = h('main', {});
+  const context: Context = createContext(api, user, notifier(notices), () => void route(context, main, nav));
   replace(
     app,
     h(

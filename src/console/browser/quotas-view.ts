@@ -23,8 +23,7 @@ export const quotasView: View = async (context, root) => {
       const { etag } = await context.api.call('GET', `/quotas/${quota.id}`);
       await context.api.call('DELETE', `/quotas/${quota.id}`, { ifMatch: etag });
       context.notify(`Deleted "${quota.name}".`);
-      location.hash = '#/quotas';
-      await quotasView(context, root);
+      context.reload();
     } catch (error) {
       button.disabled = false;
       context.notify(error instanceof ApiError ? error.message : String(error), 'error');
