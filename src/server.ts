@@ -27,6 +27,8 @@ import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
 import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
 import { RedisCounterTrips } from './limiter/redis-counter-trips.js';
+import { FleetRejections } from './quota/fleet-rejections.js';
+import type { RestrictionRejections } from './quota/rejection-history.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
 import { systemClock } from './clock.js';
 import { openQuotaRepository } from './quota/open-quota-repository.js';
@@ -48,6 +50,15 @@ export interface RunningGateway {
    * a config with mistakes is refused whole. Never rejects.
    */
   reload(): Promise<ReloadOutcome>;
+}
+
+/** A gateway that serves the data plane itself (one process, or a worker of `workers: N`). */
+export interface ServingGateway extends RunningGateway {
+  /**
+   * A worker's part of a quota's rejection history, for its primary to add up: all of it with the
+   * memory store; with Redis, nothing (it hands its history over to the fleet's store first).
+   */
+  rejectionsOf(quotaId: string): Promise<RestrictionRejections[]>;
 }
 
 export interface StartOptions {
@@ -110,7 +121,7 @@ function tlsFiles(tls: NonNullable<LoadedConfig['config']['tls']>, cwd: string) 
 }
 
 /** Builds every part from the config and starts the data-plane and admin listeners. */
-export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<RunningGateway> {
+export async function startGateway(loaded: LoadedConfig, options: StartOptions): Promise<ServingGateway> {
   const { config } = loaded;
   const { logger, worker } = options;
   const cwd = options.cwd ?? process.cwd();
@@ -194,6 +205,25 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     metrics,
   });
 
+  // With Redis, the console's rejection sparklines are the fleet's: this gateway hands its own over.
+  const fleetRejections =
+    redis && shared
+      ? new FleetRejections(redis, shared.prefix, metrics.rejections, { clock: systemClock })
+      : null;
+  fleetRejections?.start();
+  /** The rejections the admin listener adds up: the fleet's when it can reach them, else this process's. */
+  const rejectionsOf = async (quotaId: string, restrictions: number) => {
+    if (fleetRejections) {
+      try {
+        await fleetRejections.flush();
+        return [await fleetRejections.ofQuota(quotaId, restrictions)];
+      } catch {
+        // Redis is away: this gateway's own history is what there is.
+      }
+    }
+    return [metrics.rejections.ofQuota(quotaId)];
+  };
+
   const accessLog = config.accessLog.file
     ? openAccessLog(path.resolve(cwd, config.accessLog.file), options.secrets)
     : null;
@@ -226,7 +256,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           repository,
           applicationRepository,
           usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
-          rejections: (quotaId) => Promise.resolve([metrics.rejections.ofQuota(quotaId)]),
+          rejections: (quotaId, restrictions) => rejectionsOf(quotaId, restrictions),
           ...(options.clock ? { now: options.clock } : {}),
           dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
         })
@@ -273,6 +303,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     // Unspent leases and measured bytes reach the fleet's counters before the connection closes.
     await limiter.close();
     await heartbeat?.stop();
+    await fleetRejections?.stop();
     await localCounters.close();
     await definitions.close();
     await applicationRepository?.close();
@@ -306,6 +337,11 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   return {
     ports,
     metrics,
+    async rejectionsOf(quotaId) {
+      if (!fleetRejections) return metrics.rejections.ofQuota(quotaId);
+      await fleetRejections.flush();
+      return [];
+    },
     reload: () => reloader.reload(),
     async close() {
       draining = true;

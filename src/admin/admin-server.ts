@@ -83,8 +83,14 @@ export interface AdminServerParts {
   /** The applications made through the portal API. */
   applicationRepository: ApplicationRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
-  /** The recent rejections of a quota's restrictions, one history per process that decides. */
-  rejections: (quotaId: string) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  /**
+   * The recent rejections of the first `restrictions` restrictions of a quota: histories to add up (the
+   * fleet's, and those of processes that have not handed theirs to it).
+   */
+  rejections: (
+    quotaId: string,
+    restrictions: number,
+  ) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
   /** The clock the rejection histories are kept by (tests move it). */
   now?: () => number;
   /** The data plane's ports, for the console's test requests; null before it listens. */

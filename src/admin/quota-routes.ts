@@ -38,8 +38,14 @@ export interface QuotaRoutesParts {
   live: LiveConfig;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
-  /** The recent rejections of a quota's restrictions, one history per process that decides. */
-  rejections: (quotaId: string) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  /**
+   * The recent rejections of the first `restrictions` restrictions of a quota: histories to add up (the
+   * fleet's, and those of processes that have not handed theirs to it).
+   */
+  rejections: (
+    quotaId: string,
+    restrictions: number,
+  ) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
   /** The clock the rejection histories are kept by. */
   now?: () => number;
   /** The applications made through the portal API: they may have quotas too. */
@@ -383,8 +389,11 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     },
     async (request: IdRequest) => {
       if (request.params.id.toLowerCase() === systemQuotaId) requireAdmin(request);
-      const id = found(request.params.id).quota.id;
-      const [usage, histories] = await Promise.all([parts.usage(id), parts.rejections(id)]);
+      const { quota } = found(request.params.id);
+      const [usage, histories] = await Promise.all([
+        parts.usage(quota.id),
+        parts.rejections(quota.id, quota.restrictions.length),
+      ]);
       if (!usage) throw new AdminError(404, [`no quota with id '${request.params.id}'`]);
       const now = (parts.now ?? Date.now)();
       return {

@@ -12,6 +12,13 @@ export interface RestrictionRejections {
   buckets: Array<[bucket: number, count: number]>;
 }
 
+/** A restriction's rejections per bucket, named by quota and index: what a process hands to the fleet. */
+export interface RejectionCounts extends RestrictionRejections {
+  quotaId: string;
+}
+
+const lineKey = (quotaId: string, index: number) => `${quotaId}#${index}`;
+
 /**
  * Requests each restriction rejected over the last five minutes, in ten-second buckets, for the
  * console's sparklines. Kept per process (each worker of `workers: N` its own; the admin listener adds
@@ -22,6 +29,8 @@ export class RejectionHistory {
   /** Per quota id, per restriction index: rejections per bucket. No string is built per rejection. */
   private readonly quotas = new Map<string, Array<Map<number, number> | undefined>>();
   private lines = 0;
+  /** Per line (`lineKey`), per bucket: the count already handed over to the fleet's store. */
+  private readonly sent = new Map<string, Map<number, number>>();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -50,15 +59,65 @@ export class RejectionHistory {
     line.set(bucket, 1);
   }
 
+  /** The oldest bucket of the kept span, by this history's clock. */
+  oldestKept(): number {
+    return Math.floor(this.now() / bucketMs) - rejectionBucketsKept + 1;
+  }
+
   /** The kept rejections of every restriction of a quota. */
   ofQuota(quotaId: string): RestrictionRejections[] {
-    const oldest = Math.floor(this.now() / bucketMs) - rejectionBucketsKept + 1;
+    const oldest = this.oldestKept();
     const found: RestrictionRejections[] = [];
     (this.quotas.get(quotaId) ?? []).forEach((line, index) => {
       const buckets = [...(line ?? [])].filter(([bucket]) => bucket >= oldest);
       if (buckets.length > 0) found.push({ index, buckets });
     });
     return found;
+  }
+
+  /**
+   * The rejections not yet handed over, per line and bucket of the kept span, now counted as handed
+   * over (for the fleet's store, `FleetRejections`); `giveBack` undoes it when the hand-over failed.
+   */
+  takeUnsent(): RejectionCounts[] {
+    const oldest = this.oldestKept();
+    const unsent: RejectionCounts[] = [];
+    for (const [quotaId, restrictions] of this.quotas) {
+      restrictions.forEach((line, index) => {
+        if (!line) return;
+        const key = lineKey(quotaId, index);
+        let sent = this.sent.get(key);
+        const buckets: Array<[number, number]> = [];
+        for (const [bucket, count] of line) {
+          if (bucket < oldest) continue;
+          const before = sent?.get(bucket) ?? 0;
+          if (count <= before) continue;
+          buckets.push([bucket, count - before]);
+          sent ??= new Map();
+          sent.set(bucket, count);
+        }
+        if (sent) {
+          for (const bucket of sent.keys()) if (bucket < oldest) sent.delete(bucket);
+          if (sent.size === 0) this.sent.delete(key);
+          else this.sent.set(key, sent);
+        }
+        if (buckets.length > 0) unsent.push({ quotaId, index, buckets });
+      });
+    }
+    return unsent;
+  }
+
+  /** Counts taken by `takeUnsent` that did not reach the fleet's store: they are handed over next time. */
+  giveBack(unsent: readonly RejectionCounts[]): void {
+    for (const { quotaId, index, buckets } of unsent) {
+      const sent = this.sent.get(lineKey(quotaId, index));
+      if (!sent) continue;
+      for (const [bucket, count] of buckets) {
+        const left = (sent.get(bucket) ?? 0) - count;
+        if (left > 0) sent.set(bucket, left);
+        else sent.delete(bucket);
+      }
+    }
   }
 
   private sweep(bucket: number): void {

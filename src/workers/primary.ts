@@ -12,6 +12,8 @@ import { serveCounterTrips } from '../limiter/ipc-counter-trips.js';
 import { MemoryCounterStore } from '../limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
+import { FleetRejections } from '../quota/fleet-rejections.js';
+import { RejectionHistory } from '../quota/rejection-history.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { createMetrics } from '../metrics.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
@@ -88,6 +90,11 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   const quotaRepository = repository;
 
   const memoryTrips = counters ? new MemoryCounterTrips(counters) : null;
+  // The fleet's rejection history, which the workers hand theirs to (with Redis): read, never written here.
+  const fleetRejections =
+    redis && config.store.type === 'redis'
+      ? new FleetRejections(redis, config.store.prefix, new RejectionHistory(), { clock: systemClock })
+      : null;
   // The admin listener's usage reads the counters where they are: here, or in Redis.
   const usageSource: Pick<CounterTrips, 'usage'> =
     memoryTrips ??
@@ -136,7 +143,17 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     repository: quotaRepository,
     applicationRepository,
     usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),
-    rejections: (quotaId) => askWorkers(pool.listeningPeers(), 'rejections', { quotaId }),
+    rejections: async (quotaId, restrictions) => {
+      // The workers hand over what they hold first (with Redis), then the fleet's lines are read.
+      const fromWorkers = await askWorkers(pool.listeningPeers(), 'rejections', { quotaId });
+      const fleet = fleetRejections
+        ? await fleetRejections.ofQuota(quotaId, restrictions).then(
+            (lines) => [lines],
+            () => [],
+          )
+        : [];
+      return [...fleet, ...fromWorkers];
+    },
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
     dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
   });

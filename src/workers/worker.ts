@@ -9,7 +9,7 @@ import { IpcCounterTrips } from '../limiter/ipc-counter-trips.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
-import { startGateway, type RunningGateway } from '../server.js';
+import { startGateway, type ServingGateway } from '../server.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { NumberedFeed } from './numbered-feed.js';
 import { IpcPeer, primaryEndpoint } from './ipc-peer.js';
@@ -48,7 +48,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
 
   // Stop requests are heard from the start: the primary drains workers that have said hello, and a
   // signal may come at any time.
-  let running: RunningGateway | null = null;
+  let running: ServingGateway | null = null;
   let stopRequested = false;
   let signals = 0;
   let finish: (code: number) => void = () => undefined;
@@ -59,7 +59,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
     logger.info({ reason }, 'worker draining');
     if (running) close(running);
   };
-  const close = (gateway: RunningGateway) =>
+  const close = (gateway: ServingGateway) =>
     gateway.close().then(
       () => finish(exitCode.ok),
       (error: unknown) => {
@@ -126,7 +126,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   });
   const { metrics, ports } = running;
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
-  primary.answer('rejections', ({ quotaId }) => metrics.rejections.ofQuota(quotaId));
+  primary.answer('rejections', ({ quotaId }) => running.rejectionsOf(quotaId));
   primary.notify('listening', {
     http: ports.http,
     ...(ports.https === undefined ? {} : { https: ports.https }),

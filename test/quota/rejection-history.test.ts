@@ -50,4 +50,47 @@ describe('rejection history', () => {
     a.record('q', 0);
     expect(rejectionSeries([a.ofQuota('q'), b.ofQuota('q')], 0, clock.now).slice(-2)).toEqual([3, 1]);
   });
+
+  it('hands over each rejection once (takeUnsent), and again only what did not arrive (giveBack)', () => {
+    const clock = { now: start };
+    const history = new RejectionHistory(() => clock.now);
+    history.record('q', 0);
+    history.record('q', 0);
+    history.record('q', 1);
+    const first = history.takeUnsent();
+    expect(first).toEqual([
+      { quotaId: 'q', index: 0, buckets: [[start / 10_000, 2]] },
+      { quotaId: 'q', index: 1, buckets: [[start / 10_000, 1]] },
+    ]);
+    expect(history.takeUnsent()).toEqual([]);
+    history.record('q', 0);
+    clock.now += 10_000;
+    history.record('q', 0);
+    const second = history.takeUnsent();
+    expect(second).toEqual([
+      {
+        quotaId: 'q',
+        index: 0,
+        buckets: [
+          [start / 10_000, 1],
+          [start / 10_000 + 1, 1],
+        ],
+      },
+    ]);
+    // The hand-over failed: the same counts come again, added to by what came since.
+    history.giveBack(second);
+    history.record('q', 0);
+    expect(history.takeUnsent()).toEqual([
+      {
+        quotaId: 'q',
+        index: 0,
+        buckets: [
+          [start / 10_000, 1],
+          [start / 10_000 + 1, 2],
+        ],
+      },
+    ]);
+    // The history itself was never touched: 3 + 2 rejections of restriction 0.
+    expect(rejectionSeries([history.ofQuota('q')], 0, clock.now).slice(-2)).toEqual([3, 2]);
+  });
 });

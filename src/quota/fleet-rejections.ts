@@ -1,0 +1,103 @@
+import type { Clock } from '../clock.js';
+import type { RedisConnection } from '../redis/connect-redis.js';
+import { readLuaScript } from '../redis/lua-script.js';
+import {
+  rejectionBucketSeconds,
+  rejectionBucketsKept,
+  type RejectionHistory,
+  type RestrictionRejections,
+} from './rejection-history.js';
+
+interface RejectionsScript {
+  quotagateRejectionsAdd(key: string, ...args: string[]): Promise<number>;
+}
+
+const bucketMs = rejectionBucketSeconds * 1000;
+/** A line nobody adds to is gone once it holds nothing of the kept span. */
+const lineLifetimeMs = (rejectionBucketsKept + 1) * bucketMs;
+
+/**
+ * The rejection history of a whole fleet on the shared Redis, so that the console of any gateway draws
+ * the rejections of all of them: each gateway adds what its own history counted every few seconds (one
+ * script call per restriction that rejected anything, never one per rejection), and before it answers
+ * a reader, so its own count is never late. Another gateway's is at most `everyMs` late. One hash per
+ * restriction, `<prefix>rejections:{<quota id>}:<index>`, bucket → count, kept five minutes.
+ */
+export class FleetRejections {
+  private timer: unknown = null;
+  private stopped = false;
+  private readonly everyMs: number;
+
+  constructor(
+    private readonly redis: RedisConnection,
+    private readonly prefix: string,
+    private readonly history: RejectionHistory,
+    private readonly options: { clock: Clock; everyMs?: number },
+  ) {
+    this.everyMs = options.everyMs ?? 5_000;
+    redis.defineCommand('quotagateRejectionsAdd', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'rejections-add'),
+    });
+  }
+
+  start(): void {
+    this.schedule();
+  }
+
+  /** Hands this gateway's new rejections to the fleet's lines; what fails is handed over next time. */
+  async flush(): Promise<void> {
+    const unsent = this.history.takeUnsent();
+    if (unsent.length === 0) return;
+    const oldest = String(this.history.oldestKept());
+    const script = this.redis as unknown as RejectionsScript;
+    const results = await Promise.allSettled(
+      unsent.map(({ quotaId, index, buckets }) =>
+        script.quotagateRejectionsAdd(
+          this.keyOf(quotaId, index),
+          oldest,
+          String(lineLifetimeMs),
+          ...buckets.flatMap(([bucket, count]) => [String(bucket), String(count)]),
+        ),
+      ),
+    );
+    this.history.giveBack(unsent.filter((_line, i) => results[i]!.status === 'rejected'));
+  }
+
+  /** The fleet's rejections of the first `restrictions` restrictions of a quota. */
+  async ofQuota(quotaId: string, restrictions: number): Promise<RestrictionRejections[]> {
+    const lines = await Promise.all(
+      Array.from({ length: restrictions }, (_unused, index) =>
+        this.redis.hgetall(this.keyOf(quotaId, index)),
+      ),
+    );
+    return lines.flatMap((line, index) => {
+      const buckets = Object.entries(line).map(([bucket, count]): [number, number] => [
+        Number(bucket),
+        Number(count),
+      ]);
+      return buckets.length > 0 ? [{ index, buckets }] : [];
+    });
+  }
+
+  /** Stops the timer and hands over what is left. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== null) this.options.clock.clearTimeout(this.timer);
+    await this.flush().catch(() => undefined);
+  }
+
+  private keyOf(quotaId: string, index: number): string {
+    // One hash tag per quota: a reader's calls for its restrictions go to one node of a cluster.
+    return `${this.prefix}rejections:{${quotaId}}:${index}`;
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = this.options.clock.setTimeout(() => {
+      this.flush()
+        .catch(() => undefined)
+        .finally(() => this.schedule());
+    }, this.everyMs);
+  }
+}

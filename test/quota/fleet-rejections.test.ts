@@ -1,0 +1,80 @@
+import { describe, expect, inject, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import {
+  adminUser,
+  basicAuth,
+  devKey,
+  petsConfig,
+  setQuota,
+  startTestGateway,
+  systemQuotaId,
+  throttle,
+  userAuth,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import { startUpstream } from '../helpers/upstream.js';
+
+/**
+ * The console's rejection sparklines across a fleet: gateways on one Redis hand their rejections to the
+ * fleet's lines, so any gateway's usage shows all of them. Real gateways, a real Redis.
+ */
+const defer = cleanupAfterEach();
+
+async function fleetOfTwo(): Promise<[TestGateway, TestGateway]> {
+  const upstream = await startUpstream();
+  defer(() => upstream.close());
+  const prefix = `test:rejections:${Date.now()}:${Math.random()}:`;
+  const config = petsConfig(`${upstream.url}/pets`, {
+    store: { type: 'redis', url: inject('redisUrl'), prefix },
+  });
+  const a = await startTestGateway(config);
+  defer(() => a.close());
+  const b = await startTestGateway(config);
+  defer(() => b.close());
+  return [a, b];
+}
+
+async function requests(gateway: TestGateway, count: number): Promise<number[]> {
+  const statuses: number[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const res = await fetch(`${gateway.url}/pets/1`, { headers: { authorization: basicAuth(devKey) } });
+    await res.arrayBuffer();
+    statuses.push(res.status);
+  }
+  return statuses;
+}
+
+/** The rejections of the System quota's restriction over the last five minutes, as a gateway's usage says. */
+async function rejected(gateway: TestGateway): Promise<number> {
+  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
+    headers: { authorization: userAuth(adminUser) },
+  });
+  const usage = (await res.json()) as { restrictions: Array<{ rejections: { counts: number[] } }> };
+  return usage.restrictions[0]!.rejections.counts.reduce((sum, count) => sum + count, 0);
+}
+
+describe('rejections across a fleet on Redis', () => {
+  it("shows every gateway's rejections on any gateway, its own at once and the others' once handed over", async () => {
+    const [a, b] = await fleetOfTwo();
+    await setQuota(a, { type: 'API', name: 'System', restrictions: [throttle(2, 1, 'hour')] }, systemQuotaId);
+    // b has the quota too once Redis has told it.
+    await expect
+      .poll(async () => {
+        const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
+          headers: { authorization: userAuth(adminUser) },
+        });
+        return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
+      })
+      .toBe(1);
+    expect(await requests(a, 4)).toEqual([200, 200, 429, 429]);
+    expect(await requests(b, 3)).toEqual([429, 429, 429]);
+    // a hands its own over before it answers; b's are b's until b hands them over.
+    expect(await rejected(a)).toBe(2);
+    expect(await rejected(b)).toBe(5);
+    expect(await rejected(a)).toBe(5);
+    // A gateway that stops hands over what it has left.
+    expect(await requests(b, 1)).toEqual([429]);
+    await b.close();
+    expect(await rejected(a)).toBe(6);
+  });
+});
