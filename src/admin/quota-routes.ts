@@ -144,8 +144,11 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       ]);
   };
   /** A quota as answered: an application's own quota names the application. */
-  const shown = (record: StoredQuota) =>
-    record.application ? { ...record.quota, application: owner(record.application) } : record.quota;
+  const shown = (record: StoredQuota) => ({
+    ...record.quota,
+    ...(record.application ? { application: owner(record.application) } : {}),
+    ...(live.config.quotas.some((declared) => declared.id === record.quota.id) ? { declared: true } : {}),
+  });
   const quotaBody = documentedAs(
     quotaDtoSchema(() => catalog),
     'QuotaDTO',

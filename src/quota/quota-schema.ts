@@ -316,6 +316,9 @@ export const quotaAnswerSchema = quotaSchema.extend({
     .strictObject({ id: z.string(), name: z.string() })
     .optional()
     .meta({ description: "The application whose own quota this is, with the config's name for it" }),
+  declared: z.literal(true).optional().meta({
+    description: 'Declared in conf/ (quotas): read-only through the API, changed there and reloaded',
+  }),
 });
 
 /** A quota as the stores keep it: its fields in this order, and the application it belongs to. */

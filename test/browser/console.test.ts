@@ -276,6 +276,22 @@ describe('the admin console in a browser', () => {
     await browserPage.waitForSelector(`article[data-application="${mobile.id}"] [data-action=own-quota]`);
   });
 
+  it('shows a quota declared in conf/ read-only, and says where to change it', async () => {
+    const gateway = await start({
+      quotas: [
+        { id: systemQuotaId, type: 'API', name: 'System', restrictions: [throttle(100, 1, 'minute')] },
+      ],
+    });
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    const card = await waitForText(browserPage, `article[data-quota="${systemQuotaId}"]`, 'conf/');
+    expect(card).toContain('View');
+    expect(card).not.toContain('Edit');
+    await (await browserPage.waitForSelector(`article[data-quota="${systemQuotaId}"] a.button`))!.click();
+    await waitForText(browserPage, '.note', 'declared in conf/ (quotas): change it there');
+    expect(await browserPage.$('form.quota-form button[type=submit]')).toBeNull();
+  });
+
   it('"try it" sends the request with the plugin\'s credentials: 200, and the secret never reaches the page', async () => {
     const gateway = await start({
       APIKeyAuthType: 'plugin',

@@ -92,6 +92,22 @@ describe('quotas declared in conf/', () => {
     expect(
       (await admin(gateway, 'POST', '/quotas', { type: 'API', name: 'Extra', restrictions: [] })).status,
     ).toBe(201);
+    // Answers say which are declared (the console shows them read-only).
+    const list = (await (await admin(gateway, 'GET', '/quotas')).json()) as Array<{
+      name: string;
+      declared?: boolean;
+    }>;
+    expect(list.map(({ name, declared }) => [name, declared ?? false]).sort()).toEqual(
+      [
+        ['Application Default', false],
+        ['Extra', false],
+        ['Mobile', true],
+        ['System', true],
+      ].sort(),
+    );
+    expect(await (await admin(gateway, 'GET', `/quotas/${systemQuotaId}`)).json()).toMatchObject({
+      declared: true,
+    });
   });
 
   it('change at a reload, which logs what the store held before', async () => {

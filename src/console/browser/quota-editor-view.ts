@@ -33,7 +33,9 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
   const form: QuotaForm = quota
     ? formOf(quota)
     : { name: '', type: 'API', description: '', restrictions: [newRestriction()] };
-  const readOnly = !context.isAdmin;
+  // A quota declared in conf/ changes there: the API refuses every change to it.
+  const declared = quota?.declared === true;
+  const readOnly = !context.isAdmin || declared;
   // The well-known quotas and an application's own quota keep their type.
   const typeFixed = quota !== null && (quota.system || quota.application !== undefined);
   const errors = new Map<string, string[]>();
@@ -243,7 +245,9 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
       readOnly
         ? h('p', {
             class: 'note',
-            text: 'You can look at this quota; only an API Administrator can change it.',
+            text: declared
+              ? 'This quota is declared in conf/ (quotas): change it there, then reload the gateway (gateway reload).'
+              : 'You can look at this quota; only an API Administrator can change it.',
           })
         : null,
       banner,

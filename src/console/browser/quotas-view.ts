@@ -46,8 +46,12 @@ export const quotasView: View = async (context, root) => {
     const actions = h(
       'div',
       { class: 'actions' },
-      h('a', { class: 'button', href: `#/quotas/${quota.id}`, text: context.isAdmin ? 'Edit' : 'View' }),
-      context.isAdmin && !wellKnown.has(quota.id)
+      h('a', {
+        class: 'button',
+        href: `#/quotas/${quota.id}`,
+        text: context.isAdmin && !quota.declared ? 'Edit' : 'View',
+      }),
+      context.isAdmin && !wellKnown.has(quota.id) && !quota.declared
         ? h('button', {
             class: 'danger',
             type: 'button',
@@ -65,6 +69,9 @@ export const quotasView: View = async (context, root) => {
         {},
         h('h3', { text: quota.name }),
         wellKnown.has(quota.id) ? h('span', { class: 'badge', text: 'well-known' }) : null,
+        quota.declared
+          ? h('span', { class: 'badge', text: 'conf/', title: 'Declared in conf/: read-only here' })
+          : null,
         actions,
       ),
       h('p', { class: 'muted', text: quota.description || quotaRole(quota) }),

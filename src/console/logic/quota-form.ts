@@ -38,6 +38,8 @@ export interface QuotaAnswer {
     config: { messages?: string; mb?: string; per: string; period: string };
   }>;
   application?: { id: string; name: string };
+  /** Declared in conf/ (`quotas`): read-only through the API. */
+  declared?: true;
 }
 
 export const periodChoices = ['second', 'minute', 'hour', 'day', 'week'] as const;
