@@ -256,7 +256,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           repository,
           applicationRepository,
           usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),
-          rejections: (quotaId, restrictions) => rejectionsOf(quotaId, restrictions),
+          rejections: rejectionsOf,
           ...(options.clock ? { now: options.clock } : {}),
           dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
         })

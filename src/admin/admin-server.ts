@@ -21,7 +21,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
-import type { RestrictionRejections } from '../quota/rejection-history.js';
+import type { RejectionSource } from '../quota/rejection-history.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -83,14 +83,7 @@ export interface AdminServerParts {
   /** The applications made through the portal API. */
   applicationRepository: ApplicationRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
-  /**
-   * The recent rejections of the first `restrictions` restrictions of a quota: histories to add up (the
-   * fleet's, and those of processes that have not handed theirs to it).
-   */
-  rejections: (
-    quotaId: string,
-    restrictions: number,
-  ) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  rejections: RejectionSource;
   /** The clock the rejection histories are kept by (tests move it). */
   now?: () => number;
   /** The data plane's ports, for the console's test requests; null before it listens. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { extname, join, relative, sep } from 'node:path';
+import { extname, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { errorsBody } from './admin-errors.js';
@@ -53,7 +53,8 @@ function readAssets(directory: string): Map<string, Asset> {
     if (!type) continue;
     const body = readFileSync(join(directory, file));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 22)}"`;
-    assets.set(relative(directory, join(directory, file)).split(sep).join('/'), { body, type, etag });
+    // The names readdirSync gives are relative to the directory already; a URL spells them with '/'.
+    assets.set(file.split(sep).join('/'), { body, type, etag });
   }
   return assets;
 }

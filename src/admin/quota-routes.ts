@@ -21,11 +21,7 @@ import {
   type ApplicationQuotaDto,
 } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
-import {
-  rejectionBucketSeconds,
-  rejectionSeries,
-  type RestrictionRejections,
-} from '../quota/rejection-history.js';
+import { rejectionBucketSeconds, rejectionSeries, type RejectionSource } from '../quota/rejection-history.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { ApplicationNames } from '../config/application-names.js';
@@ -38,14 +34,7 @@ export interface QuotaRoutesParts {
   live: LiveConfig;
   repository: QuotaRepository;
   usage: (quotaId: string) => Promise<QuotaUsage | null>;
-  /**
-   * The recent rejections of the first `restrictions` restrictions of a quota: histories to add up (the
-   * fleet's, and those of processes that have not handed theirs to it).
-   */
-  rejections: (
-    quotaId: string,
-    restrictions: number,
-  ) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+  rejections: RejectionSource;
   /** The clock the rejection histories are kept by. */
   now?: () => number;
   /** The applications made through the portal API: they may have quotas too. */

@@ -16,6 +16,32 @@ const bucketMs = rejectionBucketSeconds * 1000;
 /** A line nobody adds to is gone once it holds nothing of the kept span. */
 const lineLifetimeMs = (rejectionBucketsKept + 1) * bucketMs;
 
+/** One restriction's line; one hash tag per quota, so a reader's calls for a quota go to one node. */
+const lineKey = (prefix: string, quotaId: string, index: number) =>
+  `${prefix}rejections:{${quotaId}}:${index}`;
+
+/**
+ * The fleet's rejections of the first `restrictions` restrictions of a quota, as every gateway handed
+ * them over (`FleetRejections`). Reading needs no history of its own: a primary of `workers: N` reads.
+ */
+export async function readFleetRejections(
+  redis: RedisConnection,
+  prefix: string,
+  quotaId: string,
+  restrictions: number,
+): Promise<RestrictionRejections[]> {
+  const lines = await Promise.all(
+    Array.from({ length: restrictions }, (_unused, index) => redis.hgetall(lineKey(prefix, quotaId, index))),
+  );
+  return lines.flatMap((line, index) => {
+    const buckets = Object.entries(line).map(([bucket, count]): [number, number] => [
+      Number(bucket),
+      Number(count),
+    ]);
+    return buckets.length > 0 ? [{ index, buckets }] : [];
+  });
+}
+
 /**
  * The rejection history of a whole fleet on the shared Redis, so that the console of any gateway draws
  * the rejections of all of them: each gateway adds what its own history counted every few seconds (one
@@ -54,7 +80,7 @@ export class FleetRejections {
     const results = await Promise.allSettled(
       unsent.map(({ quotaId, index, buckets }) =>
         script.quotagateRejectionsAdd(
-          this.keyOf(quotaId, index),
+          lineKey(this.prefix, quotaId, index),
           oldest,
           String(lineLifetimeMs),
           ...buckets.flatMap(([bucket, count]) => [String(bucket), String(count)]),
@@ -65,19 +91,8 @@ export class FleetRejections {
   }
 
   /** The fleet's rejections of the first `restrictions` restrictions of a quota. */
-  async ofQuota(quotaId: string, restrictions: number): Promise<RestrictionRejections[]> {
-    const lines = await Promise.all(
-      Array.from({ length: restrictions }, (_unused, index) =>
-        this.redis.hgetall(this.keyOf(quotaId, index)),
-      ),
-    );
-    return lines.flatMap((line, index) => {
-      const buckets = Object.entries(line).map(([bucket, count]): [number, number] => [
-        Number(bucket),
-        Number(count),
-      ]);
-      return buckets.length > 0 ? [{ index, buckets }] : [];
-    });
+  ofQuota(quotaId: string, restrictions: number): Promise<RestrictionRejections[]> {
+    return readFleetRejections(this.redis, this.prefix, quotaId, restrictions);
   }
 
   /** Stops the timer and hands over what is left. */
@@ -85,11 +100,6 @@ export class FleetRejections {
     this.stopped = true;
     if (this.timer !== null) this.options.clock.clearTimeout(this.timer);
     await this.flush().catch(() => undefined);
-  }
-
-  private keyOf(quotaId: string, index: number): string {
-    // One hash tag per quota: a reader's calls for its restrictions go to one node of a cluster.
-    return `${this.prefix}rejections:{${quotaId}}:${index}`;
   }
 
   private schedule(): void {

@@ -12,6 +12,15 @@ export interface RestrictionRejections {
   buckets: Array<[bucket: number, count: number]>;
 }
 
+/**
+ * The recent rejections of the first `restrictions` restrictions of a quota, as histories to add up:
+ * the fleet's, and those of processes that have not handed theirs to it.
+ */
+export type RejectionSource = (
+  quotaId: string,
+  restrictions: number,
+) => Promise<ReadonlyArray<readonly RestrictionRejections[]>>;
+
 /** A restriction's rejections per bucket, named by quota and index: what a process hands to the fleet. */
 export interface RejectionCounts extends RestrictionRejections {
   quotaId: string;

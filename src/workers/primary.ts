@@ -12,8 +12,7 @@ import { serveCounterTrips } from '../limiter/ipc-counter-trips.js';
 import { MemoryCounterStore } from '../limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
-import { FleetRejections } from '../quota/fleet-rejections.js';
-import { RejectionHistory } from '../quota/rejection-history.js';
+import { readFleetRejections } from '../quota/fleet-rejections.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { createMetrics } from '../metrics.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
@@ -91,10 +90,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
 
   const memoryTrips = counters ? new MemoryCounterTrips(counters) : null;
   // The fleet's rejection history, which the workers hand theirs to (with Redis): read, never written here.
-  const fleetRejections =
-    redis && config.store.type === 'redis'
-      ? new FleetRejections(redis, config.store.prefix, new RejectionHistory(), { clock: systemClock })
-      : null;
+  const fleetLines = redis && config.store.type === 'redis' ? { redis, prefix: config.store.prefix } : null;
   // The admin listener's usage reads the counters where they are: here, or in Redis.
   const usageSource: Pick<CounterTrips, 'usage'> =
     memoryTrips ??
@@ -146,8 +142,8 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     rejections: async (quotaId, restrictions) => {
       // The workers hand over what they hold first (with Redis), then the fleet's lines are read.
       const fromWorkers = await askWorkers(pool.listeningPeers(), 'rejections', { quotaId });
-      const fleet = fleetRejections
-        ? await fleetRejections.ofQuota(quotaId, restrictions).then(
+      const fleet = fleetLines
+        ? await readFleetRejections(fleetLines.redis, fleetLines.prefix, quotaId, restrictions).then(
             (lines) => [lines],
             () => [],
           )

@@ -81,6 +81,11 @@ export class Api {
   }
 }
 
+/** What went wrong, in words: the admin API's messages, or the error as the browser states it. */
+export function messageOf(error: unknown): string {
+  return error instanceof ApiError ? error.message : String(error);
+}
+
 async function errorOf(response: Response): Promise<ApiError> {
   try {
     const body = (await response.json()) as { errors?: Array<{ message?: string }> };

@@ -1,6 +1,6 @@
 import { limitText, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
-import { ApiError } from './api.js';
+import { ApiError, messageOf } from './api.js';
 import { applicationDefaultQuotaId, type Application, type View } from './context.js';
 import { h, replace } from './dom.js';
 import { keepDrawing, usageBar, type QuotaUsage } from './usage-view.js';
@@ -57,7 +57,7 @@ export const applicationsView: View = async (context, root) => {
       location.hash = `#/quotas/${data.id}`;
     } catch (error) {
       button.disabled = false;
-      context.notify(error instanceof ApiError ? error.message : String(error), 'error');
+      context.notify(messageOf(error), 'error');
     }
   };
 

@@ -1,6 +1,6 @@
 import { fillPath, parseHeaderLines, type CatalogApi, type CatalogMethod } from '../logic/catalog.js';
 import type { TryAnswer } from '../logic/try-answer.js';
-import { ApiError } from './api.js';
+import { messageOf } from './api.js';
 import type { Context, View } from './context.js';
 import { h, replace } from './dom.js';
 
@@ -102,10 +102,7 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
       const answer = await context.api.call<TryAnswer>('POST', '/console/try', { body: request });
       replace(result, answerView(answer.data));
     } catch (error) {
-      replace(
-        result,
-        h('p', { class: 'error', text: error instanceof ApiError ? error.message : String(error) }),
-      );
+      replace(result, h('p', { class: 'error', text: messageOf(error) }));
     } finally {
       button.disabled = false;
     }

@@ -1,4 +1,4 @@
-import { Api, ApiError, type CurrentUser } from './api.js';
+import { Api, ApiError, messageOf, type CurrentUser } from './api.js';
 import { applicationsView } from './applications-view.js';
 import './components.js';
 import { createContext, type Context, type View } from './context.js';
@@ -47,7 +47,7 @@ async function route(context: Context, main: HTMLElement, nav: HTMLElement): Pro
       ? await quotaEditorView(context, main, decodeURIComponent(quota[1]!))
       : await tab.view(context, main);
   } catch (error) {
-    const message = error instanceof ApiError ? error.message : String(error);
+    const message = messageOf(error);
     replace(
       main,
       h('p', { class: 'error', role: 'alert', text: `This page could not be shown: ${message}` }),

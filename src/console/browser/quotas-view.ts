@@ -1,6 +1,6 @@
 import { limitText, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
-import { ApiError } from './api.js';
+import { messageOf } from './api.js';
 import { quotaRole, systemQuotaId, applicationDefaultQuotaId, type View } from './context.js';
 import { h, replace } from './dom.js';
 
@@ -26,7 +26,7 @@ export const quotasView: View = async (context, root) => {
       context.reload();
     } catch (error) {
       button.disabled = false;
-      context.notify(error instanceof ApiError ? error.message : String(error), 'error');
+      context.notify(messageOf(error), 'error');
     }
   };
 

@@ -3,7 +3,7 @@ import { busiestFirst } from '../logic/busiest-first.js';
 import { nextRefreshMs, refreshMs } from '../logic/refresh.js';
 import type { Catalog } from '../logic/catalog.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
-import { ApiError } from './api.js';
+import { messageOf } from './api.js';
 import type { BarUsage, Sparkline, UsageBar } from './components.js';
 import { pause, quotaRole, type Context, type View } from './context.js';
 import { h, replace } from './dom.js';
@@ -48,7 +48,7 @@ export function keepDrawing(context: Context, draw: () => Promise<void>): () => 
       try {
         await draw();
       } catch (error) {
-        if (!stopped) context.notify(error instanceof ApiError ? error.message : String(error), 'error');
+        if (!stopped) context.notify(messageOf(error), 'error');
       }
       await pause(nextRefreshMs(performance.now() - started));
     }
