@@ -15,7 +15,7 @@ import { TrustedPeers } from './proxy/trust-proxy.js';
  * replaced data plane closes its authenticator once its last request has closed.
  */
 export class DataPlane {
-  /** Request fields that never go upstream, besides the hop-by-hop ones. */
+  /** Request fields that never go upstream as the client sent them, besides the hop-by-hop ones. */
   readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
   /** Fields the gateway sets, drops or frames by: their underscore spellings never go upstream. */
   readonly owned: ReadonlySet<string>;
@@ -35,15 +35,16 @@ export class DataPlane {
     private readonly logger: Logger,
   ) {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
-    // not answer it again.
-    const always = ['expect', ...(forwardCredentials ? [] : ['authorization', 'apikey'])];
-    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
-    this.owned = new Set([
-      ...this.dropped.untrusted,
-      ...hopByHopAndFramingFields,
-      ...forwardedFields,
+    // not answer it again. Host, X-Forwarded-* and X-Request-Id are the gateway's to set.
+    const always = [
+      'expect',
+      'host',
       'x-request-id',
-    ]);
+      ...forwardedFields,
+      ...(forwardCredentials ? [] : ['authorization', 'apikey']),
+    ];
+    this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
+    this.owned = new Set([...this.dropped.untrusted, ...hopByHopAndFramingFields]);
   }
 
   /**

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { AccessLog } from './access-log.js';
 import type { AuthResult, Principal } from './auth/authenticator.js';
 import { normalizeTarget } from './catalog/normalize-path.js';
 import type { RouteMatch } from './catalog/router.js';
@@ -7,12 +8,12 @@ import type { DataPlane } from './data-plane.js';
 import { sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from './log.js';
 import type { Metrics } from './metrics.js';
-import { applyForwardedHeaders, clientAddress } from './proxy/forwarded-headers.js';
-import { endToEndRequestHeaders } from './proxy/hop-by-hop.js';
+import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
-import { closestToLimit, rateLimitFields } from './limiter/rate-limit-headers.js';
+import { appendRateLimitFields, closestToLimit } from './limiter/rate-limit-headers.js';
 import type { QuotaIndex, QuotaPlan } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
@@ -25,6 +26,8 @@ export interface GatewayParts {
   quotas: () => QuotaIndex;
   limiter: Limiter;
   logger: Logger;
+  /** Where the access lines go; null when the log level leaves them out. */
+  accessLog: AccessLog | null;
   metrics: Metrics;
 }
 
@@ -33,7 +36,6 @@ export interface GatewayParts {
  * access log and the metrics. The only object the gateway makes per request.
  */
 class RequestRecord extends Exchange {
-  readonly startedAt = performance.now();
   /** The catalog, authenticator and header rules in force when the request came: it keeps them. */
   plane: DataPlane;
   route: RouteMatch | null = null;
@@ -265,7 +267,7 @@ export class Gateway {
     }
     if (verdict.states.length > 0) {
       const closest = closestToLimit(restrictions, verdict.states);
-      record.fields.push(...rateLimitFields(restrictions[closest]!, verdict.states[closest]!));
+      appendRateLimitFields(record.fields, restrictions[closest]!, verdict.states[closest]!);
     }
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (!verdict.allowed) {
@@ -286,56 +288,58 @@ export class Gateway {
     this.parts.proxy.forward(record, route.api, route.upstreamTarget);
   }
 
+  /** The upstream request's fields (the proxy adds its Host), and whether a body follows them. */
   private prepareUpstreamHeaders(record: RequestRecord): void {
-    const { req, plane } = record;
+    const { req, plane, upstreamFields } = record;
     const peerTrusted = plane.trustedPeers.trusts(req.socket.remoteAddress);
-    const headers = endToEndRequestHeaders(
-      req.headers,
+    const { headers } = req;
+    appendEndToEndRequestFields(
+      headers,
       plane.dropped[peerTrusted ? 'trusted' : 'untrusted'],
       plane.owned,
+      upstreamFields,
     );
-    // `0100` is 100 to Node and to most upstreams, and 64 to one that reads a leading zero as octal.
-    const length = headers['content-length'];
-    if (length !== undefined && length.length > 1 && length.startsWith('0'))
-      headers['content-length'] = length.replace(/^0+(?=\d)/, '');
-    applyForwardedHeaders(req, headers, peerTrusted);
-    headers['x-request-id'] = record.id;
-    req.headers = headers;
+    appendForwardedFields(req, upstreamFields, peerTrusted);
+    upstreamFields.push('x-request-id', record.id);
+    record.hasBody = announcesBody(req);
+    // A request that declares no body goes with `Content-Length: 0` unless it is a GET or HEAD, as Node
+    // frames a request whose end it is told without a body (it would send an empty chunked one).
+    const verb = req.method;
+    if (!record.hasBody && headers['content-length'] === undefined && verb !== 'GET' && verb !== 'HEAD')
+      upstreamFields.push('content-length', '0');
   }
 
   /** Step 7, once the response has closed: charges the bytes it moved, then logs and counts it. */
   private account(record: RequestRecord): void {
-    const elapsedMs = performance.now() - record.startedAt;
+    const elapsedMs = performance.now() - record.arrivedAt;
+    // The client left before its answer was whole: the upstream exchange is of no use to anyone.
+    record.abandonUpstream();
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
     if (record.forwarded && record.plan && record.plan.byteRestrictions.length > 0) this.chargeBytes(record);
     const status = record.status || res.statusCode;
-    const { logger, metrics } = this.parts;
-    if (logger.isLevelEnabled('info') && this.sampled(record, status)) {
-      logger.info(
-        {
-          requestId: record.id,
-          client: clientAddress(req, record.plane.trustedPeers),
-          verb: req.method,
-          path: loggedPath(route?.path ?? req.url ?? ''),
-          api: route?.api.config.name ?? null,
-          method: route?.method?.name ?? null,
-          application: record.principal?.application
-            ? record.plane.applications.nameOf(record.principal.application)
-            : null,
-          subject: record.principal?.subject ?? null,
-          ...(record.unvalidated ? { unvalidated: true } : {}),
-          status,
-          bytesIn: record.bytesIn,
-          bytesOut: record.bytesOut + record.answeredBytes,
-          upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
-          outcome,
-          quota: record.quota,
-          ms: Math.round(elapsedMs * 100) / 100,
-          ...(status === 429 && record.plane.sample429 > 1 ? { sampled: record.plane.sample429 } : {}),
-        },
-        'request',
-      );
+    const { accessLog, metrics } = this.parts;
+    if (accessLog && this.sampled(record, status)) {
+      const { principal } = record;
+      accessLog.write({
+        requestId: record.id,
+        client: clientAddress(req, record.plane.trustedPeers),
+        verb: req.method ?? '',
+        path: loggedPath(route?.path ?? req.url ?? ''),
+        api: route?.api.config.name ?? null,
+        method: route?.method?.name ?? null,
+        application: principal?.application ? record.plane.applications.nameOf(principal.application) : null,
+        subject: principal?.subject ?? null,
+        unvalidated: record.unvalidated,
+        status,
+        bytesIn: record.bytesIn,
+        bytesOut: record.bytesOut + record.answeredBytes,
+        upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
+        outcome,
+        quota: record.quota,
+        ms: Math.round(elapsedMs * 100) / 100,
+        sampled: status === 429 ? record.plane.sample429 : 1,
+      });
     }
     const api = route?.api.label ?? 'none';
     const method = route?.method ? route.api.methodLabels.get(route.method.id)! : 'none';

@@ -68,6 +68,45 @@ function requestSummary(req: Parameters<typeof pino.stdSerializers.req>[0]) {
   return { ...summary, headers: withoutCredentialFields(summary.headers) };
 }
 
+/** Where lines go: pino's destination (a SonicBoom), or any stream that takes text. */
+export interface LogDestination {
+  write(chunk: string): unknown;
+  /** Writes what the destination still holds before the process exits (SonicBoom). */
+  flushSync?(): void;
+  /** Opens its file again, after logrotate has moved it (SonicBoom of a file). */
+  reopen?(): void;
+  /** Writes what it holds, then closes. */
+  end?(): void;
+}
+
+/**
+ * Bytes of lines that may wait for a slow stdout or log file; beyond them lines are dropped (and counted,
+ * `quotagate_log_lines_dropped_total`) rather than held in memory without bound.
+ */
+export const maxWaitingLogBytes = 16 * 1_048_576;
+
+/** A destination of log lines written asynchronously, bounded by `maxWaitingLogBytes`. */
+export function logDestination(
+  dest: number | string,
+): pino.DestinationStream & ReturnType<typeof pino.destination> {
+  return pino.destination({
+    dest,
+    sync: false,
+    mkdir: typeof dest === 'string',
+    maxLength: maxWaitingLogBytes,
+  });
+}
+
+/** Where `logger` writes its lines. */
+export function destinationOf(logger: Logger): LogDestination {
+  return (logger as unknown as Record<symbol, LogDestination>)[pino.symbols.streamSym]!;
+}
+
+/** The fields `logger` adds to every line after `time` (its base and bindings), as pino writes them. */
+export function bindingsOf(logger: Logger): string {
+  return (logger as unknown as Record<symbol, string>)[pino.symbols.chindingsSym] ?? '';
+}
+
 /** The root logger; every component takes a child of it. */
 export function createLogger(settings: LoggerSettings = {}): Logger {
   const secrets = settings.secrets ?? new LogSecrets();
@@ -92,5 +131,5 @@ export function createLogger(settings: LoggerSettings = {}): Logger {
       transport: { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l' } },
     });
   }
-  return pino(options);
+  return pino(options, logDestination(1));
 }

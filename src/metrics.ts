@@ -1,4 +1,5 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { latencyParts, type AddedLatency } from './added-latency.js';
 import { RejectionHistory } from './quota/rejection-history.js';
 
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
@@ -11,6 +12,8 @@ export interface Metrics {
   counterStoreFull: Counter;
   counterStoreTrips: Counter;
   counterStoreLiveGateways: Gauge;
+  /** Log lines dropped because more than `maxWaitingLogBytes` waited for stdout or the access log file. */
+  logLinesDropped: Counter;
   /** Reloads of conf/ by result: applied, or refused (the running config stayed). */
   configReloads: Counter<'result'>;
   /** 1 when the last reload was applied (or none was asked for), 0 when it was refused. */
@@ -135,6 +138,46 @@ class PlainHistogram {
   }
 }
 
+/**
+ * The time the gateway adds to each exchange (`AddedLatency`), as a Prometheus histogram by part
+ * (request, response), read off its HdrHistograms at scrape time. Summed across workers, as prom-client's
+ * histograms are: the buckets of several processes add up exactly.
+ */
+class AddedLatencyHistogram {
+  readonly name = 'quotagate_added_latency_seconds';
+  readonly help =
+    "Time the gateway adds to an exchange: from the request's arrival to the upstream request (part=request), and from the upstream response's head to the client response's head (part=response)";
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private static readonly bounds = [
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+    1,
+  ];
+
+  constructor(private readonly latency: AddedLatency) {}
+
+  get(): { name: string; help: string; type: 'histogram'; aggregator: 'sum'; values: SeriesValue[] } {
+    const values: SeriesValue[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const part of latencyParts) {
+      const { counts, count, sum } = this.latency.buckets(part, AddedLatencyHistogram.bounds);
+      AddedLatencyHistogram.bounds.forEach((bound, i) => {
+        values.push({ labels: { le: bound, part }, value: counts[i]!, metricName: bucket });
+      });
+      values.push(
+        { labels: { le: '+Inf', part }, value: count, metricName: bucket },
+        { labels: { part }, value: sum, metricName: `${this.name}_sum` },
+        { labels: { part }, value: count, metricName: `${this.name}_count` },
+      );
+    }
+    return { name: this.name, help: this.help, type: 'histogram' as never, aggregator: 'sum', values };
+  }
+
+  reset(): void {
+    // Read off the gateway's histograms: nothing of its own to reset.
+  }
+}
+
 /** Label values of statuses and restriction indexes, made once instead of per request. */
 const statusText = Array.from({ length: 600 }, (_, status) => String(status));
 const indexText = Array.from({ length: 64 }, (_, index) => String(index));
@@ -144,6 +187,8 @@ export interface MetricsSources {
   counterMemoryBytes?: () => number;
   /** The clock of the rejection history (tests move it). */
   now?: () => number;
+  /** The time this gateway adds to exchanges; absent in a primary of `workers: N`, whose workers add it up. */
+  addedLatency?: AddedLatency;
 }
 
 export function createMetrics(sources: MetricsSources = {}): Metrics {
@@ -176,9 +221,13 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   );
   // The registry reads any object with prom-client's get() and reset(); its Metric type is the class.
   registry.registerMetric(duration as unknown as Metric);
+  if (sources.addedLatency)
+    registry.registerMetric(new AddedLatencyHistogram(sources.addedLatency) as unknown as Metric);
   const decisionTallies = new Children(
     (quota, restriction, decision) => new Tally({ quota, restriction, decision }),
   );
+  // The tallies of a restriction, found through the restriction itself: one lookup per decision.
+  const decisionsOf = new WeakMap<object, { allowed: Tally; rejected: Tally }>();
   new Counter({
     name: 'quotagate_quota_decisions_total',
     help: 'Quota checks by quota name (id where names repeat), restriction index and decision (allowed, rejected)',
@@ -226,6 +275,11 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       help: "Requests refused (503) because a new counter would pass this gateway's store.maxCounterMemoryMb",
       registers: [registry],
     }),
+    logLinesDropped: new Counter({
+      name: 'quotagate_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout or the access log file did not keep up (16 MiB of lines waiting)',
+      registers: [registry],
+    }),
     configReloads: new Counter({
       name: 'quotagate_config_reloads_total',
       help: 'Reloads of the config (SIGHUP, gateway reload) by result: applied, refused',
@@ -248,9 +302,21 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       duration.observe(api, seconds);
     },
     quotaDecision(restriction, allowed) {
-      const index = indexText[restriction.index] ?? String(restriction.index);
-      decisionTallies.get(restriction.quotaLabel, index, allowed ? 'allowed' : 'rejected').count += 1;
-      if (!allowed) rejections.record(restriction.quotaId, restriction.index);
+      let tallies = decisionsOf.get(restriction);
+      if (!tallies) {
+        const index = indexText[restriction.index] ?? String(restriction.index);
+        tallies = {
+          allowed: decisionTallies.get(restriction.quotaLabel, index, 'allowed'),
+          rejected: decisionTallies.get(restriction.quotaLabel, index, 'rejected'),
+        };
+        decisionsOf.set(restriction, tallies);
+      }
+      if (allowed) {
+        tallies.allowed.count += 1;
+      } else {
+        tallies.rejected.count += 1;
+        rejections.record(restriction.quotaId, restriction.index);
+      }
     },
     rejections,
   };

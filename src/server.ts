@@ -3,7 +3,6 @@ import http, { type Server } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import pino from 'pino';
 import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
 import type { DataPlaneAddress } from './admin/try-it.js';
 import { LiveConfig } from './config/live-config.js';
@@ -14,7 +13,9 @@ import type { ApplicationRepository } from './applications/application-repositor
 import { openApplicationRepository } from './applications/open-application-repository.js';
 import { DataPlane } from './data-plane.js';
 import { Gateway } from './gateway.js';
-import { createLogger, type LogSecrets, type Logger } from './log.js';
+import { openAccessLog } from './access-log.js';
+import { AddedLatency, latencyReport, type EncodedLatency } from './added-latency.js';
+import type { LogSecrets, Logger } from './log.js';
 import { httpServerOptions } from './http-server-options.js';
 import { createMetrics, type Metrics } from './metrics.js';
 import { UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -50,10 +51,16 @@ export interface RunningGateway {
    * a config with mistakes is refused whole. Never rejects.
    */
   reload(): Promise<ReloadOutcome>;
+  /** Hands the access lines gathered so far to their destination. */
+  flushLogs(): void;
+  /** Flushes the access lines, and opens `accessLog.file` again after logrotate moved it (SIGUSR2). */
+  reopenLogs(): void;
 }
 
 /** A gateway that serves the data plane itself (one process, or a worker of `workers: N`). */
 export interface ServingGateway extends RunningGateway {
+  /** The time this process added to exchanges, for its primary to add up. */
+  latency(): EncodedLatency;
   /**
    * A worker's part of a quota's rejection history, for its primary to add up: all of it with the
    * memory store; with Redis, nothing (it hands its history over to the fleet's store first).
@@ -97,18 +104,6 @@ function dataServer(server: Server, gateway: Gateway): Server {
   return server;
 }
 
-/** The logger of `accessLog.file`: the access lines only, in a file of their own. */
-function openAccessLog(file: string, secrets: LogSecrets | undefined) {
-  const destination = pino.destination({ dest: file, mkdir: true, sync: false });
-  return { destination, logger: createLogger({ destination, ...(secrets ? { secrets } : {}) }) };
-}
-
-/** What `logger` adds to its lines (a worker's id and pid) beyond the fields every logger writes. */
-function ownBindings(logger: Logger): Record<string, unknown> {
-  const { service: _service, ...own } = logger.bindings();
-  return own;
-}
-
 /** The data plane's ports of `ports`, for the console's test requests. */
 export function dataPlaneAddress(ports: RunningGateway['ports']): DataPlaneAddress {
   return { http: ports.http, ...(ports.https === undefined ? {} : { https: ports.https }) };
@@ -130,7 +125,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
     onFull: () => metrics.counterStoreFull.inc(),
   });
+  const latency = new AddedLatency();
   const metrics = createMetrics({
+    addedLatency: latency,
     counterMemoryBytes: () => localCounters.reserved,
     ...(options.clock ? { now: options.clock } : {}),
   });
@@ -142,6 +139,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
+    latency,
   });
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
@@ -224,21 +222,20 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     return [metrics.rejections.ofQuota(quotaId)];
   };
 
-  const accessLog = config.accessLog.file
-    ? openAccessLog(path.resolve(cwd, config.accessLog.file), options.secrets)
-    : null;
+  const accessLog = openAccessLog(config.accessLog, {
+    logger,
+    cwd,
+    ...(options.secrets ? { secrets: options.secrets } : {}),
+    sharesOutput: worker !== undefined,
+    onDropped: (lines) => metrics.logLinesDropped.inc(lines),
+  });
   const gateway = new Gateway({
     dataPlane: firstPlane,
     proxy,
     quotas: () => quotas,
     limiter,
-    // The access line is built from fields the gateway chose (ids, names, numbers), none a credential
-    // field: it skips the root's redaction paths, whose wildcards re-serialized every field of every line
-    // (a third of the CPU of a logged request). The config's secret values are still taken out of it.
-    logger: (accessLog?.logger ?? logger).child(
-      { ...(accessLog ? ownBindings(logger) : {}), component: 'access' },
-      { redact: [] },
-    ),
+    logger: logger.child({ component: 'gateway' }),
+    accessLog,
     metrics,
   });
 
@@ -259,6 +256,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           rejections: rejectionsOf,
           ...(options.clock ? { now: options.clock } : {}),
           dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
+          latency: async () => latencyReport([latency.encoded()]),
         })
       : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
@@ -290,7 +288,10 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           if (certificates) tlsServer!.setSecureContext(certificates);
           proxy.proxyTimeout = next.config.proxyTimeout;
           // After logrotate has moved the file: the lines that follow go to a new one.
-          accessLog?.destination.reopen();
+          if (accessLog) {
+            accessLog.flushMs = next.config.accessLog.flushMs;
+            accessLog.reopen();
+          }
           gateway.swap(plane);
           live.replace(next);
         },
@@ -309,7 +310,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await applicationRepository?.close();
     proxy.close();
     await gateway.dataPlane.close();
-    accessLog?.destination.end();
+    accessLog?.close();
     if (redis) await redis.quit().catch(() => redis.disconnect());
   };
 
@@ -337,12 +338,15 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   return {
     ports,
     metrics,
+    latency: () => latency.encoded(),
     async rejectionsOf(quotaId) {
       if (!fleetRejections) return metrics.rejections.ofQuota(quotaId);
       await fleetRejections.flush();
       return [];
     },
     reload: () => reloader.reload(),
+    flushLogs: () => accessLog?.flush(),
+    reopenLogs: () => accessLog?.reopen(),
     async close() {
       draining = true;
       gateway.startDraining();

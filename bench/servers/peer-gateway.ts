@@ -3,25 +3,20 @@ import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import gateway from 'fast-gateway';
 import { Redis } from 'ioredis';
-import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
 
 // The Node peer doing the same job: fast-gateway (restana + fast-proxy-lite) with basic auth and two
-// rate-limiter-flexible limits in Redis (requests, and bytes of the declared body), both fixed windows.
+// rate-limiter-flexible limits (requests, and bytes of the declared body), both fixed windows, in Redis,
+// or in the process's memory when the Redis URL is `memory`.
 const [port = '0', target = '', redisUrl = '', key = ''] = process.argv.slice(2);
 const expected = Buffer.from(`Basic ${Buffer.from(`${key}:`).toString('base64')}`);
-const redis = new Redis(redisUrl, { enableOfflineQueue: false });
-const requests = new RateLimiterRedis({
-  storeClient: redis,
-  keyPrefix: 'peer-req',
-  points: 1e9,
-  duration: 3600,
-});
-const bytes = new RateLimiterRedis({
-  storeClient: redis,
-  keyPrefix: 'peer-mb',
-  points: 1e12,
-  duration: 3600,
-});
+const redis = redisUrl === 'memory' ? null : new Redis(redisUrl, { enableOfflineQueue: false });
+const limiter = (keyPrefix: string, points: number) =>
+  redis
+    ? new RateLimiterRedis({ storeClient: redis, keyPrefix, points, duration: 3600 })
+    : new RateLimiterMemory({ keyPrefix, points, duration: 3600 });
+const requests = limiter('peer-req', 1e9);
+const bytes = limiter('peer-mb', 1e12);
 
 type Next = (error?: unknown) => void;
 
@@ -48,10 +43,13 @@ const server = gateway({
   middlewares: [(req: IncomingMessage, res: ServerResponse, next: Next) => void authAndLimit(req, res, next)],
   routes: [{ prefix: '/pets', target, prefixRewrite: '/pets' }],
 });
-if (redis.status !== 'ready') await once(redis, 'ready');
+if (redis && redis.status !== 'ready') await once(redis, 'ready');
 await server.start(Number(port), '127.0.0.1');
 const address = server.getServer().address() as { port: number };
 process.stdout.write(`listening ${address.port}\n`);
 process.on('SIGTERM', () => {
-  void server.close().then(() => redis.quit().finally(() => process.exit(0)));
+  void server
+    .close()
+    .then(() => redis?.quit())
+    .finally(() => process.exit(0));
 });

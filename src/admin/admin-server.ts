@@ -19,6 +19,7 @@ import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { Logger } from '../log.js';
+import type { LatencyReport } from '../added-latency.js';
 import type { Metrics } from '../metrics.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import type { RejectionSource } from '../quota/rejection-history.js';
@@ -90,6 +91,8 @@ export interface AdminServerParts {
   dataPlane: () => DataPlaneAddress | null;
   /** The text of `/metrics`; by default `metrics.registry`'s (a primary of `workers: N` adds its workers'). */
   metricsText?: () => Promise<string>;
+  /** The time the gateway adds to exchanges, of every process that serves the data plane. */
+  latency: () => Promise<LatencyReport>;
 }
 
 const portalPrefix = '/api/portal/v1.3';
@@ -327,6 +330,8 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     const body = await (parts.metricsText?.() ?? parts.metrics.registry.metrics());
     return reply.type(parts.metrics.registry.contentType).send(body);
   });
+
+  app.get('/latency', open, () => parts.latency());
 
   await app.register(
     async (portal) => {

@@ -36,7 +36,8 @@ export class AdminUsers {
    */
   async authenticate(req: IncomingMessage): Promise<AdminUser | null> {
     if ((req.headersDistinct.authorization?.length ?? 0) > 1) return null;
-    const credentials = parseBasicCredentials(req);
+    const header = req.headers.authorization;
+    const credentials = typeof header === 'string' ? parseBasicCredentials(header) : null;
     if (!credentials) return null;
     return this.verify(credentials.username, credentials.password);
   }

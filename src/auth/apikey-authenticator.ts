@@ -1,7 +1,9 @@
 import { TLSSocket } from 'node:tls';
-import type { Authenticator } from './authenticator.js';
+import { admitted, type AuthResult, type Authenticator } from './authenticator.js';
 import type { KeyRing } from './key-ring.js';
 import { builtInSecurity } from './swagger-security.js';
+
+const refused: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized' });
 
 /**
  * `APIKeyAuthType: 'apikey'`: the key travels in the `APIKey` header, over HTTPS only. A key that arrives
@@ -14,7 +16,7 @@ export function createApiKeyAuthenticator(keys: KeyRing): Authenticator {
       const values = req.headersDistinct.apikey;
       const principal =
         req.socket instanceof TLSSocket && values?.length === 1 && values[0] ? keys.lookup(values[0]) : null;
-      return principal ? { ok: true, principal } : { ok: false, reject: 'unauthorized' };
+      return principal ? admitted(principal) : refused;
     },
     documentation: { swaggerSecurity: builtInSecurity.apikey },
   };

@@ -1,14 +1,11 @@
-import type { IncomingMessage } from 'node:http';
-
 const base64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
- * Parses `Authorization: Basic <base64(user:password)>` strictly (RFC 7617): one header, a
- * case-insensitive scheme name, canonical base64, a colon. Anything else is null.
+ * Parses an `Authorization: Basic <base64(user:password)>` value strictly (RFC 7617): a
+ * case-insensitive scheme name, canonical base64, a colon. Anything else is null. Two Authorization
+ * lines are joined into one value (`joinDuplicateHeaders`), which does not parse.
  */
-export function parseBasicCredentials(req: IncomingMessage): { username: string; password: string } | null {
-  const header = req.headers.authorization;
-  if (typeof header !== 'string') return null;
+export function parseBasicCredentials(header: string): { username: string; password: string } | null {
   const match = /^basic +([^ ]+) *$/i.exec(header);
   if (!match || !base64.test(match[1]!)) return null;
   const decoded = Buffer.from(match[1]!, 'base64').toString('utf8');

@@ -7,6 +7,9 @@ import type { Principal } from './authenticator.js';
 /** The id of the project's own application, which the project keys identify. */
 export const projectApplicationId = 'project';
 
+/** Valid spellings of credentials kept (see `lookupCredential`). */
+const credentialsKept = 10_000;
+
 const digest = (key: string) => createHash('sha256').update(key, 'utf8').digest();
 
 /**
@@ -20,6 +23,8 @@ const digest = (key: string) => createHash('sha256').update(key, 'utf8').digest(
 export class KeyRing {
   private readonly entries: KeyEntry[];
   private readonly found = new Map<string, Principal>();
+  /** Whole credentials (an Authorization value) shown valid before, with the principal of their key. */
+  private readonly credentials = new Map<string, Principal>();
   private seenGeneration: number;
 
   constructor(
@@ -45,10 +50,7 @@ export class KeyRing {
   }
 
   lookup(candidate: string): Principal | null {
-    if (this.seenGeneration !== this.directory.generation) {
-      this.found.clear();
-      this.seenGeneration = this.directory.generation;
-    }
+    this.forgetOnChange();
     const known = this.found.get(candidate);
     if (known) return known;
     const candidateDigest = digest(candidate);
@@ -61,5 +63,32 @@ export class KeyRing {
     }
     if (found) this.found.set(candidate, found);
     return found;
+  }
+
+  /**
+   * The principal of a credential as a request spells it whole (an Authorization value), whose key
+   * `keyOf` reads from it: a spelling shown valid before skips the parsing and the hashing. Only valid
+   * spellings are kept, at most `credentialsKept` (then forgotten together), so a holder of a key cannot
+   * grow the memory by spelling it in ever new ways.
+   */
+  lookupCredential(credential: string, keyOf: (credential: string) => string | null): Principal | null {
+    this.forgetOnChange();
+    const known = this.credentials.get(credential);
+    if (known) return known;
+    const key = keyOf(credential);
+    const principal = key === null ? null : this.lookup(key);
+    if (principal) {
+      if (this.credentials.size >= credentialsKept) this.credentials.clear();
+      this.credentials.set(credential, principal);
+    }
+    return principal;
+  }
+
+  /** A change of the API's applications forgets every key found: a revoked key stops working at once. */
+  private forgetOnChange(): void {
+    if (this.seenGeneration === this.directory.generation) return;
+    this.found.clear();
+    this.credentials.clear();
+    this.seenGeneration = this.directory.generation;
   }
 }

@@ -151,7 +151,8 @@ export function createLdapAuthenticator(
   return {
     scheme: 'ldap',
     async authenticate(req) {
-      const credentials = parseBasicCredentials(req);
+      const header = req.headers.authorization;
+      const credentials = typeof header === 'string' ? parseBasicCredentials(header) : null;
       // An empty password would make the bind anonymous, which many directories accept.
       if (!credentials || credentials.username === '' || credentials.password === '') return unauthorized;
       const { username, password } = credentials;

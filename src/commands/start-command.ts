@@ -67,7 +67,8 @@ runs the admin listener and N worker processes behind the same data-plane ports,
 SIGHUP (or gateway reload) reads the config again and puts it in force without a restart: requests
 in flight finish on the old config, counters and connections stay. A config with a mistake is
 refused whole and the running one stays; settings that need a restart (ports, hosts, workers,
-store, server timeouts, TLS on or off) are kept and named in the log.
+store, server timeouts, TLS on or off) are kept and named in the log. SIGUSR2 writes the access lines
+gathered so far and opens accessLog.file again (for logrotate), without reading the config.
 
 Options:
   --config-dir DIR   folder of the config (default: ./conf)
@@ -103,28 +104,40 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     if (cluster.isWorker) return runWorker(loaded, { logger, source, secrets });
 
     const workers = workerCount(loaded.config);
+    // Heard from the start to the exit: either signal's default action would end the process.
+    let running: RunningGateway | null = null;
+    let stopping = false;
+    const reload = () => {
+      if (!running || stopping) {
+        logger.warn({ signal: 'SIGHUP' }, 'the gateway is starting or stopping: no reload');
+        return;
+      }
+      logger.info({ signal: 'SIGHUP' }, 'reloading the config');
+      void running.reload();
+    };
+    // logrotate's `postrotate` may send SIGUSR2 instead: the access lines gathered are written, and
+    // accessLog.file is opened again, without reading conf/.
+    const reopenLogs = () => running?.reopenLogs();
+    process.on('SIGHUP', reload);
+    process.on('SIGUSR2', reopenLogs);
     const demo = values.demo ? await startDemo(loaded) : null;
-    let running: RunningGateway;
     try {
       running =
         workers > 1
           ? await startPrimary(loaded, { logger, workers, source, secrets })
           : await startGateway(loaded, { logger, source, secrets });
     } catch (error) {
+      process.off('SIGHUP', reload);
+      process.off('SIGUSR2', reopenLogs);
       await demo?.close();
       throw error;
     }
-    if (values.demo) process.stderr.write(demoBanner(loaded, running));
+    const gateway = running;
+    if (values.demo) process.stderr.write(demoBanner(loaded, gateway));
     const pidFile = values['pid-file'];
     writePidFile(pidFile);
-    const reload = () => {
-      logger.info({ signal: 'SIGHUP' }, 'reloading the config');
-      void running.reload();
-    };
-    process.on('SIGHUP', reload);
 
     return new Promise((resolve) => {
-      let stopping = false;
       const stop = (signal: NodeJS.Signals) => {
         if (stopping) {
           logger.warn({ signal }, 'second signal, exiting at once');
@@ -132,10 +145,9 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
           return;
         }
         stopping = true;
-        process.off('SIGHUP', reload);
         removePidFile(pidFile);
         logger.info({ signal }, 'shutting down');
-        running
+        gateway
           .close()
           .then(() => demo?.close())
           .then(

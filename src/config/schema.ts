@@ -294,8 +294,17 @@ const accessLogSchema = z
       .int({ error: msg('must be a whole number of at least 1') })
       .min(1, { error: msg('must be a whole number of at least 1') })
       .default(1),
+    /**
+     * Milliseconds an access line may wait to be written with the lines after it (at most 64 KiB go in
+     * one write); 0 writes every line at once.
+     */
+    flushMs: z
+      .int({ error: msg('must be a whole number of milliseconds') })
+      .min(0, { error: msg('must be a whole number of milliseconds') })
+      .max(60_000, { error: msg('must be at most 60000 (a minute)') })
+      .default(1_000),
   })
-  .default({ sample429: 1 });
+  .default({ sample429: 1, flushMs: 1_000 });
 
 const workerCountError = msg('must be a whole number from 1 to 1024, or "auto" (one per CPU)');
 

@@ -11,13 +11,14 @@ export function closestToLimit(
 ): number {
   let closest = 0;
   let least = Infinity;
-  restrictions.forEach((restriction, i) => {
-    const room = (restriction.limit - (states[i]?.used ?? 0)) / restriction.limit;
+  for (let i = 0; i < restrictions.length; i += 1) {
+    const { limit } = restrictions[i]!;
+    const room = (limit - (states[i]?.used ?? 0)) / limit;
     if (room < least) {
       least = room;
       closest = i;
     }
-  });
+  }
   return closest;
 }
 
@@ -37,17 +38,21 @@ function policyOf(restriction: ApplicableRestriction): { name: string; policy: s
 }
 
 /**
- * `RateLimit-Policy` and `RateLimit` (IETF httpapi draft "RateLimit header fields for HTTP") of one
- * restriction, as name, value pairs: quota units `q` per window `w` seconds, `r` units remaining, `t`
- * seconds until the oldest counted units leave the window.
+ * Appends `RateLimit-Policy` and `RateLimit` (IETF httpapi draft "RateLimit header fields for HTTP") of
+ * one restriction to `fields` (name, value pairs): quota units `q` per window `w` seconds, `r` units
+ * remaining, `t` seconds until the oldest counted units leave the window.
  */
-export function rateLimitFields(restriction: ApplicableRestriction, state: CounterState): string[] {
+export function appendRateLimitFields(
+  fields: string[],
+  restriction: ApplicableRestriction,
+  state: CounterState,
+): void {
   const { name, policy } = policyOf(restriction);
   const remaining = Math.max(0, restriction.limit - state.used);
-  return [
+  fields.push(
     'ratelimit-policy',
     policy,
     'ratelimit',
     `${name};r=${remaining};t=${Math.ceil(state.resetMs / 1000)}`,
-  ];
+  );
 }

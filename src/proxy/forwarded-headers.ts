@@ -1,6 +1,7 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { TLSSocket } from 'node:tls';
+import type { IncomingMessage } from 'node:http';
+import type { TLSSocket } from 'node:tls';
 import { isIP } from 'node:net';
+import { namedInConnection } from './hop-by-hop.js';
 import { plainAddress, type TrustedPeers } from './trust-proxy.js';
 
 /**
@@ -27,32 +28,40 @@ export const peerIdentityFields = [
   'x-original-host',
 ] as const;
 
-/** The fields `applyForwardedHeaders` sets. */
+/** The fields `appendForwardedFields` sets. */
 export const forwardedFields = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host'] as const;
 
 /**
- * Sets X-Forwarded-For/-Proto/-Host of `headers` (going upstream) from `req`'s socket. A trusted peer's
- * values are kept and extended; anyone else's are replaced, so clients cannot pose as other addresses
- * (their `Forwarded` header, RFC 7239, and the other `peerIdentityFields` must not be copied into
- * `headers` either).
+ * Appends X-Forwarded-For/-Proto/-Host for the upstream request to `fields` (name, value pairs), from
+ * `req`'s socket. A trusted peer's values are kept and extended; anyone else's are replaced, so clients
+ * cannot pose as other addresses (their `Forwarded` header, RFC 7239, and the other
+ * `peerIdentityFields` must not go upstream either).
  */
-export function applyForwardedHeaders(
+export function appendForwardedFields(
   req: IncomingMessage,
-  headers: IncomingHttpHeaders,
+  fields: Array<string | string[]>,
   peerTrusted: boolean,
 ): void {
   const peer = plainAddress(req.socket.remoteAddress ?? '');
-  const proto = req.socket instanceof TLSSocket ? 'https' : 'http';
-  if (peerTrusted) {
-    const chain = headers['x-forwarded-for'];
-    headers['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer;
-    headers['x-forwarded-proto'] ??= proto;
-    headers['x-forwarded-host'] ??= headers.host ?? '';
+  const proto = (req.socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http';
+  const host = req.headers.host ?? '';
+  if (!peerTrusted) {
+    fields.push('x-forwarded-for', peer, 'x-forwarded-proto', proto, 'x-forwarded-host', host);
     return;
   }
-  headers['x-forwarded-for'] = peer;
-  headers['x-forwarded-proto'] = proto;
-  headers['x-forwarded-host'] = headers.host ?? '';
+  // A field the trusted peer named in Connection was for this hop only.
+  const hopOnly = namedInConnection(req.headers);
+  const sent = (name: (typeof forwardedFields)[number]) =>
+    hopOnly.has(name) ? undefined : (req.headers[name] as string | undefined);
+  const chain = sent('x-forwarded-for');
+  fields.push(
+    'x-forwarded-for',
+    chain ? `${chain}, ${peer}` : peer,
+    'x-forwarded-proto',
+    sent('x-forwarded-proto') ?? proto,
+    'x-forwarded-host',
+    sent('x-forwarded-host') ?? host,
+  );
 }
 
 /**

@@ -19,10 +19,13 @@ const hopByHop = new Set([
 // the body upstream unframed, where it is read as a second request (request smuggling).
 const framing = new Set(['content-length', 'transfer-encoding', 'host']);
 
-function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
+const noNames: ReadonlySet<string> = new Set();
+
+/** The field names a message's `Connection` names (lower case): hop-by-hop for this connection only. */
+export function namedInConnection(headers: IncomingHttpHeaders): ReadonlySet<string> {
   const value = headers.connection;
+  if (typeof value !== 'string') return noNames;
   const names = new Set<string>();
-  if (typeof value !== 'string') return names;
   for (const name of value.split(',')) {
     const trimmed = name.trim().toLowerCase();
     if (trimmed) names.add(trimmed);
@@ -30,28 +33,34 @@ function namedInConnection(headers: IncomingHttpHeaders): Set<string> {
   return names;
 }
 
+/** A Content-Length as the number Node framed the body by: `0100` is 64 to an upstream that reads octal. */
+const withoutLeadingZeros = (length: string): string =>
+  length.length > 1 && length.charCodeAt(0) === 0x30 ? length.replace(/^0+(?=\d)/, '') : length;
+
 /**
- * The request's end-to-end fields as a new object, without hop-by-hop fields, without `drop`, and without
- * any underscore spelling of a field in `owned` (the fields the gateway sets, drops or frames by). The
- * framing fields stay: Node frames the upstream request by them (a chunked body is re-encoded), so the
- * body goes upstream framed exactly as it was received, or not at all. A copy rather than deletes in
- * place: objects that lose properties turn slow for every later copy.
+ * Appends the request's end-to-end fields to `fields` (name, value pairs, as Node's `http.request` takes
+ * them in a list), without hop-by-hop fields, without `drop` (the fields the gateway drops, and those it
+ * sets itself), and without any underscore spelling of a field in `owned` (the fields the gateway sets,
+ * drops or frames by). The framing fields stay: Node frames the upstream request by them (a chunked body
+ * is re-encoded), so the body goes upstream framed exactly as it was received, or not at all; a
+ * Content-Length goes without leading zeros.
  */
-export function endToEndRequestHeaders(
+export function appendEndToEndRequestFields(
   headers: IncomingHttpHeaders,
   drop: ReadonlySet<string>,
   owned: ReadonlySet<string>,
-): IncomingHttpHeaders {
+  fields: Array<string | string[]>,
+): void {
   const named = namedInConnection(headers);
-  const result: IncomingHttpHeaders = {};
   for (const name in headers) {
-    if (drop.has(name) || (!framing.has(name) && (hopByHop.has(name) || named.has(name)))) continue;
+    const value = headers[name];
+    if (value === undefined || drop.has(name)) continue;
+    if (!framing.has(name) && (hopByHop.has(name) || named.has(name))) continue;
     // CGI-style upstreams read `X_Forwarded_For` as `X-Forwarded-For`: such a spelling of a field the
     // gateway sets, drops or frames by never goes upstream, from any peer.
     if (name.includes('_') && owned.has(cgiSpelling(name))) continue;
-    result[name] = headers[name];
+    fields.push(name, name === 'content-length' ? withoutLeadingZeros(value as string) : value);
   }
-  return result;
 }
 
 /** The fields this module handles: the hop-by-hop and framing ones. */

@@ -3,6 +3,7 @@ import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
+import type { AddedLatencySink } from '../added-latency.js';
 import type { CompiledApi } from '../catalog/router.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -23,6 +24,8 @@ type Linked<T> = T & { [exchangeKey]?: Exchange };
  * closed, through `outcome()`.
  */
 export class Exchange {
+  /** When the request arrived (`performance.now()`, milliseconds). */
+  readonly arrivedAt = performance.now();
   status = 0;
   bytesIn = 0;
   bytesOut = 0;
@@ -35,8 +38,16 @@ export class Exchange {
   forwardedAt = 0;
   /** Response fields the gateway adds, as name, value pairs; they win over the upstream's. */
   readonly fields: string[] = [];
+  /**
+   * The upstream request's fields but `Host`, as name, value pairs: the request's end-to-end fields and
+   * those the gateway sets. Node writes a list as it is, where an object would be set field by field.
+   */
+  readonly upstreamFields: Array<string | string[]> = [];
+  /** Whether the request announced a body, which then streams upstream. */
+  hasBody = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
+  upstreamRequest: http.ClientRequest | null = null;
   upstreamResponse: IncomingMessage | null = null;
 
   constructor(
@@ -53,14 +64,28 @@ export class Exchange {
       ? 'client_aborted'
       : this.upstreamOutcome;
   }
+
+  /** Ends the upstream side once the client has gone: an upstream request still running is destroyed. */
+  abandonUpstream(): void {
+    const upstream = this.upstreamRequest;
+    if (upstream && !this.res.writableFinished && !upstream.destroyed) upstream.destroy();
+  }
 }
 
 /** The exchange of a request, response or upstream request or response it made. */
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
 
 // The listeners of every exchange, shared: `this` is the emitter, linked to its exchange.
-function countRequestBytes(this: IncomingMessage, chunk: Buffer): void {
-  exchangeOf(this)!.bytesIn += chunk.length;
+function relayRequestChunk(this: IncomingMessage, chunk: Buffer): void {
+  const exchange = exchangeOf(this)!;
+  exchange.bytesIn += chunk.length;
+  if (!exchange.upstreamRequest!.write(chunk)) this.pause();
+}
+function resumeRequest(this: http.ClientRequest): void {
+  exchangeOf(this)!.req.resume();
+}
+function endUpstreamRequest(this: IncomingMessage): void {
+  exchangeOf(this)!.upstreamRequest!.end();
 }
 function relayChunk(this: IncomingMessage, chunk: Buffer): void {
   const exchange = exchangeOf(this)!;
@@ -93,30 +118,39 @@ class InvalidUpstreamResponse extends Error {
   readonly code = 'UPSTREAM_INVALID_RESPONSE';
 }
 
-/** Undoes http-proxy-3's deleteLength pass on a chunked request (see `serverFor`). */
-function restoreChunkedFraming(req: IncomingMessage): void {
-  if (req.headers['content-length'] !== '0' || req.headers['transfer-encoding'] !== undefined) return;
-  // `headersDistinct` is read from the raw header lines, not from `req.headers`, which the pass changed.
-  const sent = req.headersDistinct['transfer-encoding'];
-  if (!sent) return;
-  const { 'content-length': _zero, ...framed } = req.headers;
-  req.headers = { ...framed, 'transfer-encoding': sent.join(', ') };
-}
-
 export interface UpstreamProxyOptions {
   /** Idle time after which the upstream exchange is abandoned with 504 (or a closed connection). */
   proxyTimeout: number;
   logger: Logger;
+  /** Records the time the gateway adds to each exchange. */
+  latency?: AddedLatencySink;
+}
+
+/** One upstream origin: its http-proxy-3 server, its keep-alive agent, and where requests go. */
+interface Upstream {
+  readonly server: ProxyServer;
+  readonly agent: http.Agent;
+  readonly request: typeof http.request;
+  readonly hostname: string;
+  readonly port: number;
+  /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
+  readonly host: string;
 }
 
 /**
- * Streams requests to upstreams with http-proxy-3 over keep-alive agents (one per upstream origin) and
- * streams the responses back without hop-by-hop fields. Internal details of failures go to the log, never
- * to the client.
+ * Streams requests to upstreams over keep-alive agents (one per upstream origin) and streams the
+ * responses back without hop-by-hop fields. Internal details of failures go to the log, never to the
+ * client.
+ *
+ * Each origin has an http-proxy-3 server whose `web()` runs the exchange through its passes. The gateway
+ * has already done what http-proxy-3's own web passes do (framing, X-Forwarded-*, the target path, the
+ * Host, hop-by-hop fields; the response is written here with `selfHandleResponse`), so its first pass is
+ * the gateway's `forward`, which sends the prepared request and halts the pass loop: `deleteLength`,
+ * `timeout`, `XHeaders` and `stream` never run. `forward` hands Node the upstream head as one list of
+ * fields, which Node writes as it is, instead of the object `stream` builds and Node sets field by field.
  */
 export class UpstreamProxy {
-  /** One http-proxy-3 server per upstream origin, its target and agent set once, not per request. */
-  private readonly servers = new Map<string, { server: ProxyServer; agent: http.Agent }>();
+  private readonly upstreams = new Map<string, Upstream>();
   /** Milliseconds of upstream idleness before 504; a reload changes it for the exchanges that follow. */
   proxyTimeout: number;
 
@@ -125,32 +159,64 @@ export class UpstreamProxy {
   }
 
   /**
-   * Forwards the exchange's request to `api`'s upstream at `upstreamTarget`. The exchange is complete
-   * once the client response has closed.
+   * Forwards the exchange's request to `api`'s upstream at `upstreamTarget`, with the fields of
+   * `exchange.upstreamFields` and the upstream's Host. The exchange is complete once the client response
+   * has closed.
    */
   forward(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
     const { req, res } = exchange;
     exchange.forwarded = true;
     exchange.forwardedAt = performance.now();
-    // Attached in the same tick as http-proxy's pipe, so no chunk flows uncounted.
-    req.on('data', countRequestBytes);
     req.url = upstreamTarget;
-    this.serverFor(api).web(req, res);
+    this.upstreamOf(api).server.web(req, res);
   }
 
   /** Closes idle upstream connections; call after the last exchange. */
   close(): void {
-    for (const { agent } of this.servers.values()) agent.destroy();
-    this.servers.clear();
+    for (const { agent } of this.upstreams.values()) agent.destroy();
+    this.upstreams.clear();
   }
 
-  private readonly upstreamRequest = (proxyReq: http.ClientRequest, req: IncomingMessage): void => {
-    (proxyReq as Linked<http.ClientRequest>)[exchangeKey] = exchangeOf(req);
-    proxyReq.setTimeout(this.proxyTimeout, upstreamTimedOut);
+  /** The pass that sends the exchange's request upstream; it halts http-proxy-3's pass loop. */
+  private send(req: IncomingMessage, upstream: Upstream): true {
+    const exchange = exchangeOf(req)!;
+    const fields = exchange.upstreamFields;
+    fields.push('host', upstream.host);
+    const upstreamRequest = upstream.request({
+      agent: upstream.agent,
+      hostname: upstream.hostname,
+      port: upstream.port,
+      method: req.method,
+      path: req.url,
+      headers: fields as unknown as http.OutgoingHttpHeaders,
+      timeout: this.proxyTimeout,
+    });
+    (upstreamRequest as Linked<http.ClientRequest>)[exchangeKey] = exchange;
+    exchange.upstreamRequest = upstreamRequest;
+    upstreamRequest.on('response', this.respond);
+    upstreamRequest.on('error', this.upstreamFailed);
+    upstreamRequest.on('timeout', upstreamTimedOut);
     // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client would
     // wait for an answer that never comes.
-    proxyReq.on('upgrade', this.unaskedUpgrade);
-  };
+    upstreamRequest.on('upgrade', this.unaskedUpgrade);
+    if (exchange.hasBody) {
+      // A hand-made pipe with the byte count folded in; attached in this tick, so no chunk flows uncounted.
+      req.on('data', relayRequestChunk);
+      req.on('end', endUpstreamRequest);
+      upstreamRequest.on('drain', resumeRequest);
+    } else {
+      upstreamRequest.end();
+    }
+    this.options.latency?.request(performance.now() - exchange.arrivedAt);
+    return true;
+  }
+
+  /** The 'error' listener of every upstream request: `this` is the request. */
+  private readonly upstreamFailed = ((proxy: UpstreamProxy) =>
+    function (this: http.ClientRequest, error: Error): void {
+      const exchange = exchangeOf(this);
+      if (exchange) proxy.fail(error, exchange);
+    })(this);
 
   /** The 'upgrade' listener of every upstream request: `this` is the request. */
   private readonly unaskedUpgrade = ((proxy: UpstreamProxy) =>
@@ -161,35 +227,38 @@ export class UpstreamProxy {
       if (exchange) proxy.fail(error, exchange);
     })(this);
 
-  private readonly respond = (proxyRes: IncomingMessage, req: IncomingMessage): void => {
-    const exchange = exchangeOf(req);
-    if (!exchange) return;
-    const { res } = exchange;
-    const status = proxyRes.statusCode ?? 0;
-    // Node's client hands on any three digits but the 1xx it handles itself; writeHead throws below 100.
-    if (status < 100) {
-      proxyRes.destroy();
-      this.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), exchange);
-      return;
-    }
-    exchange.upstreamMs = performance.now() - exchange.forwardedAt;
-    exchange.status = status;
-    // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
-    // auth plugin that set fields of its own takes the slower merge, and its fields win too.
-    const fields = appendEndToEndResponseFields(
-      proxyRes.headers,
-      [...exchange.fields],
-      res.getHeaderNames().length > 0 ? res : null,
-    );
-    res.writeHead(status, fields);
-    // A hand-made pipe: one listener per event instead of pipe()'s eight, with the byte count folded in.
-    (proxyRes as Linked<IncomingMessage>)[exchangeKey] = exchange;
-    exchange.upstreamResponse = proxyRes;
-    proxyRes.on('data', relayChunk);
-    res.on('drain', resumeUpstream);
-    proxyRes.on('end', endResponse);
-    proxyRes.on('close', upstreamClosed);
-  };
+  /** The 'response' listener of every upstream request: `this` is the request. */
+  private readonly respond = ((proxy: UpstreamProxy) =>
+    function (this: http.ClientRequest, upstreamResponse: IncomingMessage): void {
+      const respondedAt = performance.now();
+      const exchange = exchangeOf(this)!;
+      const { res } = exchange;
+      const status = upstreamResponse.statusCode ?? 0;
+      // Node's client hands on any three digits but the 1xx it handles itself; writeHead throws below 100.
+      if (status < 100) {
+        upstreamResponse.destroy();
+        proxy.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), exchange);
+        return;
+      }
+      exchange.upstreamMs = respondedAt - exchange.forwardedAt;
+      exchange.status = status;
+      // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
+      // auth plugin that set fields of its own takes the slower merge, and its fields win too.
+      const fields = appendEndToEndResponseFields(
+        upstreamResponse.headers,
+        exchange.fields,
+        res.getHeaderNames().length > 0 ? res : null,
+      );
+      res.writeHead(status, fields);
+      proxy.options.latency?.response(performance.now() - respondedAt);
+      // A hand-made pipe: one listener per event instead of pipe()'s eight, with the byte count folded in.
+      (upstreamResponse as Linked<IncomingMessage>)[exchangeKey] = exchange;
+      exchange.upstreamResponse = upstreamResponse;
+      upstreamResponse.on('data', relayChunk);
+      res.on('drain', resumeUpstream);
+      upstreamResponse.on('end', endResponse);
+      upstreamResponse.on('close', upstreamClosed);
+    })(this);
 
   private fail(error: Error, exchange: Exchange): void {
     const { req, res } = exchange;
@@ -222,32 +291,28 @@ export class UpstreamProxy {
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
   }
 
-  private serverFor(api: CompiledApi): ProxyServer {
-    const existing = this.servers.get(api.upstreamOrigin);
-    if (existing) return existing.server;
-    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const };
-    const agent = api.upstreamOrigin.startsWith('https:')
-      ? new https.Agent(agentOptions)
-      : new http.Agent(agentOptions);
-    // selfHandleResponse: the response is written here, so hop-by-hop hygiene and byte counting are ours.
-    const server = createProxyServer({
-      target: new URL(api.upstreamOrigin),
+  private upstreamOf(api: CompiledApi): Upstream {
+    const existing = this.upstreams.get(api.upstreamOrigin);
+    if (existing) return existing;
+    const target = new URL(api.upstreamOrigin);
+    const secure = target.protocol === 'https:';
+    // The agent's sockets keep its timeout between requests: an exchange with the same one sets no timer
+    // of its own (after a reload that changes proxyTimeout, each exchange sets its socket's), and a
+    // pooled socket idle that long is closed.
+    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const, timeout: this.proxyTimeout };
+    const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    const server = createProxyServer({ target, agent, selfHandleResponse: true, xfwd: false });
+    const upstream: Upstream = {
+      server,
       agent,
-      changeOrigin: true,
-      selfHandleResponse: true,
-      xfwd: false,
-    });
-    // http-proxy-3's deleteLength pass gives a DELETE or OPTIONS without Content-Length a
-    // `content-length: 0` and drops its Transfer-Encoding, so a chunked body would follow unframed and be
-    // read upstream as another request. The pass after it puts the chunked framing back.
-    server.before('web', 'timeout', restoreChunkedFraming);
-    server.on('proxyReq', this.upstreamRequest);
-    server.on('proxyRes', this.respond);
-    server.on('error', (error, req) => {
-      const exchange = exchangeOf(req);
-      if (exchange) this.fail(error, exchange);
-    });
-    this.servers.set(api.upstreamOrigin, { server, agent });
-    return server;
+      request: secure ? https.request : http.request,
+      // WHATWG URLs bracket IPv6 hosts; the socket wants the bare address.
+      hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
+      port: Number(target.port) || (secure ? 443 : 80),
+      host: target.host,
+    };
+    server.before('web', 'deleteLength', (req: IncomingMessage) => this.send(req, upstream));
+    this.upstreams.set(api.upstreamOrigin, upstream);
+    return upstream;
   }
 }

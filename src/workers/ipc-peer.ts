@@ -1,4 +1,5 @@
 import type { Worker } from 'node:cluster';
+import type { EncodedLatency } from '../added-latency.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
@@ -54,6 +55,8 @@ export interface IpcRequests {
   usage: [{ keyPrefix: string; windowMs: number }, CounterUsage[]];
   /** Primary → worker: its metrics, for the admin listener's `/metrics`. */
   metrics: [null, MetricsJson];
+  /** Primary → worker: the time it added to exchanges, for the admin listener's `/latency`. */
+  latency: [null, EncodedLatency];
   /** Primary → worker: the recent rejections of a quota's restrictions, for the console. */
   rejections: [{ quotaId: string }, RestrictionRejections[]];
   /**
@@ -73,6 +76,8 @@ export interface IpcNotices {
   listening: DataPorts;
   /** Primary → worker: finish the requests in flight (its graceful close), then exit. */
   drain: null;
+  /** Primary → worker: write the access lines gathered, and open `accessLog.file` again (SIGUSR2). */
+  reopenLogs: null;
 }
 
 type RequestKind = keyof IpcRequests;

@@ -14,6 +14,7 @@ import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../limiter/redis-counter-trips.js';
 import { readFleetRejections } from '../quota/fleet-rejections.js';
 import type { LogSecrets, Logger } from '../log.js';
+import { latencyReport } from '../added-latency.js';
 import { createMetrics } from '../metrics.js';
 import { openQuotaRepository } from '../quota/open-quota-repository.js';
 import { QuotaIndex } from '../quota/quota-index.js';
@@ -151,6 +152,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       return [...fleet, ...fromWorkers];
     },
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
+    latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
     dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
   });
 
@@ -220,6 +222,9 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     ports,
     metrics,
     reload: () => reloader.reload(),
+    // The primary writes no access lines: its workers do.
+    flushLogs: () => undefined,
+    reopenLogs: () => pool.broadcast('reopenLogs', null),
     async close() {
       draining = true;
       const clean = await pool.drain(live.config.shutdownTimeout + drainGraceMs);

@@ -78,9 +78,10 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  // The primary reloads the config and then asks its workers; a SIGHUP of the whole process group is
-  // the primary's to act on.
+  // The primary reloads the config and then asks its workers; a SIGHUP (or SIGUSR2) of the whole process
+  // group is the primary's to act on.
   process.on('SIGHUP', () => logger.debug('SIGHUP left to the primary'));
+  process.on('SIGUSR2', () => logger.debug('SIGUSR2 left to the primary'));
   primary.on('drain', () => stop('drain'));
 
   const welcome = await beforeDeadline(primary.request('hello', null), welcomeTimeoutMs);
@@ -124,8 +125,10 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
     reloading = fingerprint;
     return gateway.reload();
   });
+  primary.on('reopenLogs', () => gateway.reopenLogs());
   const { metrics, ports } = running;
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
+  primary.answer('latency', () => running.latency());
   primary.answer('rejections', ({ quotaId }) => running.rejectionsOf(quotaId));
   primary.notify('listening', {
     http: ports.http,

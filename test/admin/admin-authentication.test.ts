@@ -120,8 +120,8 @@ describe('admin authentication', () => {
     expect(JSON.parse(known.body)).toEqual({ errors: [{ code: 404, message: 'Not Found' }] });
   });
 
-  it('serves health, readiness, metrics and the Quota API OpenAPI document without credentials', async () => {
-    for (const path of ['/healthz', '/readyz', '/metrics', `${portal}/openapi.json`]) {
+  it('serves health, readiness, metrics, latency and the Quota API OpenAPI document without credentials', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics', '/latency', `${portal}/openapi.json`]) {
       expect((await send(path)).status, path).toBe(200);
       expect((await send(path, { method: 'HEAD' })).status, `HEAD ${path}`).toBe(200);
     }

@@ -17,7 +17,10 @@ let ports: { http: number; admin: number };
 
 beforeAll(async () => {
   upstream = await startUpstream((_req, res) => res.end('ok'));
-  dir = writeSeedConfigDir(petsConfig(`${upstream.url}/pets`, { workers: 2 }));
+  // Access lines wait a minute to be written: only SIGUSR2 has them written within the test.
+  dir = writeSeedConfigDir(
+    petsConfig(`${upstream.url}/pets`, { workers: 2, accessLog: { flushMs: 60_000 } }),
+  );
   cli = spawnCli(['start', '--config-dir', dir, '--pid-file', `${dir}/gateway.pid`]);
   ports = await startedPorts(cli, 30_000);
 });
@@ -60,14 +63,17 @@ describe('applications with workers: 2', () => {
     await expect.poll(() => get(key), { timeout: 1_000, interval: 25 }).toBe(200);
     const statuses = await Promise.all(Array.from({ length: 20 }, () => get(key)));
     expect(statuses.filter((status) => status !== 200)).toEqual([]);
-    const workers = new Set(
-      cli
-        .stdout()
-        .split('\n')
-        .filter((line) => line.includes('"msg":"request"') && line.includes('Partner portal'))
-        .map((line) => (JSON.parse(line) as { worker: number }).worker),
-    );
-    expect(workers.size).toBe(2);
+    // SIGUSR2 to the primary has every worker write the access lines it has gathered.
+    cli.child.kill('SIGUSR2');
+    const workersLogged = () =>
+      new Set(
+        cli
+          .stdout()
+          .split('\n')
+          .filter((line) => line.includes('"msg":"request"') && line.includes('Partner portal'))
+          .map((line) => (JSON.parse(line) as { worker: number }).worker),
+      ).size;
+    await expect.poll(workersLogged, { timeout: 500, interval: 25 }).toBe(2);
     await fetch(
       `http://127.0.0.1:${ports.admin}/api/portal/v1.3/applications/${application.id}/apikeys/${id}`,
       {

@@ -267,6 +267,34 @@ describe('gateway start', () => {
     }
   });
 
+  it('writes the access lines it gathered on SIGUSR2, and the rest when it stops on SIGTERM', async () => {
+    // A minute of gathering: only the signals can have the lines written within this test.
+    const dir = writeConfigDir(petsConfig(upstream.url, { accessLog: { flushMs: 60_000 } }));
+    tempDirs.push(dir);
+    const cli = spawnCli(['start', '--config-dir', dir]);
+    const ports = await startedPorts(cli);
+    const url = `http://127.0.0.1:${ports.http}`;
+    const accessLines = () =>
+      cli
+        .stdout()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"request"'));
+    const headers = (id: string) => ({ authorization: basicAuth(devKey), 'x-request-id': id });
+    await request(url, { path: '/pets/1', headers: headers('first') });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(accessLines()).toEqual([]);
+    cli.child.kill('SIGUSR2');
+    await cli.waitFor('"requestId":"first"', 2_000);
+    await request(url, { path: '/pets/2', headers: headers('second') });
+    cli.child.kill('SIGTERM');
+    const result = await cli.exited;
+    expect(result.code).toBe(0);
+    expect(accessLines().map((line) => (JSON.parse(line) as { requestId: string }).requestId)).toEqual([
+      'first',
+      'second',
+    ]);
+  });
+
   it('exits 0 on SIGTERM after letting an in-flight request finish', async () => {
     const dir = writeConfigDir(petsConfig(upstream.url, { shutdownTimeout: 5000 }));
     tempDirs.push(dir);

@@ -161,10 +161,15 @@ export async function startTestGateway(
       return running.reload();
     },
     get logs() {
+      // The access lines a gateway gathers (accessLog.flushMs) are read as soon as they are written.
+      running.flushLogs();
       logs.splice(0, logs.length, ...lines.map((line) => JSON.parse(line) as Record<string, unknown>));
       return logs;
     },
-    rawLogs: () => lines.join('\n'),
+    rawLogs: () => {
+      running.flushLogs();
+      return lines.join('\n');
+    },
     async close() {
       await running.close();
       rmSync(dir, { recursive: true, force: true });

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { request } from '../helpers/raw-http.js';
+import { rawExchange, request } from '../helpers/raw-http.js';
 import {
   basicAuth,
   devKey,
@@ -201,6 +201,21 @@ describe('bodies', () => {
       outcome: 'completed',
     });
   });
+  it('frames a request that declares no body as none: a GET as it came, a POST with Content-Length: 0', async () => {
+    const upstream = await upstreamWith();
+    const gateway = await gatewayFor(upstream.url);
+    const host = new URL(gateway.url).host;
+    for (const verb of ['GET /pets/1', 'POST /pets']) {
+      const head = `${verb} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: ${auth.authorization}\r\nConnection: close\r\n\r\n`;
+      expect(await rawExchange(gateway.url, head)).toMatch(/^HTTP\/1\.1 200 /);
+    }
+    const [get, post] = upstream.requests;
+    expect(get!.headers).not.toHaveProperty('content-length');
+    expect(get!.headers).not.toHaveProperty('transfer-encoding');
+    expect(post!.headers['content-length']).toBe('0');
+    expect(post!.headers).not.toHaveProperty('transfer-encoding');
+  });
+
   it('streams a large response to a slow reader whole, holding the upstream back meanwhile', async () => {
     const chunk = Buffer.alloc(64 * 1024, 'q');
     const chunks = 1024; // 64 MiB: far more than the socket buffers on the way hold
@@ -287,6 +302,22 @@ describe('upstream failures', () => {
     expect(JSON.parse(res.body).id).toBe('com.vendor.api.gateway_timeout');
     expect(elapsed).toBeGreaterThanOrEqual(290);
     expect(elapsed).toBeLessThan(2000);
+  });
+
+  it('puts a proxyTimeout changed by a reload in force for the next exchange, on a kept-alive connection', async () => {
+    let hang = false;
+    const upstream = await upstreamWith((_req, res) => {
+      if (!hang) res.end('ok');
+    });
+    const gateway = await gatewayFor(upstream.url, { proxyTimeout: 30_000 });
+    expect((await request(gateway.url, { path: '/pets/1', headers: auth })).status).toBe(200);
+    const outcome = await gateway.reloadWith(petsConfig(upstream.url, { proxyTimeout: 200 }));
+    expect(outcome).toMatchObject({ applied: true });
+    hang = true;
+    const res = await request(gateway.url, { path: '/pets/1', headers: auth });
+    expect(res.status).toBe(504);
+    // The same pooled upstream connection carried both exchanges.
+    expect(new Set(upstream.requests.map((seen) => seen.socket)).size).toBe(1);
   });
 
   it('closes the client connection promptly when the upstream resets mid-response', async () => {

@@ -90,12 +90,15 @@ async function startGateway(extra: Record<string, unknown>): Promise<Gateway> {
   let gateway: Gateway | null = null;
   started.push({ cli, dir, gateway: () => gateway });
   const ports = await startedPorts(cli, 30_000);
-  const logs = () =>
-    cli
+  // SIGUSR2 has the workers write the access lines they gathered: a poll of the lines finds them.
+  const logs = () => {
+    if (cli.child.exitCode === null) cli.child.kill('SIGUSR2');
+    return cli
       .stdout()
       .split('\n')
       .filter((line) => line.startsWith('{'))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
+  };
   gateway = {
     cli,
     dir,
@@ -253,7 +256,7 @@ describe('workers: 2', () => {
     }
   }, 60_000);
 
-  it('/metrics on the admin port sums the requests of every worker', async () => {
+  it('/metrics and /latency on the admin port add up the requests of every worker', async () => {
     const gateway = await startGateway({ workers: 2 });
     for (let i = 0; i < 30; i += 1) expect(await get(gateway, '/pets/1')).toBe(200);
     await expect.poll(() => [...answeredByWorker(gateway).values()].reduce((a, b) => a + b, 0)).toBe(30);
@@ -262,6 +265,14 @@ describe('workers: 2', () => {
     expect(Math.min(...perWorker)).toBeGreaterThan(0);
     expect(await metricValue(gateway, /^quotagate_requests_total\{[^}]*status="200"\} (\d+)$/m)).toBe(30);
     expect(await metricValue(gateway, /^quotagate_request_duration_seconds_count\{[^}]*\} (\d+)$/m)).toBe(30);
+    expect(
+      await metricValue(gateway, /^quotagate_added_latency_seconds_count\{part="request"\} (\d+)$/m),
+    ).toBe(30);
+    const latency = (await (await fetch(`${gateway.admin}/latency`)).json()) as {
+      request: { count: number };
+      response: { count: number };
+    };
+    expect([latency.request.count, latency.response.count]).toEqual([30, 30]);
     expect(await metricValue(gateway, /^quotagate_workers_listening (\d+)$/m)).toBe(2);
     expect(await metricValue(gateway, /^quotagate_counter_store_shared (\d+)$/m)).toBe(1);
   }, 60_000);

@@ -1,0 +1,233 @@
+import type { EventEmitter } from 'node:events';
+import { fstatSync } from 'node:fs';
+import path from 'node:path';
+import { systemClock, type Clock } from './clock.js';
+import {
+  bindingsOf,
+  destinationOf,
+  logDestination,
+  type LogDestination,
+  type LogSecrets,
+  type Logger,
+} from './log.js';
+
+/** What the access line says of one request. */
+export interface AccessEntry {
+  requestId: string;
+  client: string;
+  verb: string;
+  /** As routed, without the query. */
+  path: string;
+  api: string | null;
+  method: string | null;
+  application: string | null;
+  subject: string | null;
+  /** The auth plugin declined to validate the URL. */
+  unvalidated: boolean;
+  status: number;
+  bytesIn: number;
+  bytesOut: number;
+  upstreamMs: number | null;
+  outcome: string | null;
+  quota: string | null;
+  ms: number;
+  /** The line stands for this many 429 answers (`accessLog.sample429`); 1 when it stands for itself. */
+  sampled: number;
+}
+
+export interface AccessLogOptions {
+  destination: LogDestination;
+  /** Called with the number of lines the destination dropped (more than `maxWaitingLogBytes` waited). */
+  onDropped?: (lines: number) => void;
+  /** The destination is the access log's own file: `reopen` opens it again, `close` closes it. */
+  ownsDestination?: boolean;
+  /** The fields every line carries after `time`, as JSON text beginning with a comma (pino's bindings). */
+  bindings: string;
+  /** Values taken out of the strings a client chooses (request id, path, subject). */
+  secrets?: LogSecrets;
+  /** Milliseconds a line may wait for the lines after it; 0 writes every line at once. */
+  flushMs: number;
+  /**
+   * Bytes one write holds at most, whole lines only: writes to a pipe shared with other processes stay
+   * whole up to PIPE_BUF (4,096 bytes on Linux).
+   */
+  writeBytes: number;
+  clock: Clock;
+}
+
+// JSON.stringify escapes quotes, backslashes, control characters and lone surrogates; a string without
+// them is written as it is. Control characters are what this pattern is for.
+// eslint-disable-next-line no-control-regex
+const needsEscape = /["\\\u0000-\u001f\ud800-\udfff]/;
+const jsonText = (value: string): string => (needsEscape.test(value) ? JSON.stringify(value) : `"${value}"`);
+const jsonTextOrNull = (value: string | null): string => (value === null ? 'null' : jsonText(value));
+
+/** The access logs not closed yet, whose lines the process's exit writes. */
+const open = new Set<AccessLog>();
+const flushAllOnExit = () => {
+  for (const log of open) log.flushOnExit();
+};
+
+/**
+ * The access log: one JSON line per request, in pino's format (`level`, `time`, the logger's bindings,
+ * the fields, `msg`), written as prepared text instead of through pino's generic path: the fields are
+ * known in advance, so no object is walked and no hook runs per line. Lines are gathered and handed to
+ * the destination together: when the next line would not fit in `writeBytes`, or `flushMs` after the
+ * first line waiting, whichever comes first (as Envoy's file access log does, at 64 KiB or 1 s). The
+ * destination bounds what waits for a slow disk or pipe (pino's `maxLength`); `flush` hands over what is
+ * gathered now (SIGUSR2, reopen, shutdown), and the process's exit does too.
+ */
+export class AccessLog {
+  private pending = '';
+  private pendingBytes = 0;
+  private timer: unknown = null;
+  private closed = false;
+  /** Milliseconds a line may wait for the lines after it; 0 writes every line at once (a reload sets it). */
+  flushMs: number;
+
+  constructor(private readonly options: AccessLogOptions) {
+    this.flushMs = options.flushMs;
+    open.add(this);
+    if (open.size === 1) process.on('exit', flushAllOnExit);
+    (options.destination as Partial<EventEmitter>).on?.('drop', this.dropped);
+  }
+
+  write(entry: AccessEntry): void {
+    if (this.closed) return;
+    const line = this.format(entry);
+    const bytes = Buffer.byteLength(line);
+    if (this.pendingBytes + bytes > this.options.writeBytes) this.flush();
+    this.pending += line;
+    this.pendingBytes += bytes;
+    if (this.flushMs === 0) this.flush();
+    else if (this.timer === null) this.timer = this.options.clock.setTimeout(this.flushLater, this.flushMs);
+  }
+
+  /** Hands every line gathered so far to the destination. */
+  flush(): void {
+    if (this.timer !== null) {
+      this.options.clock.clearTimeout(this.timer);
+      this.timer = null;
+    }
+    if (this.pendingBytes === 0) return;
+    const chunk = this.pending;
+    this.pending = '';
+    this.pendingBytes = 0;
+    this.options.destination.write(chunk);
+  }
+
+  /** Flushes, then opens the access log's own file again (logrotate has moved it). */
+  reopen(): void {
+    this.flush();
+    if (this.options.ownsDestination) this.options.destination.reopen?.();
+  }
+
+  /** Flushes, and writes no more lines; closes the access log's own file. */
+  close(): void {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    open.delete(this);
+    if (open.size === 0) process.off('exit', flushAllOnExit);
+    (this.options.destination as Partial<EventEmitter>).off?.('drop', this.dropped);
+    if (this.options.ownsDestination) this.options.destination.end?.();
+  }
+
+  /** SonicBoom's 'drop' listener: what it was handed while more than its bound waited. */
+  private readonly dropped = (data: string | Buffer): void => {
+    let lines = 0;
+    for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) lines += 1;
+    this.options.onDropped?.(lines);
+  };
+
+  private readonly flushLater = (): void => {
+    this.timer = null;
+    this.flush();
+  };
+
+  /** At exit nothing asynchronous runs: the lines gathered go, and the destination writes them now. */
+  flushOnExit(): void {
+    try {
+      this.flush();
+      this.options.destination.flushSync?.();
+    } catch {
+      // The destination is gone or not ready: nothing more can be written.
+    }
+  }
+
+  /** `value` without the config's secrets: a client may send a key as its request id or in its path. */
+  private clean(value: string): string {
+    return this.options.secrets ? this.options.secrets.remove(value) : value;
+  }
+
+  private format(entry: AccessEntry): string {
+    const subject = entry.subject === null ? null : this.clean(entry.subject);
+    return (
+      `{"level":30,"time":${this.options.clock.now()}${this.options.bindings}` +
+      `,"requestId":${jsonText(this.clean(entry.requestId))},"client":${jsonText(entry.client)}` +
+      `,"verb":${jsonText(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
+      `,"api":${jsonTextOrNull(entry.api)},"method":${jsonTextOrNull(entry.method)}` +
+      `,"application":${jsonTextOrNull(entry.application)},"subject":${jsonTextOrNull(subject)}` +
+      (entry.unvalidated ? ',"unvalidated":true' : '') +
+      `,"status":${entry.status},"bytesIn":${entry.bytesIn},"bytesOut":${entry.bytesOut}` +
+      `,"upstreamMs":${entry.upstreamMs === null ? 'null' : entry.upstreamMs}` +
+      `,"outcome":${jsonTextOrNull(entry.outcome)},"quota":${jsonTextOrNull(entry.quota)},"ms":${entry.ms}` +
+      (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
+      ',"msg":"request"}\n'
+    );
+  }
+}
+
+/** Bytes a write to a regular file (or a destination no other process shares) may hold. */
+const largestWrite = 65_536;
+/** Linux's PIPE_BUF: a write to a pipe or socket up to this size is never interleaved with another's. */
+const pipeBuffer = 4_096;
+
+export interface AccessLogSettings {
+  /** `accessLog.file`, relative to `cwd`; without it the lines go with the rest of the log. */
+  file?: string | undefined;
+  flushMs: number;
+}
+
+/**
+ * The access log of a gateway: in its own file (`accessLog.file`) or with the rest of `logger`'s lines,
+ * each line with `logger`'s bindings; null when the log level leaves access lines out (above `info`).
+ * @param sharesOutput other processes write to the same stdout (the workers of `workers: N`): a write
+ *   to a pipe then holds at most PIPE_BUF bytes, so that no two lines interleave.
+ */
+export function openAccessLog(
+  settings: AccessLogSettings,
+  options: {
+    logger: Logger;
+    cwd: string;
+    secrets?: LogSecrets;
+    sharesOutput: boolean;
+    onDropped?: (lines: number) => void;
+  },
+): AccessLog | null {
+  const { logger } = options;
+  if (!logger.isLevelEnabled('info')) return null;
+  const file = settings.file ? logDestination(path.resolve(options.cwd, settings.file)) : null;
+  const destination = file ?? destinationOf(logger);
+  const fd = (destination as { fd?: unknown }).fd;
+  const toPipe = typeof fd === 'number' && fd >= 0 && isPipe(fd);
+  return new AccessLog({
+    destination,
+    ownsDestination: file !== null,
+    bindings: `${bindingsOf(logger)},"component":"access"`,
+    ...(options.secrets ? { secrets: options.secrets } : {}),
+    flushMs: settings.flushMs,
+    writeBytes: toPipe && options.sharesOutput ? pipeBuffer : largestWrite,
+    clock: systemClock,
+    ...(options.onDropped ? { onDropped: options.onDropped } : {}),
+  });
+}
+
+function isPipe(fd: number): boolean {
+  try {
+    const stat = fstatSync(fd);
+    return stat.isFIFO() || stat.isSocket();
+  } catch {
+    return true;
+  }
+}
