@@ -14,6 +14,8 @@ export interface LoadOptions {
   connections: number;
   seconds: number;
   headers: Record<string, string>;
+  /** Cores wrk runs on (a taskset list); anywhere when absent. */
+  cpus?: string;
 }
 
 const toMs = (value: string, unit: string) =>
@@ -30,7 +32,12 @@ async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
     ...headers,
     options.url,
   ];
-  const { stdout } = await promisify(execFile)(binary, args, { timeout: (options.seconds + 30) * 1000 });
+  const [command, commandArgs] = options.cpus
+    ? ['taskset', ['-c', options.cpus, binary, ...args]]
+    : [binary, args];
+  const { stdout } = await promisify(execFile)(command, commandArgs, {
+    timeout: (options.seconds + 30) * 1000,
+  });
   const latency = (percentile: string) => {
     const match = new RegExp(`^\\s*${percentile}%\\s+([\\d.]+)(us|ms|s|m)`, 'm').exec(stdout);
     return match ? toMs(match[1]!, match[2]!) : NaN;

@@ -24,8 +24,8 @@ export interface GatewayLayers {
    * JSON line per request on stdout, which start() points at /dev/null).
    */
   accessLog?: boolean;
-  /** Data-plane worker processes (`workers`); 1, the default, is one process without node:cluster. */
-  workers?: number;
+  /** Data-plane worker processes (`workers`): 1 (the default here), N, or 'auto' (one per core). */
+  workers?: number | 'auto';
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -39,7 +39,7 @@ export async function startQuotagate(
   mkdirSync(dir, { recursive: true });
   const config = {
     port,
-    ...(workers > 1 ? { workers } : {}),
+    workers,
     APIKeyAuthType: auth,
     ...(auth === 'basic'
       ? { apikey_development: benchKey, apikey_production: `${benchKey}-production` }

@@ -75,50 +75,99 @@ export function latencyTable(rows: readonly LatencyRow[], rate: number): string 
   return lines.join('\n');
 }
 
-export interface AblationRow {
-  layers: string;
-  rps: number;
+/** A row of the headline: one setup loaded side by side with bare http-proxy-3. */
+export interface HeadlineRow {
+  name: string;
+  /** Median CPU µs per request over the side-by-side rounds. */
   cpuUs: number;
+  /** CPU µs/req over bare http-proxy-3's in the same round: median, lowest and highest round. */
   cpuVsBare: number;
-  /** CPU µs/req over the row above's in the same round: the median of the rounds' differences. */
+  lowest: number;
+  highest: number;
+  /** For a layer of quotagate: what it adds to the row above, median of the rounds' differences. */
   addedUs: number | null;
+  /** The figure issue 21 asks of this row (CPU vs bare at most), or null. */
+  target: number | null;
 }
 
-/** The ablation table: quotagate (memory store) one layer at a time, CPU per request against bare. */
-export function ablationTable(rows: readonly AblationRow[]): string {
+/** The side-by-side table: every setup loaded at once, CPU per request against bare in each round. */
+export function headlineTable(rows: readonly HeadlineRow[]): string {
   const lines = [
-    '| quotagate, memory store, layer by layer | CPU µs/req | CPU vs bare | µs/req added by the layer | req/s |',
+    '| Setup (all loaded at the same time) | CPU µs/req | CPU vs bare http-proxy-3 | lowest – highest round | µs/req the layer adds | target | |',
+    '|---|---:|---:|---:|---:|---:|---|',
+  ];
+  for (const row of rows) {
+    const verdict = row.target === null ? '' : row.cpuVsBare <= row.target ? 'met' : '**not met**';
+    lines.push(
+      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${times(row.lowest)} – ${times(row.highest)} | ${row.addedUs === null ? '' : signed(row.addedUs, 0)} | ${row.target === null ? '' : `≤ ${times(row.target)}`} | ${verdict} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** What the gateway says it added itself, over the open-loop rounds at a fixed rate (milliseconds). */
+export interface GatewayLatencyRow {
+  name: string;
+  requestP50Ms: number;
+  requestP99Ms: number;
+  requestP999Ms: number;
+  responseP50Ms: number;
+  responseP99Ms: number;
+  responseP999Ms: number;
+  /** Exchanges it measured over the rounds. */
+  count: number;
+}
+
+export function gatewayLatencyTable(rows: readonly GatewayLatencyRow[], rate: number): string {
+  const lines = [
+    `| Added by the gateway, as it measures itself (${rate.toLocaleString('en-US')} req/s) | request p50 ms | p99 | p99.9 | response p50 ms | p99 | p99.9 | exchanges |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const row of rows) {
+    lines.push(
+      `| ${row.name} | ${fixed(row.requestP50Ms, 3)} | ${fixed(row.requestP99Ms, 3)} | ${fixed(row.requestP999Ms, 3)} | ${fixed(row.responseP50Ms, 3)} | ${fixed(row.responseP99Ms, 3)} | ${fixed(row.responseP999Ms, 3)} | ${row.count} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/** One setup of the workers comparison: the same gateway with one process, or one per core. */
+export interface WorkersRow {
+  name: string;
+  rps: number;
+  p99Ms: number;
+  cpuUs: number;
+  /** Cores the whole process tree kept busy: CPU seconds over wall seconds. */
+  cores: number;
+}
+
+export function workersTable(rows: readonly WorkersRow[], connections: number): string {
+  const lines = [
+    `| As shipped, memory store, ${connections} connections, whole machine | req/s | p99 ms | CPU µs/req | cores busy |`,
     '|---|---:|---:|---:|---:|',
   ];
   for (const row of rows) {
     lines.push(
-      `| ${row.layers} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${row.addedUs === null ? '—' : signed(row.addedUs, 0)} | ${fixed(row.rps, 0)} |`,
+      `| ${row.name} | ${fixed(row.rps, 0)} | ${fixed(row.p99Ms, 2)} | ${fixed(row.cpuUs, 0)} | ${fixed(row.cores, 2)} |`,
     );
   }
   return lines.join('\n');
 }
 
-export interface SideBySideRow {
-  name: string;
-  cpuUs: number;
-  /** CPU µs/req over bare http-proxy-3's in the same side-by-side round: the median of the rounds. */
-  cpuVsBare: number;
-  lowest: number;
-  highest: number;
+/** A figure issue 21 asks for, what the run measured, and whether it holds. */
+export interface Figure {
+  what: string;
+  measured: string;
+  target: string;
+  met: boolean;
 }
 
-/** The side-by-side table: every setup loaded at once, CPU per request against bare in each round. */
-export function sideBySideTable(rows: readonly SideBySideRow[]): string {
-  const lines = [
-    '| Side by side (loaded at the same time) | CPU µs/req | CPU vs bare | lowest – highest round |',
-    '|---|---:|---:|---:|',
-  ];
-  for (const row of rows) {
-    lines.push(
-      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${times(row.lowest)} – ${times(row.highest)} |`,
-    );
-  }
-  return lines.join('\n');
+export function figuresTable(figures: readonly Figure[]): string {
+  return [
+    '| Figure | measured | target | |',
+    '|---|---:|---:|---|',
+    ...figures.map((f) => `| ${f.what} | ${f.measured} | ${f.target} | ${f.met ? 'met' : '**not met**'} |`),
+  ].join('\n');
 }
 
 /**
@@ -155,30 +204,44 @@ export function accuracyTable(results: readonly AccuracyResult[]): string {
 
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
-/** A horizontal bar chart of req/s (SVG, no dependencies), with p99 in each label. */
-export function svgChart(rows: readonly Row[], title: string): string {
-  const barHeight = 26;
+/**
+ * The headline as a chart (SVG, no dependencies): each setup's CPU per request against bare
+ * http-proxy-3 as a bar at the median of the rounds, a whisker from the lowest to the highest round, a
+ * line at 1.00×, and the target of each row as a tick.
+ */
+export function headlineChart(rows: readonly HeadlineRow[], title: string): string {
+  const barHeight = 22;
   const gap = 10;
-  const labelWidth = 330;
-  const chartWidth = 460;
-  const top = 44;
-  const height = top + rows.length * (barHeight + gap) + 20;
-  const max = Math.max(...rows.map((row) => row.rps), 1);
-  const bars = rows.map((row, i) => {
+  const labelWidth = 360;
+  const chartWidth = 440;
+  const top = 52;
+  const height = top + rows.length * (barHeight + gap) + 34;
+  const max = Math.max(2.5, ...rows.map((row) => (Number.isFinite(row.highest) ? row.highest : 0))) * 1.05;
+  const x = (ratio: number) => labelWidth + (Math.max(0, ratio) / max) * chartWidth;
+  const marks = rows.map((row, i) => {
     const y = top + i * (barHeight + gap);
-    const width = Math.max(1, (row.rps / max) * chartWidth);
     const quotagate = row.name.startsWith('quotagate');
-    return [
-      `<text x="${labelWidth - 10}" y="${y + 18}" text-anchor="end">${escape(row.name)}</text>`,
-      `<rect x="${labelWidth}" y="${y}" width="${width.toFixed(1)}" height="${barHeight}" fill="${quotagate ? '#2f6fdf' : '#9aa5b1'}"/>`,
-      `<text x="${labelWidth + width + 6}" y="${y + 18}">${Math.round(row.rps)} req/s · p99 ${fixed(row.p99Ms, 2)} ms</text>`,
-    ].join('');
+    const parts = [
+      `<text x="${labelWidth - 10}" y="${y + 16}" text-anchor="end">${escape(row.name)}</text>`,
+      `<rect x="${labelWidth}" y="${y}" width="${(x(row.cpuVsBare) - labelWidth).toFixed(1)}" height="${barHeight}" fill="${quotagate ? '#2f6fdf' : '#9aa5b1'}"/>`,
+      `<line x1="${x(row.lowest).toFixed(1)}" x2="${x(row.highest).toFixed(1)}" y1="${y + barHeight / 2}" y2="${y + barHeight / 2}" stroke="#222" stroke-width="1.5"/>`,
+      `<text x="${(Math.max(x(row.highest), x(row.cpuVsBare)) + 8).toFixed(1)}" y="${y + 16}">${times(row.cpuVsBare)}</text>`,
+    ];
+    if (row.target !== null)
+      parts.push(
+        `<line x1="${x(row.target).toFixed(1)}" x2="${x(row.target).toFixed(1)}" y1="${y - 3}" y2="${y + barHeight + 3}" stroke="#d33" stroke-width="2"/>`,
+      );
+    return parts.join('');
   });
+  const axis = top + rows.length * (barHeight + gap);
   return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + chartWidth + 200}" height="${height}" font-family="sans-serif" font-size="13">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${labelWidth + chartWidth + 80}" height="${height}" font-family="sans-serif" font-size="13">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="16" y="24" font-size="15" font-weight="bold">${escape(title)}</text>`,
-    ...bars,
+    `<text x="16" y="42" font-size="12" fill="#555">bar: median of the rounds; whisker: lowest to highest round; red tick: target</text>`,
+    `<line x1="${x(1).toFixed(1)}" x2="${x(1).toFixed(1)}" y1="${top - 6}" y2="${axis}" stroke="#888" stroke-dasharray="4 3"/>`,
+    `<text x="${x(1).toFixed(1)}" y="${axis + 16}" text-anchor="middle" fill="#555">1.00× bare http-proxy-3</text>`,
+    ...marks,
     '</svg>',
     '',
   ].join('\n');

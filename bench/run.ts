@@ -3,52 +3,55 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { latencyBetween, type LatencyReport } from '../src/added-latency.js';
 import { runAccuracyBench, type AccuracyResult } from './accuracy.js';
 import { cpuSeconds, machineCpuSeconds, treeCpuTime } from './cpu-time.js';
 import { runFixedRate, type OpenLoopResult } from './fixed-rate.js';
 import { runLoad, type LoadResult } from './load.js';
+import { choosePinning } from './pinning.js';
 import { freePort, listening, start, type Running } from './processes.js';
-import {
-  benchAuthorization,
-  benchKey,
-  neverRejecting,
-  setSystemRestrictions,
-  startQuotagate,
-  type GatewayLayers,
-} from './quotagate.js';
+import { benchAuthorization, benchKey } from './quotagate.js';
 import { costPerRequest, RedisMeter, type RedisCost } from './redis-usage.js';
 import { runRefusalCost, type RefusalCost } from './refusal-cost.js';
 import {
-  ablationTable,
   accuracyTable,
+  figuresTable,
+  gatewayLatencyTable,
+  headlineChart,
+  headlineTable,
   latencyTable,
   markdownTable,
   median,
   refusalTable,
-  sideBySideTable,
-  svgChart,
-  type AblationRow,
+  workersTable,
+  type Figure,
+  type GatewayLatencyRow,
+  type HeadlineRow,
   type LatencyRow,
   type Row,
-  type SideBySideRow,
+  type WorkersRow,
 } from './report.js';
+import { Setups, type Target } from './setups.js';
+import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
 
 const { values } = parseArgs({
   options: {
+    'side-rounds': { type: 'string', default: '10' },
+    'side-seconds': { type: 'string', default: '5' },
+    'side-connections': { type: 'string', default: '10' },
+    'side-warmup-seconds': { type: 'string', default: '10' },
+    'no-pin': { type: 'boolean', default: false },
     seconds: { type: 'string', default: '8' },
     rounds: { type: 'string', default: '5' },
-    'warmup-seconds': { type: 'string', default: '10' },
+    'warmup-seconds': { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     'soak-seconds': { type: 'string', default: '60' },
     'skip-accuracy': { type: 'boolean', default: false },
     'latency-rate': { type: 'string', default: '2000' },
     'latency-seconds': { type: 'string', default: '6' },
     'skip-latency': { type: 'boolean', default: false },
-    'skip-ablation': { type: 'boolean', default: false },
-    'side-rounds': { type: 'string', default: '10' },
-    'side-seconds': { type: 'string', default: '3' },
-    'side-connections': { type: 'string', default: '20' },
-    'skip-side': { type: 'boolean', default: false },
+    'skip-throughput': { type: 'boolean', default: false },
+    'skip-workers': { type: 'boolean', default: false },
   },
 });
 const seconds = Number(values.seconds);
@@ -72,62 +75,74 @@ const which = (name: string) => {
   return null;
 };
 const versionOf = (command: string, args: string[]) => {
-  // wrk -v exits 1 and nginx -v prints to stderr: take the first line of whatever they print.
+  // wrk -v exits 1, and nginx -v prints to stderr: take the first line of whatever they print.
   const { stdout, stderr } = spawnSync(command, args, { encoding: 'utf8' });
   return `${stdout}${stderr}`.split('\n')[0]!.trim();
 };
 
 const wrk = which('wrk');
 const nginx = which('nginx');
+const haproxy = which('haproxy');
 const redisServer = which('redis-server');
 if (!redisServer) throw new Error('bench: redis-server is needed (apt-get install -y redis-server)');
+const pinning = choosePinning(!values['no-pin']);
 say(wrk ? `load: wrk (${versionOf(wrk, ['-v'])})` : 'load: wrk not found, using autocannon');
+say(nginx ? `nginx: ${versionOf(nginx, ['-v'])}` : 'nginx: not found, using a Node upstream; no nginx rows');
+say(haproxy ? `haproxy: ${versionOf(haproxy, ['-v'])}` : 'haproxy: not found, no HAProxy row');
 say(
-  nginx
-    ? `nginx: ${versionOf(nginx, ['-v'])}`
-    : 'nginx: not found, skipping the nginx reference and using a Node upstream',
+  pinning
+    ? `side by side: servers on core ${pinning.servers}, load generators and upstream on ${pinning.load}`
+    : 'side by side: nothing pinned',
 );
 
-const bareName = 'bare http-proxy-3, keep-alive';
-const memoryName = 'quotagate, memory store';
-const redisName = 'quotagate, Redis store';
-const peerName = 'fast-gateway + rate-limiter-flexible (Redis)';
+/** The setups, by the names the tables give them. */
+const names = {
+  bare: 'bare http-proxy-3, keep-alive agent',
+  routing: 'quotagate (a) routing + proxy only',
+  basic: 'quotagate (b) + basic auth',
+  quotas: 'quotagate (c) + 2 quotas, memory store',
+  shipped: 'quotagate (d) + access log = as shipped, memory store',
+  redis: 'quotagate as shipped, Redis store',
+  workers: 'quotagate as shipped, memory store, workers: 2',
+  peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
+  peerRedis: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (Redis)',
+  nginx: 'nginx auth_basic + 2 limit_req zones',
+  haproxy: 'HAProxy userlist + stick table',
+  direct: 'direct to the upstream (nginx return 200)',
+  nginxProxy: 'nginx proxy_pass, keep-alive',
+} as const;
 
-/** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
-const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
-  before === null || after === null ? NaN : ((after - before) * 1e6) / Math.max(1, requests);
+/** What issue 21 asks of the side-by-side ratios (CPU vs bare http-proxy-3, at most). */
+const targets: Partial<Record<string, number>> = {
+  [names.routing]: 1.03,
+  [names.quotas]: 1.1,
+  [names.shipped]: 1.15,
+  [names.redis]: 1.2,
+};
 
 const work = mkdtempSync(path.join(tmpdir(), 'quotagate-bench-'));
 const running: Running[] = [];
-const startTracked = async <T extends Running>(what: Promise<T>): Promise<T> => {
+const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
   const started = await what;
   running.push(started);
   return started;
 };
 
-/** Starts an nginx serving `server`; its port, and the pid of its master. */
-async function startNginx(name: string, server: string): Promise<{ port: number; pid: number }> {
-  const port = await freePort();
-  const dir = path.join(work, name);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(
-    path.join(dir, 'nginx.conf'),
-    `worker_processes 1;\npid ${dir}/nginx.pid;\nerror_log ${dir}/error.log warn;\nevents { worker_connections 1024; }\n` +
-      `http {\n  access_log off;\n  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;\n` +
-      `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;\n` +
-      `  keepalive_requests 1000000;\n  server {\n    listen 127.0.0.1:${port};\n${server}\n  }\n}\n`,
-  );
-  const started = await startTracked(
-    start(name, nginx!, ['-p', dir, '-c', path.join(dir, 'nginx.conf'), '-g', 'daemon off;'], () =>
-      listening(port),
-    ),
-  );
-  return { port, pid: started.child.pid! };
+/** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
+const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
+  before === null || after === null ? NaN : ((after - before) * 1e6) / Math.max(1, requests);
+const headers = { authorization: benchAuthorization };
+
+/** The added latency a quotagate setup reports (`/latency`), or null for another setup. */
+async function latencyOf(target: Target): Promise<LatencyReport | null> {
+  if (!target.adminUrl) return null;
+  return (await (await fetch(`${target.adminUrl}/latency`)).json()) as LatencyReport;
 }
 
 async function main(): Promise<void> {
+  const setups = new Setups(work, track);
   const redisPort = await freePort();
-  const redis = await startTracked(
+  const redis = await track(
     start(
       'redis-server',
       redisServer!,
@@ -136,308 +151,214 @@ async function main(): Promise<void> {
     ),
   );
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
-  const redisPid = redis.child.pid!;
-  const meter = new RedisMeter(redisUrl, redisPid);
+  const meter = new RedisMeter(redisUrl, redis.child.pid!);
 
   const upstreamServer = nginx
-    ? await startNginx(
+    ? await setups.nginx(
+        nginx,
         'upstream',
         `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
       )
-    : await (async () => {
-        const port = await freePort();
-        const started = await startTracked(
-          start(
-            'node upstream',
-            process.execPath,
-            ['dist/bench/servers/node-upstream.js', String(port)],
-            () => listening(port),
-          ),
-        );
-        return { port, pid: started.child.pid! };
-      })();
-  const upstreamPort = upstreamServer.port;
-  const upstream = `http://127.0.0.1:${upstreamPort}`;
+    : await setups
+        .node('node upstream', 'node-upstream.js', [], false)
+        .then((target) => ({ port: Number(new URL(target.url).port), pid: target.pid }));
+  const upstream = `http://127.0.0.1:${upstreamServer.port}`;
+  const memory = { type: 'memory' };
+  const shared = { type: 'redis', url: redisUrl, prefix: 'bench:' };
 
-  // `pid`: the root of the process tree whose CPU time a request of this setup costs (the upstream's for
-  // the direct one); `redis`: whether its requests use the bench's redis-server, whose calls and CPU time
-  // are then read too; `main`: a row of the main table (else of the ablation table only).
-  const targets: Array<{ name: string; url: string; pid: number; redis: boolean; main: boolean }> = [
-    {
-      name: `direct to the upstream (${nginx ? 'nginx return 200' : 'Node'})`,
-      url: `${upstream}/pets/1`,
-      pid: upstreamServer.pid,
-      redis: false,
-      main: true,
-    },
-  ];
+  const all = new Map<string, Target>();
+  const add = (target: Target) => all.set(target.name, target);
+  add(await setups.node(names.bare, 'bare-proxy.js', [upstream], false));
+  add(await setups.quotagate(names.routing, 'a', upstream, memory, { auth: 'none', quota: false }));
+  add(await setups.quotagate(names.basic, 'b', upstream, memory, { quota: false }));
+  add(await setups.quotagate(names.quotas, 'c', upstream, memory, { quota: true }));
+  add(await setups.quotagate(names.shipped, 'd', upstream, memory, { quota: true, accessLog: true }));
+  add(await setups.quotagate(names.redis, 'redis', upstream, shared, { quota: true, accessLog: true }));
+  add(
+    await setups.quotagate(names.workers, 'workers', upstream, memory, {
+      quota: true,
+      accessLog: true,
+      workers: 2,
+    }),
+  );
+  add(await setups.node(names.peer, 'peer-gateway.js', [upstream, 'memory', benchKey], false));
+  add(await setups.node(names.peerRedis, 'peer-gateway.js', [upstream, redisUrl, benchKey], true));
+  if (nginx) add(await setups.nginxGateway(nginx, names.nginx, upstreamServer.port));
+  if (haproxy) add(await setups.haproxyGateway(haproxy, names.haproxy, upstreamServer.port));
   if (nginx) {
-    const { port, pid } = await startNginx(
+    add({ name: names.direct, url: `${upstream}/pets/1`, pid: upstreamServer.pid, redis: false });
+    const proxy = await setups.nginx(
+      nginx,
       'proxy',
-      `    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }\n  }\n  upstream backend { server 127.0.0.1:${upstreamPort}; keepalive 64;`,
+      `    location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }`,
+      `  upstream backend { server 127.0.0.1:${upstreamServer.port}; keepalive 64; }\n`,
     );
-    targets.push({
-      name: 'nginx proxy_pass, keep-alive',
-      url: `http://127.0.0.1:${port}/pets/1`,
-      pid,
+    add({
+      name: names.nginxProxy,
+      url: `http://127.0.0.1:${proxy.port}/pets/1`,
+      pid: proxy.pid,
       redis: false,
-      main: true,
     });
   }
-  const barePort = await freePort();
-  const bare = await startTracked(
-    start(
-      'bare proxy',
-      process.execPath,
-      ['dist/bench/servers/bare-proxy.js', String(barePort), upstream],
-      () => listening(barePort),
-    ),
-  );
-  targets.push({
-    name: bareName,
-    url: `http://127.0.0.1:${barePort}/pets/1`,
-    pid: bare.child.pid!,
-    redis: false,
-    main: true,
-  });
+  const target = (name: string) => all.get(name)!;
+  const present = (list: readonly string[]) => list.filter((name) => all.has(name));
 
-  const memory = await startTracked(startQuotagate(path.join(work, 'memory'), upstream, { type: 'memory' }));
-  await setSystemRestrictions(memory, neverRejecting);
-  targets.push({
-    name: memoryName,
-    url: `${memory.url}/pets/1`,
-    pid: memory.pid,
-    redis: false,
-    main: true,
-  });
-
-  // Every core: the same gateway with two data-plane workers behind its port (node:cluster).
-  const twoWorkers = await startTracked(
-    startQuotagate(path.join(work, 'workers'), upstream, { type: 'memory' }, { workers: 2 }),
-  );
-  await setSystemRestrictions(twoWorkers, neverRejecting);
-  targets.push({
-    name: 'quotagate, memory store, workers: 2',
-    url: `${twoWorkers.url}/pets/1`,
-    pid: twoWorkers.pid,
-    redis: false,
-    main: true,
-  });
-
-  const shared = await startTracked(
-    startQuotagate(path.join(work, 'redis'), upstream, { type: 'redis', url: redisUrl, prefix: 'bench:' }),
-  );
-  await setSystemRestrictions(shared, neverRejecting);
-  targets.push({
-    name: redisName,
-    url: `${shared.url}/pets/1`,
-    pid: shared.pid,
-    redis: true,
-    main: true,
-  });
-
-  const peerPort = await freePort();
-  const peer = await startTracked(
-    start(
-      'peer gateway',
-      process.execPath,
-      ['dist/bench/servers/peer-gateway.js', String(peerPort), upstream, redisUrl, benchKey],
-      () => listening(peerPort),
-    ),
-  );
-  targets.push({
-    name: peerName,
-    url: `http://127.0.0.1:${peerPort}/pets/1`,
-    pid: peer.child.pid!,
-    redis: true,
-    main: true,
-  });
-
-  // The ablation: quotagate on the memory store, one layer more a row; the row with the quota is the main
-  // table's memory store (basic auth and the two never-rejecting restrictions, access logs off).
-  const ablation: Array<{ layers: string; target: string }> = [];
-  if (!values['skip-ablation']) {
-    const layer = async (dir: string, name: string, layers: GatewayLayers, restrictions: unknown[]) => {
-      const gateway = await startTracked(
-        startQuotagate(path.join(work, dir), upstream, { type: 'memory' }, layers),
-      );
-      if (restrictions.length > 0) await setSystemRestrictions(gateway, restrictions);
-      targets.push({ name, url: `${gateway.url}/pets/1`, pid: gateway.pid, redis: false, main: false });
-      return name;
-    };
-    const routingOnly = await layer(
-      'ablation-a',
-      'quotagate, memory store: routing + proxy only',
-      { auth: 'none' },
-      [],
-    );
-    const withAuth = await layer('ablation-b', 'quotagate, memory store: + basic auth', {}, []);
-    const withLog = await layer(
-      'ablation-d',
-      'quotagate, memory store: + quota + access log',
-      { accessLog: true },
-      neverRejecting,
-    );
-    ablation.push(
-      { layers: 'bare http-proxy-3 (reference)', target: bareName },
-      { layers: "(a) routing + proxy only (APIKeyAuthType 'none', no restrictions)", target: routingOnly },
-      { layers: '(b) + basic auth', target: withAuth },
-      { layers: '(c) + quota: 2 never-rejecting restrictions (= main table)', target: memoryName },
-      { layers: '(d) + access log (LOG_LEVEL info, a JSON line per request to /dev/null)', target: withLog },
-    );
-  }
-
-  const headers = { authorization: benchAuthorization };
-  const load = (url: string, duration = seconds) =>
-    runLoad(wrk, { url, connections, seconds: duration, headers });
-
-  // The JIT of a Node proxy settles only after several seconds of load; unwarmed, the first round of the
-  // setups with the most JavaScript would understate them.
-  const warmupSeconds = Number(values['warmup-seconds']);
-  for (const target of targets) {
-    say(`warming up: ${target.name} (${warmupSeconds} s)`);
-    await load(target.url, warmupSeconds);
-  }
-
-  // The process tree of each setup, as the rounds will read it (an nginx is its master and its worker).
-  const trees = Object.fromEntries(
-    targets.map((target) => [target.name, treeCpuTime(target.pid)?.pids.length ?? null]),
-  );
-
-  // CPU time spent on the machine outside the bench's own process tree (every server, wrk and generator it
-  // started) while the timed rounds run: another tenant's load makes every figure noisier.
+  // CPU time spent on the machine outside the bench's own process tree while the measures run: another
+  // tenant's load makes every figure noisier.
   const outsideBench = () => {
     const [machineSeconds, benchSeconds] = [machineCpuSeconds(), cpuSeconds(process.pid)];
     return machineSeconds === null || benchSeconds === null ? NaN : machineSeconds - benchSeconds;
   };
   const timedFrom = { cpu: outsideBench(), wall: performance.now() };
 
-  // CPU µs per request: user + system time of the setup's whole process tree (from /proc) over the round's
-  // requests, timed rounds only; for a setup on Redis, also the bench's redis-server's script calls and
-  // CPU time over the same requests.
-  const results = new Map<string, Array<LoadResult & { cpuUs: number; redis: RedisCost | null }>>(
-    targets.map((target) => [target.name, []]),
+  // 1. The headline: every setup loaded at the same time, each by its own wrk.
+  const sideNames = present([
+    names.bare,
+    names.routing,
+    names.basic,
+    names.quotas,
+    names.shipped,
+    names.redis,
+    names.workers,
+    names.peer,
+    names.nginx,
+    names.haproxy,
+  ]);
+  const sideRuns: SideBySideRuns = await runSideBySide(
+    sideNames.map((name) => target(name)),
+    {
+      wrk,
+      rounds: Number(values['side-rounds']),
+      seconds: Number(values['side-seconds']),
+      warmupSeconds: Number(values['side-warmup-seconds']),
+      connections: Number(values['side-connections']),
+      headers,
+      pinning,
+      say,
+    },
   );
-  for (let round = 1; round <= rounds; round += 1) {
-    for (const target of targets) {
-      say(`round ${round}/${rounds}: ${target.name} (${seconds} s)`);
-      const redisBefore = target.redis ? await meter.read() : null;
-      const cpuBefore = cpuSeconds(target.pid);
-      const result = await load(target.url);
-      const cpuAfter = cpuSeconds(target.pid);
-      const redisAfter = redisBefore ? await meter.read() : null;
-      if (result.non2xx > 0) throw new Error(`${target.name}: ${result.non2xx} responses were not 2xx`);
-      const cpuUs = cpuPerRequest(cpuBefore, cpuAfter, result.requests);
-      const redis =
-        redisBefore && redisAfter ? costPerRequest(redisBefore, redisAfter, result.requests) : null;
-      results.get(target.name)!.push({ ...result, cpuUs, redis });
-    }
-  }
-  // A setup against bare http-proxy-3 in the same round (its neighbour in time), then the median.
-  const againstBare = <T>(runs: Map<string, T[]>, name: string, compare: (run: T, bare: T) => number) => {
-    const bareRuns = runs.get(bareName)!;
-    return median(runs.get(name)!.map((run, i) => compare(run, bareRuns[i]!)));
-  };
-  const rows: Row[] = targets
-    .filter((target) => target.main)
-    .map((target) => {
-      const runs = results.get(target.name)!;
-      const redisRuns = runs.flatMap((r) => (r.redis ? [r.redis] : []));
-      return {
-        name: target.name,
-        rps: median(runs.map((r) => r.rps)),
-        p50Ms: median(runs.map((r) => r.p50Ms)),
-        p99Ms: median(runs.map((r) => r.p99Ms)),
-        processes: trees[target.name] ?? null,
-        cpuUs: median(runs.map((r) => r.cpuUs)),
-        cpuVsBare: againstBare(results, target.name, (run, bare) => run.cpuUs / bare.cpuUs),
-        redisCalls: target.redis ? median(redisRuns.map((r) => r.scriptCalls)) : null,
-        redisCpuUs: target.redis ? median(redisRuns.map((r) => r.cpuUs)) : null,
-      };
-    });
-  const ablationRows: AblationRow[] = ablation.map(({ layers, target }, i) => {
-    const runs = results.get(target)!;
-    const previous = i > 0 ? results.get(ablation[i - 1]!.target)! : null;
+  const layers: readonly string[] = [names.routing, names.basic, names.quotas, names.shipped];
+  const headline: HeadlineRow[] = sideNames.map((name) => {
+    const ratio = ratioOf(sideRuns, name, names.bare);
+    const layer = layers.indexOf(name);
     return {
-      layers,
-      rps: median(runs.map((r) => r.rps)),
-      cpuUs: median(runs.map((r) => r.cpuUs)),
-      cpuVsBare: againstBare(results, target, (run, bare) => run.cpuUs / bare.cpuUs),
-      addedUs: previous ? median(runs.map((run, round) => run.cpuUs - previous[round]!.cpuUs)) : null,
+      name,
+      cpuUs: median(sideRuns[name]!),
+      cpuVsBare: ratio.median,
+      lowest: ratio.lowest,
+      highest: ratio.highest,
+      addedUs: layer === -1 ? null : addedOver(sideRuns, name, layer === 0 ? names.bare : layers[layer - 1]!),
+      target: targets[name] ?? null,
     };
   });
+  const againstPeer = ratioOf(sideRuns, names.shipped, names.peer);
+  const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
 
-  // Latency at a fixed rate, open loop: the generator runs in its own process and sends on schedule;
-  // the same setups are measured in interleaved rounds, with their process trees' CPU time over each run.
-  const latencyNames = [bareName, memoryName, redisName, peerName];
-  const latencyRuns = new Map<string, Array<OpenLoopResult & { cpuUs: number }>>(
-    latencyNames.map((name) => [name, []]),
+  // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
+  // in interleaved rounds; CPU per request of each process tree, and what Redis spends per request.
+  const throughputNames = present([
+    names.direct,
+    names.nginxProxy,
+    names.bare,
+    names.shipped,
+    names.redis,
+    names.workers,
+    names.peer,
+    names.peerRedis,
+    names.nginx,
+    names.haproxy,
+  ]);
+  const results = new Map<string, Array<LoadResult & { cpuUs: number; redis: RedisCost | null }>>(
+    throughputNames.map((name) => [name, []]),
   );
+  const load = (url: string, duration: number, count = connections) =>
+    runLoad(wrk, { url, connections: count, seconds: duration, headers });
+  if (!values['skip-throughput']) {
+    // The JIT of a Node proxy settles only after several seconds of load.
+    for (const name of throughputNames) {
+      say(`throughput: warming up ${name} (${values['warmup-seconds']} s)`);
+      await load(target(name).url, Number(values['warmup-seconds']));
+    }
+    for (let round = 1; round <= rounds; round += 1) {
+      for (const name of throughputNames) {
+        const one = target(name);
+        say(`throughput round ${round}/${rounds}: ${name} (${seconds} s)`);
+        const redisBefore = one.redis ? await meter.read() : null;
+        const cpuBefore = cpuSeconds(one.pid);
+        const result = await load(one.url, seconds);
+        const cpuAfter = cpuSeconds(one.pid);
+        const redisAfter = redisBefore ? await meter.read() : null;
+        if (result.non2xx > 0) throw new Error(`${name}: ${result.non2xx} responses were not 2xx`);
+        results.get(name)!.push({
+          ...result,
+          cpuUs: cpuPerRequest(cpuBefore, cpuAfter, result.requests),
+          redis: redisBefore && redisAfter ? costPerRequest(redisBefore, redisAfter, result.requests) : null,
+        });
+      }
+    }
+  }
+  const trees = Object.fromEntries(
+    throughputNames.map((name) => [name, treeCpuTime(target(name).pid)?.pids.length ?? null]),
+  );
+  // A setup against bare http-proxy-3 in the same round (its neighbour in time), then the median.
+  const againstBare = <T>(runs: Map<string, T[]>, name: string, compare: (run: T, bare: T) => number) => {
+    const bareRuns = runs.get(names.bare)!;
+    return median(runs.get(name)!.map((run, i) => compare(run, bareRuns[i]!)));
+  };
+  const rows: Row[] = values['skip-throughput']
+    ? []
+    : throughputNames.map((name) => {
+        const runs = results.get(name)!;
+        const redisRuns = runs.flatMap((r) => (r.redis ? [r.redis] : []));
+        return {
+          name,
+          rps: median(runs.map((r) => r.rps)),
+          p50Ms: median(runs.map((r) => r.p50Ms)),
+          p99Ms: median(runs.map((r) => r.p99Ms)),
+          processes: trees[name] ?? null,
+          cpuUs: median(runs.map((r) => r.cpuUs)),
+          cpuVsBare: againstBare(results, name, (run, bare) => run.cpuUs / bare.cpuUs),
+          redisCalls: target(name).redis ? median(redisRuns.map((r) => r.scriptCalls)) : null,
+          redisCpuUs: target(name).redis ? median(redisRuns.map((r) => r.cpuUs)) : null,
+        };
+      });
+  const rpsAgainstBare = (name: string) =>
+    values['skip-throughput'] ? NaN : againstBare(results, name, (run, bare) => run.rps / bare.rps);
+
+  // 3. Latency at a fixed rate, open loop: the generator runs in its own process and sends on schedule;
+  // for quotagate, the latency it measures itself over the same run (its /latency before and after).
+  const latencyNames = [names.bare, names.shipped, names.redis, names.peer];
+  const latencyRuns = new Map<
+    string,
+    Array<OpenLoopResult & { cpuUs: number; gateway: LatencyReport | null }>
+  >(latencyNames.map((name) => [name, []]));
   if (!values['skip-latency']) {
     for (let round = 1; round <= rounds; round += 1) {
       for (const name of latencyNames) {
-        const target = targets.find((one) => one.name === name)!;
+        const one = target(name);
         say(
           `latency round ${round}/${rounds}: ${name} (${latencyRate} req/s, open loop, ${latencySeconds} s)`,
         );
-        const cpuBefore = cpuSeconds(target.pid);
+        const cpuBefore = cpuSeconds(one.pid);
+        const gatewayBefore = await latencyOf(one);
         const result = await runFixedRate({
-          url: target.url,
+          url: one.url,
           rate: latencyRate,
           seconds: latencySeconds,
           warmupSeconds: latencyWarmupSeconds,
           headers,
         });
-        const cpuAfter = cpuSeconds(target.pid);
+        const cpuAfter = cpuSeconds(one.pid);
+        const gatewayAfter = await latencyOf(one);
         if (result.non2xx > 0) throw new Error(`${name}: ${result.non2xx} responses were not 2xx`);
-        const cpuUs = cpuPerRequest(cpuBefore, cpuAfter, result.answeredTotal);
-        latencyRuns.get(name)!.push({ ...result, cpuUs });
+        latencyRuns.get(name)!.push({
+          ...result,
+          cpuUs: cpuPerRequest(cpuBefore, cpuAfter, result.answeredTotal),
+          gateway: gatewayBefore && gatewayAfter ? latencyBetween(gatewayBefore, gatewayAfter) : null,
+        });
       }
     }
   }
-  // Side by side: bare http-proxy-3 and every quotagate setup loaded at the same time, each by its own
-  // wrk, so that what the shared machine does meanwhile (steal time, neighbours) falls on all of them
-  // alike; one round's ratios then compare setups under the same conditions. In one run on the 2-core
-  // development machine, two copies of bare http-proxy-3 measured so came out within 1% of each other,
-  // and 10% apart in rounds one after another.
-  const sideNames = [bareName, ...targets.filter((t) => t.name.startsWith('quotagate')).map((t) => t.name)];
-  const sideRuns = new Map<string, number[]>(sideNames.map((name) => [name, []]));
-  const sideRounds = Number(values['side-rounds']);
-  const sideSeconds = Number(values['side-seconds']);
-  const sideConnections = Number(values['side-connections']);
-  if (!values['skip-side']) {
-    for (let round = 1; round <= sideRounds; round += 1) {
-      say(`side-by-side round ${round}/${sideRounds}: ${sideNames.length} setups at once (${sideSeconds} s)`);
-      const sideTargets = sideNames.map((name) => targets.find((one) => one.name === name)!);
-      const before = sideTargets.map((target) => cpuSeconds(target.pid));
-      const loads = await Promise.all(
-        sideTargets.map((target) =>
-          runLoad(wrk, { url: target.url, connections: sideConnections, seconds: sideSeconds, headers }),
-        ),
-      );
-      sideTargets.forEach((target, i) => {
-        if (loads[i]!.non2xx > 0)
-          throw new Error(`${target.name}: ${loads[i]!.non2xx} responses were not 2xx`);
-        sideRuns
-          .get(target.name)!
-          .push(cpuPerRequest(before[i]!, cpuSeconds(target.pid), loads[i]!.requests));
-      });
-    }
-  }
-  const sideRows: SideBySideRow[] = values['skip-side']
-    ? []
-    : sideNames.map((name) => {
-        const ratios = sideRuns.get(name)!.map((cpuUs, round) => cpuUs / sideRuns.get(bareName)![round]!);
-        return {
-          name,
-          cpuUs: median(sideRuns.get(name)!),
-          cpuVsBare: median(ratios),
-          lowest: Math.min(...ratios),
-          highest: Math.max(...ratios),
-        };
-      });
-  const outsideCores = (outsideBench() - timedFrom.cpu) / ((performance.now() - timedFrom.wall) / 1000);
-
   const latencyRows: LatencyRow[] = values['skip-latency']
     ? []
     : latencyNames.map((name) => {
@@ -457,17 +378,85 @@ async function main(): Promise<void> {
           failed: sum((run) => run.errors + run.unanswered),
         };
       });
+  const gatewayRows: GatewayLatencyRow[] = latencyNames.flatMap((name) => {
+    const reports = (latencyRuns.get(name) ?? []).flatMap((run) => (run.gateway ? [run.gateway] : []));
+    if (reports.length === 0) return [];
+    const of = (pick: (report: LatencyReport) => number) => median(reports.map(pick));
+    return [
+      {
+        name,
+        requestP50Ms: of((r) => r.request.p50Ms),
+        requestP99Ms: of((r) => r.request.p99Ms),
+        requestP999Ms: of((r) => r.request.p999Ms),
+        responseP50Ms: of((r) => r.response.p50Ms),
+        responseP99Ms: of((r) => r.response.p99Ms),
+        responseP999Ms: of((r) => r.response.p999Ms),
+        count: reports.reduce((total, r) => total + r.request.count, 0),
+      },
+    ];
+  });
 
+  // 4. Every core or one: the same gateway as shipped with workers: 1 and with one worker per core,
+  // each over the whole machine in turn (the load generator and the upstream share it), same load.
+  const cores = os.availableParallelism();
+  const workersRuns = new Map<string, Array<LoadResult & { cpuUs: number; cores: number }>>();
+  if (!values['skip-workers'] && cores > 1) {
+    const auto = await setups.quotagate(
+      `workers: 'auto' (${cores} workers)`,
+      'workers-auto',
+      upstream,
+      memory,
+      {
+        quota: true,
+        accessLog: true,
+        workers: 'auto',
+      },
+    );
+    const single = target(names.shipped);
+    const pair = [{ ...single, name: 'workers: 1 (one process)' }, auto];
+    for (const one of pair) {
+      workersRuns.set(one.name, []);
+      await load(one.url, Number(values['warmup-seconds']));
+    }
+    for (let round = 1; round <= rounds; round += 1) {
+      for (const one of pair) {
+        say(`workers round ${round}/${rounds}: ${one.name} (${seconds} s)`);
+        const cpuBefore = cpuSeconds(one.pid);
+        const wallBefore = performance.now();
+        const result = await load(one.url, seconds);
+        const cpuAfter = cpuSeconds(one.pid);
+        const wall = (performance.now() - wallBefore) / 1000;
+        workersRuns.get(one.name)!.push({
+          ...result,
+          cpuUs: cpuPerRequest(cpuBefore, cpuAfter, result.requests),
+          cores: cpuBefore === null || cpuAfter === null ? NaN : (cpuAfter - cpuBefore) / wall,
+        });
+      }
+    }
+  }
+  const workersRows: WorkersRow[] = [...workersRuns].map(([name, runs]) => ({
+    name,
+    rps: median(runs.map((r) => r.rps)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+    cpuUs: median(runs.map((r) => r.cpuUs)),
+    cores: median(runs.map((r) => r.cores)),
+  }));
+  const outsideCores = (outsideBench() - timedFrom.cpu) / ((performance.now() - timedFrom.wall) / 1000);
+
+  // 5. Steady memory, then the cases on the Redis store that count every script call.
   const soakSeconds = Number(values['soak-seconds']);
   say(`steady memory: quotagate (Redis store) under full load for ${soakSeconds} s`);
+  const sharedGateway = target(names.redis);
   const rss = () =>
-    Number(execFileSync('ps', ['-o', 'rss=', '-p', String(shared.pid)], { encoding: 'utf8' }).trim()) * 1024;
-  await load(`${shared.url}/pets/1`, 5);
+    Number(execFileSync('ps', ['-o', 'rss=', '-p', String(sharedGateway.pid)], { encoding: 'utf8' }).trim()) *
+    1024;
+  await load(sharedGateway.url, 5);
   const rssWarm = rss();
-  await load(`${shared.url}/pets/1`, soakSeconds);
+  await load(sharedGateway.url, soakSeconds);
   const rssAfter = rss();
-  // The cases below count every script call Redis runs, so no gateway of the rounds may add its own.
-  await shared.stop();
+  // The cases below count every script call Redis runs: every server started after Redis and the
+  // upstream (the first two) stops, so that none adds its own.
+  for (const child of running.splice(2).reverse()) await child.stop();
 
   const refusals: RefusalCost[] = [];
   for (const gatewayCount of [1, 3]) {
@@ -489,40 +478,85 @@ async function main(): Promise<void> {
     accuracy.push(await runAccuracyBench(path.join(work, 'accuracy'), redisUrl, say));
     accuracy.push(
       await runAccuracyBench(path.join(work, 'accuracy-frozen'), redisUrl, say, {
-        pid: redisPid,
+        pid: redis.child.pid!,
         fromSeconds: 10,
         forSeconds: 12,
       }),
     );
   }
 
+  // The figures issue 21 asks for, from this run.
+  const shippedLatency = latencyRows.find((row) => row.name === names.shipped);
+  const shippedGateway = gatewayRows.find((row) => row.name === names.shipped);
+  const headlineOf = (name: string) => headline.find((row) => row.name === name);
+  const ratioFigure = (what: string, name: string, limit: number): Figure => {
+    const row = headlineOf(name);
+    return {
+      what,
+      measured: row ? `${row.cpuVsBare.toFixed(2)}×` : 'n/a',
+      target: `≤ ${limit.toFixed(2)}×`,
+      met: row !== undefined && row.cpuVsBare <= limit,
+    };
+  };
+  const figures: Figure[] = [
+    ratioFigure('routing + proxy only, CPU vs bare http-proxy-3', names.routing, 1.03),
+    ratioFigure('basic + 2 quotas, memory, no access log', names.quotas, 1.1),
+    ratioFigure('as shipped, memory store', names.shipped, 1.15),
+    ratioFigure('as shipped, Redis store', names.redis, 1.2),
+    {
+      what: 'as shipped (memory) against the Node peer (memory), CPU per request',
+      measured: `${againstPeer.median.toFixed(2)}×`,
+      target: '≤ 0.85×',
+      met: againstPeer.median <= 0.85,
+    },
+    {
+      what: 'added p99 at a fixed 2,000 req/s, open loop (memory store)',
+      measured: shippedLatency ? `${shippedLatency.addedP99Ms.toFixed(2)} ms` : 'n/a',
+      target: '≤ 1 ms',
+      met: shippedLatency !== undefined && shippedLatency.addedP99Ms <= 1,
+    },
+    {
+      what: 'added p99 the gateway measures itself (request + response part)',
+      measured: shippedGateway
+        ? `${(shippedGateway.requestP99Ms + shippedGateway.responseP99Ms).toFixed(3)} ms`
+        : 'n/a',
+      target: '≤ 0.3 ms',
+      met: shippedGateway !== undefined && shippedGateway.requestP99Ms + shippedGateway.responseP99Ms <= 0.3,
+    },
+    {
+      what: `req/s at ${connections} connections against bare http-proxy-3 (as shipped, memory)`,
+      measured: `${rpsAgainstBare(names.shipped).toFixed(2)}×`,
+      target: '≥ 0.90×',
+      met: rpsAgainstBare(names.shipped) >= 0.9,
+    },
+  ];
+
   const machine = {
-    cores: os.cpus().length,
+    cores,
     cpu: os.cpus()[0]?.model ?? 'unknown',
     node: process.version,
     redis: versionOf(redisServer!, ['--version']),
     nginx: nginx ? versionOf(nginx, ['-v']) : null,
+    haproxy: haproxy ? versionOf(haproxy, ['-v']) : null,
     load: wrk ? versionOf(wrk, ['-v']) : 'autocannon',
-    connections,
-    seconds,
-    rounds,
-    latencyRate,
-    latencySeconds,
+    pinning,
     outsideCores,
   };
-  const table = markdownTable(rows, bareName, nginx ? 'nginx proxy_pass, keep-alive' : null);
+  const sideRounds = Number(values['side-rounds']);
   const markdown = [
-    `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}, load by ${machine.load}; ${connections} connections, ${rounds} interleaved rounds of ${seconds} s, medians. Other processes on the machine used ${Number.isFinite(outsideCores) ? outsideCores.toFixed(2) : 'n/a'} cores on average during the timed rounds.`,
+    `Machine: ${machine.cores} cores (${machine.cpu}), Node ${machine.node}, ${machine.redis}${machine.nginx ? `, ${machine.nginx}` : ''}${machine.haproxy ? `, ${machine.haproxy}` : ''}, load by ${machine.load}. Other processes on the machine used ${Number.isFinite(outsideCores) ? outsideCores.toFixed(2) : 'n/a'} cores on average while the bench measured.`,
     '',
-    table,
+    headlineTable(headline),
     '',
-    `CPU µs/req: user + system time of the setup's whole process tree (its server process and every descendant, from /proc; "processes": how many there were) over the timed rounds only, divided by the requests wrk completed in them. "CPU vs bare": the setup's CPU µs/req over bare http-proxy-3's in the same round, median of the rounds.`,
+    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs bare": the setup's over bare http-proxy-3's in the same round, median of the rounds. As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
     '',
-    ...(sideRows.length
+    figuresTable(figures),
+    '',
+    ...(rows.length
       ? [
-          sideBySideTable(sideRows),
+          markdownTable(rows, names.bare, nginx ? names.nginxProxy : null),
           '',
-          `Side by side: bare http-proxy-3 and every quotagate setup loaded at the same time, each by its own wrk (one thread, ${sideConnections} connections), ${sideRounds} rounds of ${sideSeconds} s; CPU µs/req of each process tree as in the first table. "CPU vs bare": the setup's over bare's in the same round, median of the rounds, with the lowest and highest round. The machine's drift falls on every setup alike, so these ratios are steadier than the first table's; the absolute µs are higher, all setups sharing the cores.`,
+          `Throughput: one setup at a time over the whole machine (wrk, one thread, ${connections} connections), ${values['warmup-seconds']} s of warm-up each, then ${rounds} interleaved rounds of ${seconds} s, medians; CPU µs/req as above; ratios against bare http-proxy-3 in the same round. Redis script calls and CPU per request: the bench's own redis-server over the same round.`,
           '',
         ]
       : []),
@@ -530,15 +564,17 @@ async function main(): Promise<void> {
       ? [
           latencyTable(latencyRows, latencyRate),
           '',
-          `Open loop (\`bench/open-loop.ts\`, its own process): ${latencyRate} requests a second on a fixed schedule whether or not earlier ones were answered, on a pool of keep-alive connections (a new one when none is idle, at most 256), ${latencyWarmupSeconds} s unrecorded then ${latencySeconds} s recorded per setup, ${rounds} interleaved rounds, medians. Latency runs from each request's scheduled send time (no coordinated omission); "generator lag" is the part of it spent before the request was written. "Added p99 over bare" and "CPU vs bare": against bare http-proxy-3 in the same round, median of the rounds. CPU µs/req here: the process tree's time over the run, divided by the requests it answered. "Late": requests that found all 256 connections busy; "failed": connection errors and requests unanswered 2 s after the last was due (a request whose kept-alive connection the server closed before any answer is sent once more, as HTTP clients do, and counted as retried in latest.json).`,
+          gatewayLatencyTable(gatewayRows, latencyRate),
+          '',
+          `Open loop (\`bench/open-loop.ts\`, its own process): ${latencyRate} requests a second on a fixed schedule whether or not earlier ones were answered, ${latencyWarmupSeconds} s unrecorded then ${latencySeconds} s recorded per setup, ${rounds} interleaved rounds, medians; latency from each request's scheduled send time (no coordinated omission). The second table is what quotagate measured itself over the same runs (its /latency read before and after each run, the difference of its HdrHistograms): "request" from a request's arrival until the upstream request is handed to Node's HTTP client, "response" from the upstream response's head until the client response's head is handed to Node.`,
           '',
         ]
       : []),
-    ...(ablationRows.length
+    ...(workersRows.length
       ? [
-          ablationTable(ablationRows),
+          workersTable(workersRows, connections),
           '',
-          `Same rounds as the first table (wrk, ${connections} connections), each row a gateway of its own; "added by the layer": the row's CPU µs/req minus the row above's in the same round, median of the rounds.`,
+          `Workers: the same gateway (as shipped, memory store) with one process and with one worker per core, over the whole machine in turn (the load generator and the upstream share it), ${rounds} interleaved rounds of ${seconds} s; "cores busy": the process tree's CPU seconds over wall seconds.`,
           '',
         ]
       : []),
@@ -555,18 +591,21 @@ async function main(): Promise<void> {
     `${JSON.stringify(
       {
         machine,
+        headline,
+        sideRuns,
+        figures,
         rows,
         trees,
         latency: latencyRows,
-        ablation: ablationRows,
-        sideBySide: sideRows,
-        sideRuns: Object.fromEntries(sideRuns),
+        gatewayLatency: gatewayRows,
+        workers: workersRows,
         rssWarm,
         rssAfter,
         refusals,
         accuracy,
         runs: Object.fromEntries(results),
         latencyRuns: Object.fromEntries(latencyRuns),
+        workersRuns: Object.fromEntries(workersRuns),
       },
       null,
       2,
@@ -575,10 +614,10 @@ async function main(): Promise<void> {
   writeFileSync(path.join(resultsDir, 'latest.md'), markdown);
   writeFileSync(
     path.join(resultsDir, 'chart.svg'),
-    svgChart(rows, `req/s at ${connections} connections (median of ${rounds} rounds)`),
+    headlineChart(headline, `CPU per request against bare http-proxy-3, side by side (${sideRounds} rounds)`),
   );
   process.stdout.write(`\n${markdown}\n`);
-  say(`written: bench/results/latest.json, latest.md, chart.svg`);
+  say('written: bench/results/latest.json, latest.md, chart.svg');
 }
 
 async function stopAll(): Promise<void> {

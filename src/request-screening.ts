@@ -48,15 +48,20 @@ function overridesMethod(query: string): boolean {
  * malformed framing (Content-Length with Transfer-Encoding, two Content-Lengths, a Transfer-Encoding not
  * ending in chunked); what it lets through and is checked here:
  * - several Host lines (RFC 9112 §3.2: 400), which the data plane joins with a comma;
- * - Transfer-Encoding on HTTP/1.0 (RFC 9112 §6.1: faulty framing);
+ * - Transfer-Encoding on HTTP/1.0 (RFC 9112 §6.1: faulty framing), or with a coding besides `chunked`;
  * - a target-override field (`targetOverrideFields`), in any spelling a CGI-style upstream reads as one;
  * - a `_method` parameter in the query (`query`, with its `?`).
  */
 export function screeningProblem(req: IncomingMessage, query: string): string | null {
   const { headers } = req;
   if (headers.host?.includes(',')) return 'more than one Host';
-  if (req.httpVersionMinor === 0 && req.httpVersionMajor === 1 && headers['transfer-encoding'] !== undefined)
-    return 'Transfer-Encoding on HTTP/1.0';
+  const transferEncoding = headers['transfer-encoding'];
+  if (transferEncoding !== undefined) {
+    if (req.httpVersionMinor === 0 && req.httpVersionMajor === 1) return 'Transfer-Encoding on HTTP/1.0';
+    // `gzip, chunked` and the like: a coding stacks read differently (a classic smuggling vector), which
+    // the gateway would have to re-encode; every client sends plain `chunked`.
+    if (transferEncoding.trim().toLowerCase() !== 'chunked') return 'a transfer coding other than chunked';
+  }
   for (const name in headers) {
     if (targetOverrides.has(cgiSpelling(name))) return `${name} would override the routed target`;
   }

@@ -308,7 +308,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await localCounters.close();
     await definitions.close();
     await applicationRepository?.close();
-    proxy.close();
+    await proxy.close();
     await gateway.dataPlane.close();
     accessLog?.close();
     if (redis) await redis.quit().catch(() => redis.disconnect());

@@ -23,10 +23,11 @@ const noNames: ReadonlySet<string> = new Set();
 
 /** The field names a message's `Connection` names (lower case): hop-by-hop for this connection only. */
 export function namedInConnection(headers: IncomingHttpHeaders): ReadonlySet<string> {
-  const value = headers.connection;
-  if (typeof value !== 'string') return noNames;
+  // Several Connection lines of an upstream answer come as a list.
+  const value = headers.connection as string | string[] | undefined;
+  if (value === undefined) return noNames;
   const names = new Set<string>();
-  for (const name of value.split(',')) {
+  for (const name of (typeof value === 'string' ? value : value.join(',')).split(',')) {
     const trimmed = name.trim().toLowerCase();
     if (trimmed) names.add(trimmed);
   }
@@ -38,12 +39,12 @@ const withoutLeadingZeros = (length: string): string =>
   length.length > 1 && length.charCodeAt(0) === 0x30 ? length.replace(/^0+(?=\d)/, '') : length;
 
 /**
- * Appends the request's end-to-end fields to `fields` (name, value pairs, as Node's `http.request` takes
- * them in a list), without hop-by-hop fields, without `drop` (the fields the gateway drops, and those it
- * sets itself), and without any underscore spelling of a field in `owned` (the fields the gateway sets,
- * drops or frames by). The framing fields stay: Node frames the upstream request by them (a chunked body
- * is re-encoded), so the body goes upstream framed exactly as it was received, or not at all; a
- * Content-Length goes without leading zeros.
+ * Appends the request's end-to-end fields to `fields` (name, value pairs, as undici takes them in a
+ * list), without hop-by-hop fields, without `drop` (the fields the gateway drops, and those it sets
+ * itself), and without any underscore spelling of a field in `owned` (the fields the gateway sets, drops
+ * or frames by). The body goes upstream framed as it was received: a Content-Length stays (without
+ * leading zeros), whatever `Connection` says, and undici frames it by that; a chunked body (its
+ * Transfer-Encoding is hop-by-hop, and nothing but `chunked` gets this far) is chunked again.
  */
 export function appendEndToEndRequestFields(
   headers: IncomingHttpHeaders,
@@ -55,7 +56,7 @@ export function appendEndToEndRequestFields(
   for (const name in headers) {
     const value = headers[name];
     if (value === undefined || drop.has(name)) continue;
-    if (!framing.has(name) && (hopByHop.has(name) || named.has(name))) continue;
+    if (hopByHop.has(name) || (named.has(name) && !framing.has(name))) continue;
     // CGI-style upstreams read `X_Forwarded_For` as `X-Forwarded-For`: such a spelling of a field the
     // gateway sets, drops or frames by never goes upstream, from any peer.
     if (name.includes('_') && owned.has(cgiSpelling(name))) continue;

@@ -1,8 +1,8 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import https from 'node:https';
-import type { Duplex } from 'node:stream';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
+import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../added-latency.js';
 import type { CompiledApi } from '../catalog/router.js';
 import { sendError } from '../errors.js';
@@ -12,18 +12,39 @@ import { appendEndToEndResponseFields } from './hop-by-hop.js';
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
 
-/** Links the request, the response, and the upstream request and response of an exchange to it, for shared listeners. */
+/** Links the request and the response of an exchange to it, for shared listeners. */
 const exchangeKey = Symbol('quotagate.exchange');
 type Linked<T> = T & { [exchangeKey]?: Exchange };
+
+/** The upstream answered something no client may be given: a status below 100. */
+class InvalidUpstreamResponse extends Error {
+  readonly code = 'UPSTREAM_INVALID_RESPONSE';
+}
+
+const timeoutCodes: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
+ * An answer of the upstream that breaks HTTP: a status below 100, a 101 nobody asked for or a 100 nobody
+ * waited for (undici calls these a bad upgrade or a bad response), or bytes its parser refuses.
+ */
+function isInvalidAnswer(error: Error): boolean {
+  const { code } = error as NodeJS.ErrnoException;
+  return (
+    error instanceof InvalidUpstreamResponse ||
+    (typeof code === 'string' && code.startsWith('HPE_')) ||
+    (code === 'UND_ERR_SOCKET' && /^bad (?:upgrade|response)$/.test(error.message))
+  );
+}
 
 /**
  * One proxied exchange: the client's request and response, and what the exchange did, filled in while it
  * runs; byte counts are body bytes as they streamed through. The gateway's record of a request is an
- * Exchange, so a request is one object however many events it sees: every listener is a function shared
- * by all exchanges that finds its exchange through the emitter. Read it once the client response has
- * closed, through `outcome()`.
+ * Exchange, so a request is one object however many events it sees: it is undici's handler of the
+ * upstream exchange itself, and the listeners on the client's request and response are functions shared
+ * by all exchanges that find theirs through the emitter. Read it once the client response has closed,
+ * through `outcome()`.
  */
-export class Exchange {
+export class Exchange implements Dispatcher.DispatchHandler {
   /** When the request arrived (`performance.now()`, milliseconds). */
   readonly arrivedAt = performance.now();
   status = 0;
@@ -40,15 +61,19 @@ export class Exchange {
   readonly fields: string[] = [];
   /**
    * The upstream request's fields but `Host`, as name, value pairs: the request's end-to-end fields and
-   * those the gateway sets. Node writes a list as it is, where an object would be set field by field.
+   * those the gateway sets. undici writes a list as it is.
    */
   readonly upstreamFields: Array<string | string[]> = [];
   /** Whether the request announced a body, which then streams upstream. */
   hasBody = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
-  upstreamRequest: http.ClientRequest | null = null;
-  upstreamResponse: IncomingMessage | null = null;
+  /** undici's control of the upstream exchange: pause, resume, abort. */
+  private controller: Dispatcher.DispatchController | null = null;
+  /** Ended, one way or another: the upstream has nothing more to say. */
+  private settled = false;
+  /** Where the upstream's failures are told, and the time the gateway adds recorded. */
+  private proxy: UpstreamProxy | null = null;
 
   constructor(
     readonly req: IncomingMessage,
@@ -65,93 +90,130 @@ export class Exchange {
       : this.upstreamOutcome;
   }
 
-  /** Ends the upstream side once the client has gone: an upstream request still running is destroyed. */
+  /** Ends the upstream side once the client has gone: an upstream exchange still running is aborted. */
   abandonUpstream(): void {
-    const upstream = this.upstreamRequest;
-    if (upstream && !this.res.writableFinished && !upstream.destroyed) upstream.destroy();
+    if (this.settled || !this.controller || this.res.writableFinished) return;
+    this.settled = true;
+    this.controller.abort(new Error('the client went away'));
+  }
+
+  /** Starts the upstream exchange on `pool`. */
+  dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
+    this.proxy = proxy;
+    pool.dispatch(options, this);
+  }
+
+  /** The client is ready for more: the upstream may send again. */
+  resumeUpstream(): void {
+    this.controller?.resume();
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    // 1xx answers are the upstream's to the connection (undici refuses an unasked 100 or 101 itself).
+    if (statusCode >= 100 && statusCode < 200) return;
+    const respondedAt = performance.now();
+    if (statusCode < 100) {
+      this.settled = true;
+      this.proxy?.fail(new InvalidUpstreamResponse(`upstream answered status ${statusCode}`), this);
+      controller.abort(new Error('invalid upstream answer'));
+      return;
+    }
+    const { res } = this;
+    this.upstreamMs = respondedAt - this.forwardedAt;
+    this.status = statusCode;
+    // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
+    // auth plugin that set fields of its own takes the slower merge, and its fields win too.
+    const fields = appendEndToEndResponseFields(
+      headers,
+      this.fields,
+      res.getHeaderNames().length > 0 ? res : null,
+    );
+    res.writeHead(statusCode, fields);
+    this.proxy?.addedResponse(performance.now() - respondedAt);
+    if (!res.writable) return;
+    res.on('drain', resumeUpstream);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.bytesOut += chunk.length;
+    if (!this.res.write(chunk)) controller.pause();
+  }
+
+  onResponseEnd(): void {
+    this.settled = true;
+    this.res.end();
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.proxy?.fail(error, this);
   }
 }
 
-/** The exchange of a request, response or upstream request or response it made. */
+/** The exchange of a request or response it made. */
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
 
-// The listeners of every exchange, shared: `this` is the emitter, linked to its exchange.
-function relayRequestChunk(this: IncomingMessage, chunk: Buffer): void {
-  const exchange = exchangeOf(this)!;
-  exchange.bytesIn += chunk.length;
-  if (!exchange.upstreamRequest!.write(chunk)) this.pause();
+/**
+ * The request body as undici reads it, counted on the way. undici pulls a chunk only when it has a
+ * connection to write it to, so none is read before then (a 'data' listener would start the flow).
+ */
+async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
+  for await (const chunk of exchange.req as AsyncIterable<Buffer>) {
+    exchange.bytesIn += chunk.length;
+    yield chunk;
+  }
 }
-function resumeRequest(this: http.ClientRequest): void {
-  exchangeOf(this)!.req.resume();
-}
-function endUpstreamRequest(this: IncomingMessage): void {
-  exchangeOf(this)!.upstreamRequest!.end();
-}
-function relayChunk(this: IncomingMessage, chunk: Buffer): void {
-  const exchange = exchangeOf(this)!;
-  exchange.bytesOut += chunk.length;
-  if (!exchange.res.write(chunk)) this.pause();
-}
+
+// The listener of every exchange's response, shared: `this` is the response, linked to its exchange.
 function resumeUpstream(this: ServerResponse): void {
-  exchangeOf(this)!.upstreamResponse?.resume();
-}
-function endResponse(this: IncomingMessage): void {
-  exchangeOf(this)!.res.end();
-}
-function upstreamTimedOut(this: http.ClientRequest): void {
-  this.destroy(new UpstreamTimeoutError('upstream timeout'));
-}
-function upstreamClosed(this: IncomingMessage): void {
-  // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
-  if (this.complete) return;
-  const exchange = exchangeOf(this)!;
-  if (exchange.upstreamOutcome === 'completed') exchange.upstreamOutcome = 'reset';
-  exchange.res.destroy();
-}
-
-class UpstreamTimeoutError extends Error {
-  readonly code = 'UPSTREAM_TIMEOUT';
-}
-
-/** The upstream answered something no client may be given: a status below 100, an unasked 101. */
-class InvalidUpstreamResponse extends Error {
-  readonly code = 'UPSTREAM_INVALID_RESPONSE';
+  exchangeOf(this)?.resumeUpstream();
 }
 
 export interface UpstreamProxyOptions {
-  /** Idle time after which the upstream exchange is abandoned with 504 (or a closed connection). */
+  /**
+   * Milliseconds the upstream has to answer once the request (its body included) has been sent, and then
+   * between chunks of its answer's body, before 504 (or a closed connection).
+   */
   proxyTimeout: number;
   logger: Logger;
   /** Records the time the gateway adds to each exchange. */
   latency?: AddedLatencySink;
 }
 
-/** One upstream origin: its http-proxy-3 server, its keep-alive agent, and where requests go. */
+/** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
 interface Upstream {
   readonly server: ProxyServer;
-  readonly agent: http.Agent;
-  readonly request: typeof http.request;
-  readonly hostname: string;
-  readonly port: number;
+  readonly pool: Pool;
   /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
   readonly host: string;
 }
 
 /**
- * Streams requests to upstreams over keep-alive agents (one per upstream origin) and streams the
- * responses back without hop-by-hop fields. Internal details of failures go to the log, never to the
- * client.
+ * Streams requests to upstreams over keep-alive connections (one undici pool per upstream origin) and
+ * streams the responses back without hop-by-hop fields. Internal details of failures go to the log, never
+ * to the client.
  *
  * Each origin has an http-proxy-3 server whose `web()` runs the exchange through its passes. The gateway
  * has already done what http-proxy-3's own web passes do (framing, X-Forwarded-*, the target path, the
- * Host, hop-by-hop fields; the response is written here with `selfHandleResponse`), so its first pass is
- * the gateway's `forward`, which sends the prepared request and halts the pass loop: `deleteLength`,
- * `timeout`, `XHeaders` and `stream` never run. `forward` hands Node the upstream head as one list of
- * fields, which Node writes as it is, instead of the object `stream` builds and Node sets field by field.
+ * Host, hop-by-hop fields; the response is written here, as with `selfHandleResponse`), so its first pass
+ * is the gateway's `forward`, which sends the prepared request and halts the pass loop: `deleteLength`,
+ * `timeout`, `XHeaders` and `stream` never run. `forward` sends it with undici (the HTTP client of Node's
+ * own `fetch`), whose dispatcher costs a third of what Node's `http.request` does per exchange (measured
+ * side by side, see docs/performance.md): its head is one list of fields written as it is, and the
+ * exchange itself is undici's handler, so a request makes no closure.
  */
 export class UpstreamProxy {
   private readonly upstreams = new Map<string, Upstream>();
-  /** Milliseconds of upstream idleness before 504; a reload changes it for the exchanges that follow. */
+  /** Milliseconds the upstream has to answer, then between body chunks; a reload changes it for the exchanges that follow. */
   proxyTimeout: number;
 
   constructor(private readonly options: UpstreamProxyOptions) {
@@ -171,10 +233,16 @@ export class UpstreamProxy {
     this.upstreamOf(api).server.web(req, res);
   }
 
-  /** Closes idle upstream connections; call after the last exchange. */
-  close(): void {
-    for (const { agent } of this.upstreams.values()) agent.destroy();
+  /** Closes the upstream connections; call after the last exchange. */
+  async close(): Promise<void> {
+    const pools = [...this.upstreams.values()].map(({ pool }) => pool.destroy());
     this.upstreams.clear();
+    await Promise.all(pools);
+  }
+
+  /** The time from the upstream response's head to the client response's head handed to Node. */
+  addedResponse(ms: number): void {
+    this.options.latency?.response(ms);
   }
 
   /** The pass that sends the exchange's request upstream; it halts http-proxy-3's pass loop. */
@@ -182,87 +250,24 @@ export class UpstreamProxy {
     const exchange = exchangeOf(req)!;
     const fields = exchange.upstreamFields;
     fields.push('host', upstream.host);
-    const upstreamRequest = upstream.request({
-      agent: upstream.agent,
-      hostname: upstream.hostname,
-      port: upstream.port,
-      method: req.method,
-      path: req.url,
-      headers: fields as unknown as http.OutgoingHttpHeaders,
-      timeout: this.proxyTimeout,
+    exchange.dispatch(this, upstream.pool, {
+      path: req.url ?? '/',
+      method: req.method as Dispatcher.HttpMethod,
+      headers: fields as string[],
+      // undici takes an async iterable as a body (its types say Readable): framed by the Content-Length
+      // among the fields, or chunked without one.
+      body: exchange.hasBody ? (countedBody(exchange) as unknown as Readable) : null,
+      headersTimeout: this.proxyTimeout,
+      bodyTimeout: this.proxyTimeout,
     });
-    (upstreamRequest as Linked<http.ClientRequest>)[exchangeKey] = exchange;
-    exchange.upstreamRequest = upstreamRequest;
-    upstreamRequest.on('response', this.respond);
-    upstreamRequest.on('error', this.upstreamFailed);
-    upstreamRequest.on('timeout', upstreamTimedOut);
-    // Without a listener Node destroys the socket of an unasked 101 and tells no one: the client would
-    // wait for an answer that never comes.
-    upstreamRequest.on('upgrade', this.unaskedUpgrade);
-    if (exchange.hasBody) {
-      // A hand-made pipe with the byte count folded in; attached in this tick, so no chunk flows uncounted.
-      req.on('data', relayRequestChunk);
-      req.on('end', endUpstreamRequest);
-      upstreamRequest.on('drain', resumeRequest);
-    } else {
-      upstreamRequest.end();
-    }
     this.options.latency?.request(performance.now() - exchange.arrivedAt);
     return true;
   }
 
-  /** The 'error' listener of every upstream request: `this` is the request. */
-  private readonly upstreamFailed = ((proxy: UpstreamProxy) =>
-    function (this: http.ClientRequest, error: Error): void {
-      const exchange = exchangeOf(this);
-      if (exchange) proxy.fail(error, exchange);
-    })(this);
-
-  /** The 'upgrade' listener of every upstream request: `this` is the request. */
-  private readonly unaskedUpgrade = ((proxy: UpstreamProxy) =>
-    function (this: http.ClientRequest, _upgraded: IncomingMessage, socket: Duplex): void {
-      socket.destroy();
-      const exchange = exchangeOf(this);
-      const error = new InvalidUpstreamResponse('upstream switched protocols unasked (101)');
-      if (exchange) proxy.fail(error, exchange);
-    })(this);
-
-  /** The 'response' listener of every upstream request: `this` is the request. */
-  private readonly respond = ((proxy: UpstreamProxy) =>
-    function (this: http.ClientRequest, upstreamResponse: IncomingMessage): void {
-      const respondedAt = performance.now();
-      const exchange = exchangeOf(this)!;
-      const { res } = exchange;
-      const status = upstreamResponse.statusCode ?? 0;
-      // Node's client hands on any three digits but the 1xx it handles itself; writeHead throws below 100.
-      if (status < 100) {
-        upstreamResponse.destroy();
-        proxy.fail(new InvalidUpstreamResponse(`upstream answered status ${status}`), exchange);
-        return;
-      }
-      exchange.upstreamMs = respondedAt - exchange.forwardedAt;
-      exchange.status = status;
-      // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
-      // auth plugin that set fields of its own takes the slower merge, and its fields win too.
-      const fields = appendEndToEndResponseFields(
-        upstreamResponse.headers,
-        exchange.fields,
-        res.getHeaderNames().length > 0 ? res : null,
-      );
-      res.writeHead(status, fields);
-      proxy.options.latency?.response(performance.now() - respondedAt);
-      // A hand-made pipe: one listener per event instead of pipe()'s eight, with the byte count folded in.
-      (upstreamResponse as Linked<IncomingMessage>)[exchangeKey] = exchange;
-      exchange.upstreamResponse = upstreamResponse;
-      upstreamResponse.on('data', relayChunk);
-      res.on('drain', resumeUpstream);
-      upstreamResponse.on('end', endResponse);
-      upstreamResponse.on('close', upstreamClosed);
-    })(this);
-
-  private fail(error: Error, exchange: Exchange): void {
+  /** The upstream exchange failed: 502 or 504 when nothing was answered yet, else a cut connection. */
+  fail(error: Error, exchange: Exchange): void {
     const { req, res } = exchange;
-    const timedOut = error instanceof UpstreamTimeoutError;
+    const timedOut = timeoutCodes.has((error as NodeJS.ErrnoException).code ?? '');
     if (req.socket.destroyed) {
       exchange.upstreamOutcome = 'client_aborted';
       return;
@@ -270,7 +275,7 @@ export class UpstreamProxy {
     if (exchange.upstreamOutcome === 'completed') {
       exchange.upstreamOutcome = timedOut
         ? 'timeout'
-        : error instanceof InvalidUpstreamResponse
+        : isInvalidAnswer(error)
           ? 'invalid'
           : exchange.upstreamMs === null
             ? 'unreachable'
@@ -283,6 +288,7 @@ export class UpstreamProxy {
       },
       'upstream exchange failed',
     );
+    // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
     if (res.headersSent) {
       res.destroy();
       return;
@@ -295,22 +301,11 @@ export class UpstreamProxy {
     const existing = this.upstreams.get(api.upstreamOrigin);
     if (existing) return existing;
     const target = new URL(api.upstreamOrigin);
-    const secure = target.protocol === 'https:';
-    // The agent's sockets keep its timeout between requests: an exchange with the same one sets no timer
-    // of its own (after a reload that changes proxyTimeout, each exchange sets its socket's), and a
-    // pooled socket idle that long is closed.
-    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const, timeout: this.proxyTimeout };
-    const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
-    const server = createProxyServer({ target, agent, selfHandleResponse: true, xfwd: false });
-    const upstream: Upstream = {
-      server,
-      agent,
-      request: secure ? https.request : http.request,
-      // WHATWG URLs bracket IPv6 hosts; the socket wants the bare address.
-      hostname: target.hostname.replace(/^\[(.*)\]$/, '$1'),
-      port: Number(target.port) || (secure ? 443 : 80),
-      host: target.host,
-    };
+    // One connection per exchange in flight, kept alive between them (as long as the upstream's
+    // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
+    const pool = new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
+    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false });
+    const upstream: Upstream = { server, pool, host: target.host };
     server.before('web', 'deleteLength', (req: IncomingMessage) => this.send(req, upstream));
     this.upstreams.set(api.upstreamOrigin, upstream);
     return upstream;

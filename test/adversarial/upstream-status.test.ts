@@ -14,9 +14,8 @@ import {
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 /**
- * An upstream that answers with a status line Node's HTTP client accepts but a gateway must not relay:
- * a status below 100 (Node's `writeHead` throws on it) and an unsolicited 101 (Node's client hands the
- * socket to an 'upgrade' listener nobody registered). Whatever one upstream answers, the gateway must
+ * An upstream that answers with a status line a gateway must not relay: a status below 100 (Node's
+ * `writeHead` throws on it), an unsolicited 101, and an unsolicited 100 Continue. Whatever one upstream answers, the gateway must
  * answer the client (502) and keep serving everyone else; it must never die or leave the client waiting.
  */
 
@@ -84,6 +83,25 @@ describe('an upstream status line the gateway cannot relay', () => {
       (error: Error) => `no answer: ${error.message}`,
     );
 
-    expect(answer).toMatch(/^HTTP\/1\.1 50[24] /);
+    expect(answer).toMatch(/^HTTP\/1\.1 502 /);
+    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+      status: 502,
+      outcome: 'invalid',
+    });
+  });
+
+  it('answers 502 when the upstream answers 100 Continue to a request that did not ask for it', async () => {
+    // The gateway never sends Expect upstream: a 100 is the upstream's mistake, not the client's to see.
+    const upstream = await rawUpstream(
+      'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+    );
+    defer(() => upstream.close());
+    const gateway: TestGateway = await startTestGateway(petsConfig(`${upstream.url}/pets`));
+    defer(() => gateway.close());
+    const answer = await rawExchange(gateway.url, getPet(new URL(gateway.url).host));
+    expect(answer).toMatch(/^HTTP\/1\.1 502 /);
+    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+      outcome: 'invalid',
+    });
   });
 });

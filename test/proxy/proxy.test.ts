@@ -1,4 +1,6 @@
+import { readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { rawExchange, request } from '../helpers/raw-http.js';
@@ -9,6 +11,7 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const auth = { authorization: basicAuth(devKey) };
@@ -266,6 +269,30 @@ describe('bodies', () => {
   });
 });
 
+describe('answers', () => {
+  it('relays each line of a field the upstream repeats, as it sent them', async () => {
+    const upstream = await upstreamWith((_req, res) => {
+      res.setHeader('set-cookie', ['a=1; Path=/', 'b=2; Path=/']);
+      res.setHeader('x-repeated', ['one', 'two']);
+      res.end('ok');
+    });
+    const gateway = await gatewayFor(upstream.url);
+    const head = await rawExchange(
+      gateway.url,
+      `GET /pets/1 HTTP/1.1\r\nHost: ${new URL(gateway.url).host}\r\nAuthorization: ${auth.authorization}\r\nConnection: close\r\n\r\n`,
+    );
+    const lines = head.split('\r\n');
+    expect(lines.filter((line) => /^set-cookie:/i.test(line))).toEqual([
+      'set-cookie: a=1; Path=/',
+      'set-cookie: b=2; Path=/',
+    ]);
+    expect(lines.filter((line) => /^x-repeated:/i.test(line))).toEqual([
+      'x-repeated: one',
+      'x-repeated: two',
+    ]);
+  });
+});
+
 describe('upstream failures', () => {
   it('answers 502 JSON within a second when the upstream refuses connections', async () => {
     const closed = await startUpstream();
@@ -318,6 +345,57 @@ describe('upstream failures', () => {
     expect(res.status).toBe(504);
     // The same pooled upstream connection carried both exchanges.
     expect(new Set(upstream.requests.map((seen) => seen.socket)).size).toBe(1);
+  });
+
+  it('holds a slow upload against the client, not the upstream: proxyTimeout runs once the body is sent', async () => {
+    let answer = true;
+    const upstream = await upstreamWith((_req, res) => {
+      if (answer) res.end('ok');
+    });
+    const gateway = await gatewayFor(upstream.url, { proxyTimeout: 300 });
+    const post = () =>
+      new Promise<{ status: number; afterUploadMs: number }>((resolve, reject) => {
+        let uploadedAt = 0;
+        const req = http.request(
+          `${gateway.url}/pets`,
+          { method: 'POST', headers: { ...auth, 'content-length': '4' } },
+          (res) => {
+            res.resume();
+            resolve({ status: res.statusCode ?? 0, afterUploadMs: Date.now() - uploadedAt });
+          },
+        );
+        req.on('error', reject);
+        req.write('ab');
+        // The rest comes after more than proxyTimeout.
+        setTimeout(() => {
+          uploadedAt = Date.now();
+          req.end('cd');
+        }, 800);
+      });
+    expect((await post()).status).toBe(200);
+    expect(upstream.requests.at(-1)!.body).toBe('abcd');
+    answer = false;
+    const unanswered = await post();
+    expect(unanswered.status).toBe(504);
+    expect(unanswered.afterUploadMs).toBeGreaterThanOrEqual(250);
+  });
+
+  it('verifies the certificate of an HTTPS upstream: one it cannot trust is a 502, never a plain exchange', async () => {
+    const certificate = await createTestCertificate();
+    const server = https.createServer(
+      { key: readFileSync(certificate.keyFile), cert: certificate.cert },
+      (_req, res) => res.end('should not be reached'),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    stops.push(async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      rmSync(certificate.dir, { recursive: true, force: true });
+    });
+    const { port } = server.address() as net.AddressInfo;
+    const gateway = await gatewayFor(`https://127.0.0.1:${port}`);
+    const res = await request(gateway.url, { path: '/pets/1', headers: auth });
+    expect(res.status).toBe(502);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 502, outcome: 'unreachable' });
   });
 
   it('closes the client connection promptly when the upstream resets mid-response', async () => {
