@@ -159,14 +159,18 @@ export interface Figure {
   what: string;
   measured: string;
   target: string;
-  met: boolean;
+  /** Null when this run did not measure it (a part skipped). */
+  met: boolean | null;
 }
 
 export function figuresTable(figures: readonly Figure[]): string {
   return [
     '| Figure | measured | target | |',
     '|---|---:|---:|---|',
-    ...figures.map((f) => `| ${f.what} | ${f.measured} | ${f.target} | ${f.met ? 'met' : '**not met**'} |`),
+    ...figures.map(
+      (f) =>
+        `| ${f.what} | ${f.measured} | ${f.target} | ${f.met === null ? 'not measured' : f.met ? 'met' : '**not met**'} |`,
+    ),
   ].join('\n');
 }
 
