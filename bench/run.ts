@@ -36,7 +36,7 @@ import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-b
 
 const { values } = parseArgs({
   options: {
-    'side-rounds': { type: 'string', default: '10' },
+    'side-rounds': { type: 'string', default: '20' },
     'side-seconds': { type: 'string', default: '5' },
     'side-connections': { type: 'string', default: '10' },
     'side-warmup-seconds': { type: 'string', default: '10' },
@@ -49,6 +49,7 @@ const { values } = parseArgs({
     'skip-accuracy': { type: 'boolean', default: false },
     'latency-rate': { type: 'string', default: '2000' },
     'latency-seconds': { type: 'string', default: '6' },
+    'latency-rounds': { type: 'string', default: '9' },
     'skip-latency': { type: 'boolean', default: false },
     'skip-throughput': { type: 'boolean', default: false },
     'skip-workers': { type: 'boolean', default: false },
@@ -332,12 +333,19 @@ async function main(): Promise<void> {
     string,
     Array<OpenLoopResult & { cpuUs: number; gateway: LatencyReport | null }>
   >(latencyNames.map((name) => [name, []]));
+  const latencyRounds = Math.max(3, Number(values['latency-rounds']));
   if (!values['skip-latency']) {
-    for (let round = 1; round <= rounds; round += 1) {
+    // An unrecorded run first: the first seconds at a new pace of a process idle for minutes are slower
+    // (connections opened again, code not yet compiled for it), and no round should pay for them.
+    for (const name of latencyNames) {
+      say(`latency: settling ${name} (${latencyRate} req/s, 3 s, unrecorded)`);
+      await runFixedRate({ url: target(name).url, rate: latencyRate, seconds: 3, warmupSeconds: 0, headers });
+    }
+    for (let round = 1; round <= latencyRounds; round += 1) {
       for (const name of latencyNames) {
         const one = target(name);
         say(
-          `latency round ${round}/${rounds}: ${name} (${latencyRate} req/s, open loop, ${latencySeconds} s)`,
+          `latency round ${round}/${latencyRounds}: ${name} (${latencyRate} req/s, open loop, ${latencySeconds} s)`,
         );
         const cpuBefore = cpuSeconds(one.pid);
         const gatewayBefore = await latencyOf(one);
@@ -572,7 +580,7 @@ async function main(): Promise<void> {
           '',
           gatewayLatencyTable(gatewayRows, latencyRate),
           '',
-          `Open loop (\`bench/open-loop.ts\`, its own process): ${latencyRate} requests a second on a fixed schedule whether or not earlier ones were answered, ${latencyWarmupSeconds} s unrecorded then ${latencySeconds} s recorded per setup, ${rounds} interleaved rounds, medians; latency from each request's scheduled send time (no coordinated omission). The second table is what quotagate measured itself over the same runs (its /latency read before and after each run, the difference of its HdrHistograms): "request" from a request's arrival until the upstream request is handed to Node's HTTP client, "response" from the upstream response's head until the client response's head is handed to Node.`,
+          `Open loop (\`bench/open-loop.ts\`, its own process): ${latencyRate} requests a second on a fixed schedule whether or not earlier ones were answered, each setup first settled by 3 s unrecorded, then ${latencyWarmupSeconds} s unrecorded and ${latencySeconds} s recorded per run, ${latencyRounds} interleaved rounds, medians; latency from each request's scheduled send time (no coordinated omission). The second table is what quotagate measured itself over the same runs (its /latency read before and after each run, the difference of its HdrHistograms): "request" from a request's arrival until the upstream request is handed to Node's HTTP client, "response" from the upstream response's head until the client response's head is handed to Node.`,
           '',
         ]
       : []),

@@ -52,6 +52,11 @@ export interface AccessLogOptions {
    * whole up to PIPE_BUF (4,096 bytes on Linux).
    */
   writeBytes: number;
+  /**
+   * Whether `writeBytes` must hold exactly (a shared pipe); otherwise a line's characters stand for its
+   * bytes, and a write of lines with names beyond ASCII may hold a few times `writeBytes`.
+   */
+  exactBytes?: boolean;
   clock: Clock;
 }
 
@@ -95,7 +100,8 @@ export class AccessLog {
   write(entry: AccessEntry): void {
     if (this.closed) return;
     const line = this.format(entry);
-    const bytes = Buffer.byteLength(line);
+    // Counting bytes flattens the line: only a write that must stay within PIPE_BUF needs them.
+    const bytes = this.options.exactBytes ? Buffer.byteLength(line) : line.length;
     if (this.pendingBytes + bytes > this.options.writeBytes) this.flush();
     this.pending += line;
     this.pendingBytes += bytes;
@@ -217,7 +223,9 @@ export function openAccessLog(
     bindings: `${bindingsOf(logger)},"component":"access"`,
     ...(options.secrets ? { secrets: options.secrets } : {}),
     flushMs: settings.flushMs,
-    writeBytes: toPipe && options.sharesOutput ? pipeBuffer : largestWrite,
+    ...(toPipe && options.sharesOutput
+      ? { writeBytes: pipeBuffer, exactBytes: true }
+      : { writeBytes: largestWrite }),
     clock: systemClock,
     ...(options.onDropped ? { onDropped: options.onDropped } : {}),
   });

@@ -32,6 +32,8 @@ const isUnreserved = (code: number) =>
   code === 0x7e;
 
 const hexDigit = /^[0-9A-Fa-f]{2}$/;
+/** A path `decodeUnreserved` would give back as it is: unreserved characters and slashes only. */
+const plainPath = /^[A-Za-z0-9\-._~/]*$/;
 
 /**
  * Normalizes a request target as received on the request line.
@@ -53,7 +55,8 @@ export function normalizeTarget(target: string, hostHeader: string | undefined):
   const query = queryStart === -1 ? '' : originForm.slice(queryStart);
   // A request target never carries a fragment (RFC 9112 §3.2); clients that do disagree on where it ends.
   if (query.includes('#')) return fail('fragment in request target');
-  const decoded = decodeUnreserved(rawPath);
+  // Most paths hold nothing to decode or refuse: letters, digits, `-`, `_`, `~`, `.` and slashes.
+  const decoded = plainPath.test(rawPath) ? rawPath : decodeUnreserved(rawPath);
   if (typeof decoded !== 'string') return decoded;
   return resolveDotSegments(decoded, query);
 }

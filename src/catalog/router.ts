@@ -47,6 +47,8 @@ interface CompiledMethod {
 interface ApiRoute {
   api: CompiledApi;
   base: string[];
+  /** `base` as a path (`/pets`), or '' for the root. */
+  basePath: string;
   baseKeys: string[];
   caseSensitive: boolean;
   methodsByVerb: Map<string, CompiledMethod[]>;
@@ -90,6 +92,7 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
       upstreamPrefix: upstream.pathname.replace(/\/+$/, ''),
     },
     base,
+    basePath: base.length > 0 ? `/${base.join('/')}` : '',
     baseKeys: base.map(key),
     caseSensitive: config.caseSensitive,
     methodsByVerb,
@@ -99,12 +102,18 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
 /** Whether `keys` match the request's segments from `offset` on, to the end. */
 function matches(keys: ReadonlyArray<string | null>, segments: readonly string[], offset: number): boolean {
   if (keys.length !== segments.length - offset) return false;
-  return keys.every((key, i) => key === null || key === segments[offset + i]);
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i];
+    if (key !== null && key !== segments[offset + i]) return false;
+  }
+  return true;
 }
 
 /** Whether `keys` are a prefix of the request's segments. */
 function startsWith(keys: readonly string[], segments: readonly string[]): boolean {
-  return keys.length <= segments.length && keys.every((key, i) => key === segments[i]);
+  if (keys.length > segments.length) return false;
+  for (let i = 0; i < keys.length; i += 1) if (keys[i] !== segments[i]) return false;
+  return true;
 }
 
 /**
@@ -121,32 +130,45 @@ export function compileCatalog(apis: readonly ApiConfig[]): Router {
   const byApi = new Map(routes.map((route) => [route.api, route]));
 
   /** The method of `route` whose pattern matches, in the request's segments as compared. */
-  const methodFor = (route: ApiRoute, verb: string, segments: readonly string[], lower: readonly string[]) =>
-    route.methodsByVerb
-      .get(verb)
-      ?.find((candidate) =>
-        matches(candidate.keys, route.caseSensitive ? segments : lower, route.base.length),
-      ) ?? null;
+  const methodFor = (
+    route: ApiRoute,
+    verb: string,
+    segments: readonly string[],
+    lower: readonly string[],
+  ) => {
+    const candidates = route.methodsByVerb.get(verb);
+    if (!candidates) return null;
+    const compared = route.caseSensitive ? segments : lower;
+    for (const candidate of candidates)
+      if (matches(candidate.keys, compared, route.base.length)) return candidate;
+    return null;
+  };
+
+  /** The API whose basePath the request's segments begin with (the longest, as `routes` is sorted). */
+  const routeOf = (segments: readonly string[], lower: readonly string[]) => {
+    for (const route of routes)
+      if (startsWith(route.baseKeys, route.caseSensitive ? segments : lower)) return route;
+    return null;
+  };
 
   return {
     match(verb, segments, trailingSlash, query) {
       const lower = anyCaseInsensitive ? segments.map((segment) => segment.toLowerCase()) : segments;
-      const route = routes.find((candidate) =>
-        startsWith(candidate.baseKeys, candidate.caseSensitive ? segments : lower),
-      );
+      const route = routeOf(segments, lower);
       if (!route) return null;
       // HEAD is GET without a body (RFC 9110 §9.3.2), so it is routed, authorized and counted as GET.
       const method = methodFor(route, verb === 'HEAD' ? 'GET' : verb, segments, lower);
-      const rest = segments.slice(route.base.length);
       // The catalog's spelling of the literals goes upstream, so a case-sensitive upstream runs the very
       // operation that was authorized and counted.
-      const below = method ? rest.map((segment, i) => method.pattern[i] ?? segment) : rest;
-      const tail = below.length > 0 ? `/${below.join('/')}${trailingSlash ? '/' : ''}` : '';
-      const basePart = route.base.length > 0 ? `/${route.base.join('/')}` : '';
+      let tail = '';
+      for (let i = route.base.length; i < segments.length; i += 1) {
+        tail += `/${method?.pattern[i - route.base.length] ?? segments[i]!}`;
+      }
+      if (tail !== '' && trailingSlash) tail += '/';
       return {
         api: route.api,
         method: method?.config ?? null,
-        path: (`${basePart}${tail}` || '/') + query,
+        path: (`${route.basePath}${tail}` || '/') + query,
         upstreamTarget: (`${route.api.upstreamPrefix}${tail}` || '/') + query,
         segments,
       };

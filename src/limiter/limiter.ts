@@ -80,29 +80,25 @@ export class Limiter {
     return answer instanceof Promise ? this.awaitShared(answer, specs) : answer;
   }
 
-  /** Adds measured units; at once on this gateway's own counters, a promise only for the shared store. */
+  /**
+   * Adds measured units; at once on this gateway's own counters and on leases of the shared store, a
+   * promise only for a trip to the shared store.
+   */
   add(additions: readonly CounterAddition[]): Promise<void> | void {
-    const { shared } = this.parts;
-    if (!shared) return this.parts.local.add(additions);
-    return this.addShared(shared, additions);
-  }
-
-  private async addShared(shared: SharedCounters, additions: readonly CounterAddition[]): Promise<void> {
-    if (this.sharedUp) {
-      try {
-        await shared.add(additions);
-        return;
-      } catch (error) {
-        this.switchToFallback(error as Error);
-        // The shared store keeps these units for its next trip; they count here too meanwhile.
-        if (this.parts.onError === 'local') await this.parts.local.add(additions);
-        return;
-      }
-    }
-    if (this.parts.onError === 'local') {
-      await this.parts.local.add(additions);
+    const { shared, local } = this.parts;
+    if (!shared) return local.add(additions);
+    if (!this.sharedUp) {
+      if (this.parts.onError !== 'local') return;
+      local.add(additions);
       for (const addition of additions) this.tally(addition.key, addition.windowMs, addition.amount);
+      return;
     }
+    const sent = shared.add(additions);
+    return sent?.catch((error: unknown) => {
+      this.switchToFallback(error as Error);
+      // The shared store keeps these units for its next trip; they count here too meanwhile.
+      if (this.parts.onError === 'local') local.add(additions);
+    });
   }
 
   /** Units counted now by counters under `keyPrefix`, from the store that currently decides. */

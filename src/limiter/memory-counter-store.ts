@@ -89,19 +89,15 @@ export class MemoryCounterStore implements CounterStore {
       if (counter.total + spec.need > spec.limit) full = true;
     }
     let retryAfterMs = 0;
-    if (full) {
-      for (let i = 0; i < specs.length; i += 1) {
-        const spec = specs[i]!;
-        if (counters[i]!.total + spec.need > spec.limit)
-          retryAfterMs = Math.max(retryAfterMs, this.waitFor(counters[i]!, spec, now));
-      }
-    } else {
-      for (let i = 0; i < specs.length; i += 1) {
-        this.charge(counters[i]!, specs[i]!.windowMs, specs[i]!.cost, now);
-      }
-    }
     const states: CounterState[] = new Array<CounterState>(specs.length);
-    for (let i = 0; i < specs.length; i += 1) states[i] = this.state(counters[i]!, specs[i]!.windowMs, now);
+    for (let i = 0; i < specs.length; i += 1) {
+      const spec = specs[i]!;
+      const counter = counters[i]!;
+      if (!full) this.charge(counter, spec.windowMs, spec.cost, now);
+      else if (counter.total + spec.need > spec.limit)
+        retryAfterMs = Math.max(retryAfterMs, this.waitFor(counter, spec, now));
+      states[i] = this.state(counter, spec.windowMs, now);
+    }
     return { allowed: !full, retryAfterMs, states };
   }
 
@@ -237,16 +233,21 @@ export class MemoryCounterStore implements CounterStore {
   /** Whether the counters `specs` would add fit in the bound; sweeps expired ones first when they would not. */
   private roomFor(specs: readonly CounterSpec[], now: number): boolean {
     if (this.maxBytes === Infinity) return true;
-    const needed = () =>
-      specs.reduce(
-        (bytes, spec) => (this.counters.has(spec.key) ? bytes : bytes + counterReservation(spec.key)),
-        0,
-      );
-    if (this.reservedBytes + needed() <= this.maxBytes) return true;
+    if (this.reservedBytes + this.reservationFor(specs) <= this.maxBytes) return true;
     if (now - this.lastSweepWhenFull < sweepWhenFullEveryMs) return false;
     this.lastSweepWhenFull = now;
     this.dropExpired(now);
-    return this.reservedBytes + needed() <= this.maxBytes;
+    return this.reservedBytes + this.reservationFor(specs) <= this.maxBytes;
+  }
+
+  /** Bytes the counters of `specs` not held yet would reserve. */
+  private reservationFor(specs: readonly CounterSpec[]): number {
+    let bytes = 0;
+    for (let i = 0; i < specs.length; i += 1) {
+      const { key } = specs[i]!;
+      if (!this.counters.has(key)) bytes += counterReservation(key);
+    }
+    return bytes;
   }
 
   /** The counter with every bucket that has left the window dropped; a new, empty one if there was none. */

@@ -20,12 +20,15 @@ const hopByHop = new Set([
 const framing = new Set(['content-length', 'transfer-encoding', 'host']);
 
 const noNames: ReadonlySet<string> = new Set();
+/** `Connection` values that name no field, as clients and upstreams usually spell them. */
+const connectionOptions: ReadonlySet<string> = new Set(['keep-alive', 'close', 'Keep-Alive', 'Close']);
 
 /** The field names a message's `Connection` names (lower case): hop-by-hop for this connection only. */
 export function namedInConnection(headers: IncomingHttpHeaders): ReadonlySet<string> {
   // Several Connection lines of an upstream answer come as a list.
   const value = headers.connection as string | string[] | undefined;
-  if (value === undefined) return noNames;
+  // Most messages carry none, or one of the options that names no field.
+  if (value === undefined || connectionOptions.has(value as string)) return noNames;
   const names = new Set<string>();
   for (const name of (typeof value === 'string' ? value : value.join(',')).split(',')) {
     const trimmed = name.trim().toLowerCase();
