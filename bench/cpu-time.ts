@@ -84,14 +84,19 @@ export function cpuSeconds(pid: number): number | null {
 }
 
 /**
- * CPU seconds the whole machine has spent running processes so far (user, nice and system time of every
- * core, from /proc/stat; interrupts and steal apart). Null where /proc cannot tell.
+ * CPU seconds the whole machine has spent running processes so far (user, nice, system, irq and softirq
+ * time of every core, from /proc/stat; steal apart). Interrupts count because the kernel also charges a
+ * tick spent in one to the process it interrupted: loopback traffic's softirqs are in the servers' stime,
+ * and leaving them out of the machine's time made "other processes" negative. Null where /proc cannot tell.
  */
 export function machineCpuSeconds(): number | null {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
-    const [user = NaN, nice = NaN, system = NaN] = line.split(/\s+/).slice(1).map(Number);
-    const seconds = (user + nice + system) / ticksPerSecond;
+    const [user = NaN, nice = NaN, system = NaN, , , irq = NaN, softirq = NaN] = line
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
+    const seconds = (user + nice + system + irq + softirq) / ticksPerSecond;
     return Number.isFinite(seconds) ? seconds : null;
   } catch {
     return null;

@@ -216,7 +216,8 @@ const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;
 export function headlineChart(rows: readonly HeadlineRow[], title: string): string {
   const barHeight = 22;
   const gap = 10;
-  const labelWidth = 360;
+  // About 7 px a character at 13 px sans-serif: room for the longest name.
+  const labelWidth = Math.max(200, ...rows.map((row) => row.name.length * 7 + 24));
   const chartWidth = 440;
   const top = 52;
   const height = top + rows.length * (barHeight + gap) + 34;

@@ -1,5 +1,7 @@
-import { describe, expect, it } from 'vitest';
-import { availableParallelism } from 'node:os';
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { ConfigError } from '../../src/config/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { wellKnownQuotas } from '../../src/quota/model.js';
@@ -15,7 +17,39 @@ describe('the workers key', () => {
   it('defaults to 1 and takes a whole number or auto (one per CPU)', () => {
     expect(workerCount({ workers: 1 })).toBe(1);
     expect(workerCount({ workers: 4 })).toBe(4);
-    expect(workerCount({ workers: 'auto' })).toBe(availableParallelism());
+    expect(workerCount({ workers: 'auto' }, cgroupsOf({}))).toBe(availableParallelism());
+  });
+
+  it('auto is the whole CPUs of the smallest cgroup quota above the process when that is fewer, at least one', () => {
+    const auto = (files: Record<string, string>) => workerCount({ workers: 'auto' }, cgroupsOf(files));
+    const membership = '0::/kubepods/pod1/gateway\n';
+    expect(auto({ membership, 'kubepods/pod1/gateway/cpu.max': 'max 100000\n' })).toBe(
+      availableParallelism(),
+    );
+    expect(auto({ membership, 'kubepods/pod1/gateway/cpu.max': '50000 100000\n' })).toBe(1);
+    expect(auto({ membership, 'kubepods/pod1/cpu.max': '150000 100000\n', 'cpu.max': 'max 100000' })).toBe(1);
+    expect(
+      auto({
+        membership,
+        'kubepods/cpu.max': '200000 100000\n',
+        'kubepods/pod1/gateway/cpu.max': '900000 100000',
+      }),
+    ).toBe(Math.min(2, availableParallelism()));
+    expect(auto({ membership: '0::/\n', 'cpu.max': '100000 100000\n' })).toBe(1);
+    expect(
+      auto({
+        membership: '4:cpu,cpuacct:/docker/1\n',
+        'cpu/cpu.cfs_quota_us': '50000\n',
+        'cpu/cpu.cfs_period_us': '100000\n',
+      }),
+    ).toBe(1);
+    expect(
+      auto({
+        membership: '4:cpu,cpuacct:/\n',
+        'cpu/cpu.cfs_quota_us': '-1\n',
+        'cpu/cpu.cfs_period_us': '100000\n',
+      }),
+    ).toBe(availableParallelism());
   });
 
   it('rejects a count that is not a whole number from 1 to 1024 or auto, naming the file and the key', async () => {
@@ -28,6 +62,22 @@ describe('the workers key', () => {
       `${dir}/default.mjs: workers: must be a whole number from 1 to 1024, or "auto" (one per CPU)`,
     ]);
   });
+});
+
+/** A cgroup mount of the given files under a fresh folder; `membership` stands for /proc/self/cgroup. */
+function cgroupsOf(files: Record<string, string>) {
+  const root = mkdtempSync(join(tmpdir(), 'quotagate-cgroup-'));
+  cgroupFolders.push(root);
+  for (const [name, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, 'fs', name)), { recursive: true });
+    writeFileSync(join(root, 'fs', name), text);
+  }
+  return { mount: join(root, 'fs'), membership: join(root, 'fs', 'membership') };
+}
+
+const cgroupFolders: string[] = [];
+afterAll(() => {
+  for (const folder of cgroupFolders) rmSync(folder, { recursive: true, force: true });
 });
 
 describe('restarts of a worker that exited', () => {
