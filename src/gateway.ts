@@ -13,7 +13,7 @@ import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterSpec } from './limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from './limiter/limiter.js';
-import { appendRateLimitFields, closestToLimit } from './limiter/rate-limit-headers.js';
+import { appendRateLimitFields } from './limiter/rate-limit-headers.js';
 import type { QuotaIndex, QuotaPlan } from './quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
@@ -265,10 +265,7 @@ export class Gateway {
       const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
     }
-    if (verdict.states.length > 0) {
-      const closest = closestToLimit(restrictions, verdict.states);
-      appendRateLimitFields(record.fields, restrictions[closest]!, verdict.states[closest]!);
-    }
+    appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));

@@ -18,6 +18,7 @@ import {
 import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
+import { adminHostCheck, hostRefusal } from './admin-hosts.js';
 import type { Logger } from '../log.js';
 import type { LatencyReport } from '../added-latency.js';
 import type { Metrics } from '../metrics.js';
@@ -219,7 +220,9 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     return user;
   };
   let catalogDocument: ReturnType<typeof catalogOpenApi> | null = null;
+  let answersHost = adminHostCheck(live.config.admin);
   live.onChange(({ config }) => {
+    answersHost = adminHostCheck(config.admin);
     // A user whose password or role changed (or who left) logs in again: a session proves only the old.
     const before = new Map(users.entries().map((user) => [user.username, user]));
     const after = new Map(config.admin.users.map((user) => [user.username, user]));
@@ -246,6 +249,13 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     serverFactory: (handler) => {
       return http.createServer(httpServerOptions(live.config), (req, res: ServerResponse) => {
         for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
+        // Before routing and credentials: a name another site rebound to this address gets nothing.
+        const refusal = hostRefusal(req, answersHost);
+        if (refusal) {
+          const body = JSON.stringify(errorsBody(refusal.status, [refusal.message]));
+          res.writeHead(refusal.status, { 'content-type': 'application/json; charset=utf-8' }).end(body);
+          return;
+        }
         handler(req, res);
       });
     },

@@ -25,8 +25,12 @@ const headerOf = (description: string, type = 'string') => ({ description, schem
 
 /** The rate-limit fields of an answer that passed or met a quota (draft-ietf-httpapi-ratelimit-headers). */
 const rateLimitHeaders = {
-  RateLimit: headerOf('The remaining room of the restriction closest to its limit: limit, remaining, reset'),
-  'RateLimit-Policy': headerOf('The restriction: its limit (q) and window in seconds (w)'),
+  RateLimit: headerOf(
+    'One item per restriction that applies (at most 10, the closest to its limit first), named <quota id>/<index>: units remaining (r), seconds until the oldest counted units leave the window (t, at most w)',
+  ),
+  'RateLimit-Policy': headerOf(
+    'One item per restriction, in the same order: its limit (q), window in seconds (w), and qu="content-bytes" for a byte limit',
+  ),
 };
 
 /** The seed's error body: `{"id":"com.vendor.api.<code>","message":"…","success":false}`. */

@@ -139,13 +139,23 @@ const adminUserSchema = z.strictObject({
   role: z.enum(['admin', 'member'], { error: msg('must be admin or member') }),
 });
 
+const allowedHostsMessage =
+  'must be an array of host names without ports (a leading dot allows the subdomains)';
+const allowedHostName = z
+  .string({ error: msg(allowedHostsMessage) })
+  .regex(/^\.?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?$/i, {
+    error: msg(allowedHostsMessage),
+  });
+
 const adminSchema = z
   .strictObject({
     host: nonEmpty.default('127.0.0.1'),
     port: portNumber.default(8081),
     users: z.array(adminUserSchema, { error: msg('must be an array') }).default([]),
+    /** Host names the admin listener answers besides its own, localhost and IP literals (DNS rebinding). */
+    allowedHosts: z.array(allowedHostName, { error: msg(allowedHostsMessage) }).default([]),
   })
-  .default({ host: '127.0.0.1', port: 8081, users: [] });
+  .default({ host: '127.0.0.1', port: 8081, users: [], allowedHosts: [] });
 
 const maxCounterMemoryMb = z
   .number({ error: msg('must be a number of MiB from 1 to 1048576') })

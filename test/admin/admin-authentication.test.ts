@@ -48,10 +48,10 @@ describe('admin authentication', () => {
   // paths that do not exist: without credentials, each is 401 and tells nothing more.
   it.each([
     `${portal}/quotas`,
-    `http://anything${portal}/quotas`,
-    `HTTP://anything${portal}/quotas`,
+    `http://localhost${portal}/quotas`,
+    `HTTP://LOCALHOST${portal}/quotas`,
     `http://127.0.0.1:1${portal}/quotas/${systemId}`,
-    `https://anything${portal}/quotas?x=1`,
+    `https://localhost${portal}/quotas?x=1`,
     '/api/portal/v1%2E3/quotas',
     '/api/portal/v1%2e3/quotas',
     `/api/portal/v1%2E3/quotas/${systemId}`,
@@ -108,7 +108,10 @@ describe('admin authentication', () => {
 
   it('answers an asterisk-form request target without credentials with 401', async () => {
     const answer = head(
-      await rawExchange(gateway.adminUrl, 'OPTIONS * HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n'),
+      await rawExchange(
+        gateway.adminUrl,
+        'OPTIONS * HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n',
+      ),
     );
     expect(answer.status).toBe(401);
   });
@@ -142,7 +145,7 @@ describe('admin authentication', () => {
 
   it('answers a Quota API path with the credentials of a user', async () => {
     expect((await send(`${portal}/quotas`, { headers: { authorization: admin } })).status).toBe(200);
-    const absolute = await send(`http://anything${portal}/quotas`, { headers: { authorization: admin } });
+    const absolute = await send(`http://localhost${portal}/quotas`, { headers: { authorization: admin } });
     expect(absolute.status).toBe(200);
   });
 
@@ -163,7 +166,7 @@ describe('admin authentication', () => {
     it('refuses two Authorization header lines sent raw with 401', async () => {
       const raw = await rawExchange(
         gateway.adminUrl,
-        `GET ${portal}/quotas HTTP/1.1\r\nHost: a\r\nAuthorization: ${admin}\r\nauthorization: Basic eDp5\r\nConnection: close\r\n\r\n`,
+        `GET ${portal}/quotas HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${admin}\r\nauthorization: Basic eDp5\r\nConnection: close\r\n\r\n`,
       );
       expect(head(raw).status).toBe(401);
     });
@@ -238,7 +241,7 @@ describe('admin authentication', () => {
 
     it('answers a request the HTTP parser refuses with a 400 in the documented shape', async () => {
       const answer = head(
-        await rawExchange(gateway.adminUrl, 'GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n'),
+        await rawExchange(gateway.adminUrl, 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n'),
       );
       expect(answer.status).toBe(400);
       expect(JSON.parse(answer.body)).toEqual({ errors: [{ code: 400, message: 'Bad Request' }] });
@@ -316,7 +319,7 @@ describe('admin authentication', () => {
       const answer = head(
         await rawExchange(
           gateway.adminUrl,
-          `GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+          `GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
         ),
       );
       expect(answer.status).toBe(431);
@@ -328,7 +331,7 @@ describe('admin authentication', () => {
 
     it('sends them on answers of the HTTP parser', async () => {
       const answer = head(
-        await rawExchange(gateway.adminUrl, 'GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n'),
+        await rawExchange(gateway.adminUrl, 'GET /healthz HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n'),
       );
       expect(answer.headers).toMatchObject(expected);
     });

@@ -244,6 +244,36 @@ describe('the admin console in a browser', () => {
     await screenshot(browserPage, 'applications');
   });
 
+  it('shows the tab chosen last when the data of the tab before it comes later', async () => {
+    const gateway = await start({ applications: [mobile] });
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/docs`);
+    await browserPage.waitForSelector('main h2');
+    // The quota list is held at the browser until the Applications tab has been drawn.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    await browserPage.setRequestInterception(true);
+    browserPage.on('request', (request) => {
+      if (request.url().endsWith('/api/portal/v1.3/quotas')) void held.then(() => request.continue());
+      else void request.continue();
+    });
+    await browserPage.evaluate(() => (location.hash = '#/quotas'));
+    await browserPage.evaluate(() => (location.hash = '#/applications'));
+    await browserPage.waitForSelector(`article[data-application="${mobile.id}"]`);
+    const listed = browserPage.waitForResponse((response) =>
+      response.url().endsWith('/api/portal/v1.3/quotas'),
+    );
+    release();
+    await listed;
+    // Two frames for the late answer to be parsed and drawn, had it anywhere to go.
+    await browserPage.evaluate(
+      () => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))),
+    );
+    expect(await browserPage.$(`article[data-application="${mobile.id}"]`)).not.toBeNull();
+    expect(await browserPage.$('article[data-quota]')).toBeNull();
+  });
+
   it('gives an application a quota of its own from the Applications tab, and takes it back', async () => {
     const gateway = await start({ applications: [mobile] });
     await setQuota(

@@ -157,7 +157,7 @@ describe('loadConfig: valid configs', () => {
     });
     expect(environment).toBe('development');
     expect(config.port).toBe(8080);
-    expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [] });
+    expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [], allowedHosts: [] });
     expect(config.store).toEqual({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
     expect(config.proxyTimeout).toBe(30_000);
     expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false });
@@ -186,7 +186,7 @@ describe('loadConfig: valid configs', () => {
     });
     expect(environment).toBe('production');
     expect(config.port).toBe(7070);
-    expect(config.admin).toEqual({ host: '127.0.0.1', port: 9191, users: [] });
+    expect(config.admin).toEqual({ host: '127.0.0.1', port: 9191, users: [], allowedHosts: [] });
     expect(config.proxyTimeout).toBe(5000);
     expect(config.store).toMatchObject({
       type: 'redis',

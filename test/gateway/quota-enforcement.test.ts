@@ -171,7 +171,7 @@ describe('quota enforcement: which restrictions apply', () => {
     expect([(await post()).status, (await post()).status]).toEqual([200, 429]);
   });
 
-  it('checks every matching restriction, and the headers describe the one closest to its limit', async () => {
+  it('checks every matching restriction, and the RateLimit fields carry one item for each, the closest to its limit first', async () => {
     const gateway = await gatewayWith();
     await setQuota(
       gateway,
@@ -179,9 +179,72 @@ describe('quota enforcement: which restrictions apply', () => {
       systemQuotaId,
     );
     const first = await get(gateway);
-    expect(first.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/1";q=2;w=86400`);
+    expect(first.headers['ratelimit-policy']).toBe(
+      `"${systemQuotaId}/1";q=2;w=86400, "${systemQuotaId}/0";q=100;w=1`,
+    );
+    expect(first.headers.ratelimit).toMatch(
+      new RegExp(`^"${systemQuotaId}/1";r=1;t=\\d+, "${systemQuotaId}/0";r=99;t=1$`),
+    );
     expect((await get(gateway)).status).toBe(200);
     expect((await get(gateway)).status).toBe(429);
+  });
+
+  it('shows every limit at once: the 429 of the short one still says what the long one has left (Kong\'s "two limits")', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'second'), throttle(5, 1, 'hour')] },
+      systemQuotaId,
+    );
+    clock.now = Math.ceil(clock.now / 3_600_000) * 3_600_000 + 5;
+    for (let i = 0; i < 3; i += 1) {
+      const ok = await get(gateway);
+      expect(ok.status).toBe(200);
+      const items = String(ok.headers.ratelimit).split(', ');
+      expect(items).toHaveLength(2);
+      expect(items).toContain(`"${systemQuotaId}/0";r=${2 - i};t=1`);
+      expect(items).toContain(`"${systemQuotaId}/1";r=${4 - i};t=3600`);
+    }
+    const refused = await get(gateway);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.ratelimit).toBe(`"${systemQuotaId}/0";r=0;t=1, "${systemQuotaId}/1";r=2;t=3600`);
+    expect(refused.headers['ratelimit-policy']).toBe(
+      `"${systemQuotaId}/0";q=3;w=1, "${systemQuotaId}/1";q=5;w=3600`,
+    );
+    // Retry-After is the short limit's, the one that refused, not the hour's: its units stay counted
+    // until their 10 ms sub-bucket has left the second, 1.005 s after they came, which rounds up to 2.
+    expect(refused.headers['retry-after']).toBe('2');
+  });
+
+  it('never says t beyond w, though a counter keeps its oldest units up to a sub-bucket past the window', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(5, 20, 'seconds')] },
+      systemQuotaId,
+    );
+    // 1 ms into a 200 ms sub-bucket: the units stay counted 20.199 s, which rounded up is 21.
+    clock.now = Math.ceil(clock.now / 200) * 200 + 1;
+    const first = await get(gateway);
+    expect(first.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/0";q=5;w=20`);
+    expect(first.headers.ratelimit).toBe(`"${systemQuotaId}/0";r=4;t=20`);
+  });
+
+  it('sends at most 10 items a field, leaving out those with the most room left', async () => {
+    const gateway = await gatewayWith();
+    // Twelve restrictions; the last two have the most room (relative to their limits) and are left out.
+    const limits = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1000, 2000];
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: limits.map((limit) => throttle(limit, 1, 'hour')) },
+      systemQuotaId,
+    );
+    const answer = await get(gateway);
+    expect(answer.status).toBe(200);
+    const names = (field: string) => field.split(', ').map((item) => item.slice(0, item.indexOf(';')));
+    const kept = limits.slice(0, 10).map((_, index) => `"${systemQuotaId}/${index}"`);
+    expect(names(String(answer.headers['ratelimit-policy']))).toEqual(kept);
+    expect(names(String(answer.headers.ratelimit))).toEqual(kept);
   });
 
   it('takes quota changes into account at once, without a restart', async () => {

@@ -32,24 +32,36 @@ function notifier(area: HTMLElement): Context['notify'] {
   };
 }
 
-/** Draws the view the hash names (a quota's form for #/quotas/<id>). */
+/** Routes drawn so far: a view whose data comes after a later route began is of no use. */
+let routes = 0;
+
+/**
+ * Draws the view the hash names (a quota's form for #/quotas/<id>). Each route draws into an area of
+ * its own: a view still waiting for its data when another tab is chosen draws, when its answer comes,
+ * into an area no longer shown, and is left at once, instead of covering the tab chosen after it.
+ */
 async function route(context: Context, main: HTMLElement, nav: HTMLElement): Promise<void> {
   leave?.();
   leave = undefined;
+  const current = (routes += 1);
   const hash = location.hash || '#/quotas';
   const quota = /^#\/quotas\/(.+)$/.exec(hash);
   const tab = tabs.find((candidate) => hash === candidate.hash) ?? tabs[0]!;
   for (const link of nav.querySelectorAll('a'))
     link.toggleAttribute('aria-current', link.getAttribute('href') === tab.hash);
-  replace(main, h('p', { class: 'muted', text: 'Loading…' }));
+  const area = h('div', { class: 'view' });
+  replace(main, area);
+  replace(area, h('p', { class: 'muted', text: 'Loading…' }));
   try {
-    leave = quota
-      ? await quotaEditorView(context, main, decodeURIComponent(quota[1]!))
-      : await tab.view(context, main);
+    const left = quota
+      ? await quotaEditorView(context, area, decodeURIComponent(quota[1]!))
+      : await tab.view(context, area);
+    if (current === routes) leave = left;
+    else left?.();
   } catch (error) {
     const message = messageOf(error);
     replace(
-      main,
+      area,
       h('p', { class: 'error', role: 'alert', text: `This page could not be shown: ${message}` }),
     );
   }
