@@ -250,6 +250,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           readiness,
           isDraining: () => draining,
           authDocumentation: () => gateway.dataPlane.authenticator.documentation,
+          identify: (name) => gateway.dataPlane.authenticator.identify?.(name),
           repository,
           applicationRepository,
           usage: (quotaId) => quotaUsage(quotas, limiter, repository, quotaId),

@@ -16,7 +16,7 @@ import {
   type ApplicationRepository,
 } from '../applications/application-repository.js';
 import { ApplicationDirectory } from '../applications/application-directory.js';
-import type { AuthDocumentation } from '../auth/authenticator.js';
+import type { AuthDocumentation, Identification } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
 import type { Logger } from '../log.js';
@@ -81,6 +81,8 @@ export interface AdminServerParts {
   isDraining(): boolean;
   /** The scheme in force, as the catalog's OpenAPI document describes it. */
   authDocumentation: () => AuthDocumentation;
+  /** What the current scheme's directory says a name of the Quota API stands for (ldap). */
+  identify?: (name: string) => Promise<Identification> | undefined;
   repository: QuotaRepository;
   /** The applications made through the portal API. */
   applicationRepository: ApplicationRepository;
@@ -354,6 +356,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
         usage: parts.usage,
         rejections: parts.rejections,
         ...(parts.now ? { now: parts.now } : {}),
+        ...(parts.identify ? { identify: parts.identify } : {}),
         made,
       });
       registerTryIt(portal, { live, authDocumentation: parts.authDocumentation, dataPlane: parts.dataPlane });

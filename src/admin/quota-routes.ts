@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Identification } from '../auth/authenticator.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { LiveConfig } from '../config/live-config.js';
@@ -39,6 +40,8 @@ export interface QuotaRoutesParts {
   now?: () => number;
   /** The applications made through the portal API: they may have quotas too. */
   made: ApplicationDirectory;
+  /** What the scheme's directory says a name stands for (ldap); undefined where the scheme cannot tell. */
+  identify?: (name: string) => Promise<Identification> | undefined;
 }
 
 const etagHeader = {
@@ -203,10 +206,20 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     return reply.code(status).send(shown(record));
   };
 
-  const application = (id: string): string => {
+  /**
+   * The application `id` names, as principals carry it. With ldap that is the directory's identity of the
+   * entry `id` names (a login name or a DN): a quota kept under any other spelling would match no one.
+   */
+  const application = async (id: string): Promise<string> => {
     const applicationId = applicationIdOf(live.config, id, parts.made);
     if (!applicationId) throw new AdminError(404, [`no application with id '${id}'`]);
-    return applicationId;
+    const asked = parts.identify?.(applicationId);
+    if (!asked) return applicationId;
+    const identification = await asked;
+    if (identification === 'unavailable')
+      throw new AdminError(503, ['the directory did not answer: which caller this names cannot be told']);
+    if ('unknown' in identification) throw new AdminError(404, [identification.unknown]);
+    return identification.identity;
   };
 
   app.post(
@@ -419,8 +432,8 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
   };
 
   /** The application's own quota, to replace or delete: a stored definition the schema refuses is one too. */
-  const ownQuota = (id: string): WriteTarget => {
-    const applicationId = application(id);
+  const ownQuota = async (id: string): Promise<WriteTarget> => {
+    const applicationId = await application(id);
     const refused = refusedWith((candidate) => candidate.application === applicationId);
     if (refused) return refusedTarget(refused);
     const own = repository.ofApplication(applicationId);
@@ -456,7 +469,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     ),
     async (request: IdRequest, reply) => {
-      const applicationId = application(request.params.id);
+      const applicationId = await application(request.params.id);
       const refused = refusedWith((candidate) => candidate.application === applicationId);
       if (refused) throw unreadable(refused);
       return answer(reply, repository.ofApplication(applicationId) ?? found(applicationDefaultQuotaId));
@@ -473,7 +486,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     ),
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
-      const applicationId = application(request.params.id);
+      const applicationId = await application(request.params.id);
       const quota = buildOwn(request.body, randomUUID(), applicationId);
       if (
         repository.ofApplication(applicationId) ||
@@ -495,7 +508,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     ),
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
-      const applicationId = application(request.params.id);
+      const applicationId = await application(request.params.id);
       const hasOwn =
         repository.ofApplication(applicationId) ??
         refusedWith((candidate) => candidate.application === applicationId);
@@ -506,7 +519,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
         const quota = buildOwn(request.body, randomUUID(), applicationId);
         return answer(reply, await repository.create({ quota, application: applicationId }), 201);
       }
-      const current = ownQuota(request.params.id);
+      const current = await ownQuota(request.params.id);
       requireUndeclared(current.id);
       const quota = buildOwn(request.body, current.id, applicationId);
       return answer(reply, await repository.replace({ quota }, requiredEtag(request, current)));
@@ -523,7 +536,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     ),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
-      const current = ownQuota(request.params.id);
+      const current = await ownQuota(request.params.id);
       requireUndeclared(current.id);
       await repository.remove(current.id, requiredEtag(request, current));
       return reply.code(204).send();

@@ -34,10 +34,21 @@ export interface AuthDocumentation {
 /**
  * One authentication scheme (`APIKeyAuthType`). Bad credentials are an answer (ok: false), never a throw.
  */
+/**
+ * What a name given to the Quota API (`/applications/{id}/quota`) stands for, by the scheme's own
+ * directory: the identity principals carry, or why no caller can have it, or no answer.
+ */
+export type Identification = { identity: string } | { unknown: string } | 'unavailable';
+
 export interface Authenticator {
   readonly scheme: string;
   authenticate(req: IncomingMessage, res: ServerResponse): AuthResult | Promise<AuthResult>;
   readonly documentation: AuthDocumentation;
+  /**
+   * The identity a name stands for, for schemes whose callers live in a directory the gateway can ask
+   * (ldap): a quota given to a name no caller is ever identified by would apply to no one.
+   */
+  identify?(name: string): Promise<Identification>;
   close?(): Promise<void>;
 }
 

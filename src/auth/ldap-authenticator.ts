@@ -1,8 +1,15 @@
-import { Client, InvalidCredentialsError, SizeLimitExceededError, type Entry } from 'ldapts';
+import {
+  Client,
+  InvalidCredentialsError,
+  InvalidDNSyntaxError,
+  NoSuchObjectError,
+  SizeLimitExceededError,
+  type Entry,
+} from 'ldapts';
 import type { Config } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
-import type { Authenticator, AuthResult, Principal } from './authenticator.js';
+import type { Authenticator, AuthResult, Identification, Principal } from './authenticator.js';
 import { basicChallenge } from './basic-authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import { fillFilter } from './ldap-filter.js';
@@ -55,7 +62,8 @@ export function createLdapAuthenticator(
   const { identityAttribute } = settings;
   const logger = options.logger;
 
-  async function lookUp(username: string, password: string): Promise<Verdict> {
+  /** Runs `work` on a connection bound as the admin (or anonymous), and unbinds it whatever happens. */
+  async function withDirectory<T>(work: (client: Client) => Promise<T>): Promise<T> {
     const client = new Client({
       url: settings.url,
       timeout: settings.timeout,
@@ -70,6 +78,14 @@ export function createLdapAuthenticator(
       // startTLS writes the plain socket into the options it is given: hand it a fresh copy every time.
       if (settings.startTLS) await client.startTLS({ ...settings.tlsOptions });
       if (settings.adminPassword) await client.bind(settings.adminDn, settings.adminPassword);
+      return await work(client);
+    } finally {
+      await client.unbind().catch(() => undefined);
+    }
+  }
+
+  function lookUp(username: string, password: string): Promise<Verdict> {
+    return withDirectory(async (client) => {
       const entry = await findUser(client, username);
       if (!entry) return null;
       const { dn, identity } = entry;
@@ -82,9 +98,65 @@ export function createLdapAuthenticator(
         return null;
       }
       return { dn, principal: { subject: identity, application: identity, ...(groups ? { groups } : {}) } };
-    } finally {
-      await client.unbind().catch(() => undefined);
+    });
+  }
+
+  /**
+   * The identity of the entry `name` stands for: the DN of an entry under `searchBase`, or a name the
+   * entry logs in with (found as at login). Either way the identity is the directory's spelling, the
+   * one principals carry, so `bob`, `BOB` and `uid=bob,ou=people,…` all name bob's one quota.
+   */
+  async function identify(name: string): Promise<Identification> {
+    try {
+      const found = await beforeDeadline(
+        withDirectory(async (client) => (await entryAt(client, name)) ?? (await findUser(client, name))),
+        settings.timeout,
+      );
+      if (found === deadlinePassed) return 'unavailable';
+      if (!found)
+        return {
+          unknown: `no entry of the directory is named '${name}': name an LDAP caller by the name it logs in with, or by its DN under ${settings.searchBase}`,
+        };
+      if (typeof found.identity !== 'string')
+        return {
+          unknown: `the directory entry '${found.dn}' can never be a caller: ${found.identity.problem}`,
+        };
+      return { identity: found.identity };
+    } catch (error) {
+      const { name: errorName, message, code } = error as NodeJS.ErrnoException;
+      logger.warn({ err: { name: errorName, message, code } }, 'ldap directory did not answer');
+      return 'unavailable';
     }
+  }
+
+  /** The entry whose DN is `name`, when it is a DN under `searchBase` (where logins are searched). */
+  async function entryAt(client: Client, name: string): Promise<FoundEntry | null> {
+    if (!name.includes('=') || !underSearchBase(name)) return null;
+    try {
+      const { searchEntries } = await client.search(name, {
+        scope: 'base',
+        filter: '(objectClass=*)',
+        attributes: identityAttribute ? [identityAttribute] : ['dn'],
+      });
+      const entry = searchEntries[0];
+      if (!entry) return null;
+      return { dn: entry.dn, identity: identityAttribute ? identityOf(entry) : entry.dn };
+    } catch (error) {
+      if (error instanceof NoSuchObjectError || error instanceof InvalidDNSyntaxError) return null;
+      throw error;
+    }
+  }
+
+  /** Whether the DN `name` lies under `searchBase`, compared as LDAP does: without case or spaces at , and =. */
+  function underSearchBase(name: string): boolean {
+    const key = (dn: string) =>
+      dn
+        .toLowerCase()
+        .replace(/\s*([,=])\s*/g, '$1')
+        .trim();
+    const base = key(settings.searchBase);
+    const dn = key(name);
+    return dn !== base && dn.endsWith(`,${base}`);
   }
 
   /** The one entry the filter finds for `username`, or null for none or several. */
@@ -173,6 +245,7 @@ export function createLdapAuthenticator(
         return unavailable;
       }
     },
+    identify,
     documentation: { swaggerSecurity: builtInSecurity.ldap },
   };
 }

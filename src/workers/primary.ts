@@ -137,6 +137,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     ],
     isDraining: () => draining,
     authDocumentation: () => authenticator.documentation,
+    identify: (name) => authenticator.identify?.(name),
     repository: quotaRepository,
     applicationRepository,
     usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),

@@ -11,6 +11,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { freePort } from '../support/free-port.js';
 
 const ldap = inject('ldap');
 const alice = ldap.users.find((user) => user.uid === 'alice')!;
@@ -114,5 +115,81 @@ describe('ldap identity through a started gateway', () => {
       statuses.push((await request(gateway.url, { path: '/pets/1', headers: { authorization } })).status);
     }
     expect(statuses).toEqual([200, 429]);
+  });
+});
+
+describe('application quotas named through the directory', () => {
+  const bob = ldap.users.find((user) => user.uid === 'bob')!;
+  const portal = '/api/portal/v1.3';
+  const admin = { authorization: userAuth(adminUser), 'content-type': 'application/json' };
+  const ownQuota = { type: 'APPLICATION', name: 'Bob', restrictions: [throttle(1, 1, 'minute')] };
+  const callAs = (gateway: TestGateway, username: string, password: string) =>
+    request(gateway.url, {
+      path: '/pets/1',
+      headers: { authorization: `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}` },
+    }).then((answer) => answer.status);
+  const quotaOf = (gateway: TestGateway, name: string, init: RequestInit = {}) =>
+    fetch(`${gateway.adminUrl}${portal}/applications/${encodeURIComponent(name)}/quota`, {
+      headers: admin,
+      ...init,
+    });
+
+  it.each([
+    ['the DN', {}],
+    ['identityAttribute uid', { identityAttribute: 'uid' }],
+  ])(
+    'keeps a quota given to a login name under the identity the caller gets, which every name of the entry reads (%s)',
+    async (_label, ldapOverrides) => {
+      const gateway = await ldapGateway(ldapOverrides);
+      const created = await quotaOf(gateway, 'BOB', { method: 'POST', body: JSON.stringify(ownQuota) });
+      expect(created.status).toBe(201);
+      const { id } = (await created.json()) as { id: string };
+      for (const name of ['bob', ` bob`, bob.dn, bob.dn.toUpperCase().replace(',', ', ')]) {
+        const read = await quotaOf(gateway, name);
+        expect(read.status, name).toBe(200);
+        expect(((await read.json()) as { id: string }).id, name).toBe(id);
+      }
+      // A second quota for another name of the same entry is the same application's.
+      expect(
+        (await quotaOf(gateway, bob.dn, { method: 'POST', body: JSON.stringify(ownQuota) })).status,
+      ).toBe(409);
+      expect([
+        await callAs(gateway, 'bob', bob.password),
+        await callAs(gateway, 'Bob', bob.password),
+      ]).toEqual([200, 429]);
+    },
+  );
+
+  it('answers 404 for a name no entry has, and for a DN outside searchBase, and creates nothing', async () => {
+    const gateway = await ldapGateway({});
+    const before = (await (
+      await fetch(`${gateway.adminUrl}${portal}/quotas`, { headers: admin })
+    ).json()) as unknown[];
+    for (const name of ['nobody', `uid=nobody,${ldap.peopleDn}`, ldap.adminDn, ldap.peopleDn, 'uid=bob']) {
+      const answer = await quotaOf(gateway, name, { method: 'POST', body: JSON.stringify(ownQuota) });
+      expect(answer.status, name).toBe(404);
+      const { errors } = (await answer.json()) as { errors: Array<{ message: string }> };
+      expect(errors[0]!.message, name).toContain(
+        'name an LDAP caller by the name it logs in with, or by its DN',
+      );
+      expect((await quotaOf(gateway, name, { method: 'PUT', body: JSON.stringify(ownQuota) })).status).toBe(
+        404,
+      );
+    }
+    const after = (await (
+      await fetch(`${gateway.adminUrl}${portal}/quotas`, { headers: admin })
+    ).json()) as unknown[];
+    expect(after).toHaveLength(before.length);
+  });
+
+  it('answers 503 while the directory cannot be reached, and creates nothing', async () => {
+    const gateway = await ldapGateway({ url: `ldap://127.0.0.1:${await freePort()}`, timeout: 500 });
+    const answer = await quotaOf(gateway, 'bob', { method: 'POST', body: JSON.stringify(ownQuota) });
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({
+      errors: [
+        { code: 503, message: 'the directory did not answer: which caller this names cannot be told' },
+      ],
+    });
   });
 });
