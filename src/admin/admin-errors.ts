@@ -13,6 +13,7 @@ export const adminErrorStatuses = {
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
   421: 'Misdirected Request',
+  429: 'Too Many Requests',
   431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   503: 'Service Unavailable',

@@ -19,6 +19,7 @@ import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation, Identification } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
+import { FailedLogins } from './failed-logins.js';
 import type { Logger } from '../log.js';
 import type { LatencyReport } from '../added-latency.js';
 import type { Metrics } from '../metrics.js';
@@ -200,6 +201,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   const { live } = parts;
   let users = new AdminUsers(live.config.admin.users);
   const sessions = new AdminSessions();
+  const failedLogins = new FailedLogins(parts.now ?? Date.now);
 
   /**
    * The user a request speaks for: its HTTP basic credentials, else its login session (whose user must
@@ -207,7 +209,12 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
    */
   const userOf = async (request: FastifyRequest): Promise<AdminUser | null> => {
     const req = request.raw;
-    if (req.headers.authorization !== undefined) return users.authenticate(req);
+    if (req.headers.authorization !== undefined) {
+      const credentials = AdminUsers.credentialsOf(req);
+      if (!credentials) return null;
+      const { username, password } = credentials;
+      return failedLogins.attempt(req.socket.remoteAddress, username, () => users.verify(username, password));
+    }
     const session = sessions.of(req);
     if (!session) return null;
     const user = users.current(session.username);
@@ -347,7 +354,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
 
   await app.register(
     async (portal) => {
-      registerSessionRoutes(portal, { users: () => users, sessions });
+      registerSessionRoutes(portal, { users: () => users, sessions, failedLogins });
       const made = new ApplicationDirectory();
       made.follow(parts.applicationRepository);
       registerQuotaRoutes(portal, {

@@ -30,16 +30,15 @@ export class AdminUsers {
   }
 
   /**
-   * The user whose credentials the request carries, or null. A request with more than one Authorization
-   * field is refused whatever they hold: Node keeps only the first in `req.headers`, and a proxy in front
-   * may have judged by another one (RFC 9110 §5.3: Authorization is not a list, so two are an error).
+   * The username and password of the request's HTTP basic credentials, or null. A request with more than
+   * one Authorization field has none whatever they hold: Node keeps only the first in `req.headers`, and
+   * a proxy in front may have judged by another one (RFC 9110 §5.3: Authorization is not a list, so two
+   * are an error).
    */
-  async authenticate(req: IncomingMessage): Promise<AdminUser | null> {
+  static credentialsOf(req: IncomingMessage): { username: string; password: string } | null {
     if ((req.headersDistinct.authorization?.length ?? 0) > 1) return null;
     const header = req.headers.authorization;
-    const credentials = typeof header === 'string' ? parseBasicCredentials(header) : null;
-    if (!credentials) return null;
-    return this.verify(credentials.username, credentials.password);
+    return typeof header === 'string' ? parseBasicCredentials(header) : null;
   }
 
   /** The user of this name and password (a login form's), or null. */

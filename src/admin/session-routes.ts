@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FailedLogins } from './failed-logins.js';
 import { z } from 'zod';
 import { AdminError, errorResponses } from './admin-errors.js';
 import { AdminSessions } from './admin-sessions.js';
@@ -8,6 +9,8 @@ export interface SessionRoutesParts {
   /** The admin users in force (a reload replaces them). */
   users: () => AdminUsers;
   sessions: AdminSessions;
+  /** Failed logins so far: a client guessing passwords waits (429). */
+  failedLogins: FailedLogins;
 }
 
 const loginBody = z.strictObject({
@@ -71,7 +74,9 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       if (!sameSite(request))
         throw new AdminError(403, ['a login must come from this admin port itself, not from another site']);
       const { username, password } = request.body as z.output<typeof loginBody>;
-      const user = await parts.users().verify(username, password);
+      const user = await parts.failedLogins.attempt(request.raw.socket.remoteAddress, username, () =>
+        parts.users().verify(username, password),
+      );
       if (!user) throw new AdminError(401, ['the username or the password is wrong']);
       const session = parts.sessions.open(user.username);
       return reply
