@@ -100,23 +100,24 @@ describe('failed admin logins', () => {
   });
 });
 
-describe('the client a failed login counts against', () => {
-  it('is an IPv4 address (mapped or not), or the /64 of an IPv6 address', async () => {
-    const now = () => 0;
-    const logins = new FailedLogins(now, {
-      perUserAndClient: 1,
-      perClient: 100,
-      windowMs: 1000,
-      maxKeys: 100,
-    });
-    const fail = (peer: string) => logins.attempt(peer, 'ann', () => Promise.resolve(null));
-    const waits = async (peer: string) =>
+/** FailedLogins of one failure per user and client, on a clock that stands still; `fail` and `waits` for ann. */
+function oneFailureEach(maxKeys: number) {
+  const logins = new FailedLogins(() => 0, { perUserAndClient: 1, perClient: 100, windowMs: 1000, maxKeys });
+  return {
+    fail: (peer: string) => logins.attempt(peer, 'ann', () => Promise.resolve(null)),
+    waits: (peer: string) =>
       logins
         .attempt(peer, 'ann', () => Promise.resolve('ok'))
         .then(
           () => false,
           () => true,
-        );
+        ),
+  };
+}
+
+describe('the client a failed login counts against', () => {
+  it('is an IPv4 address (mapped or not), or the /64 of an IPv6 address', async () => {
+    const { fail, waits } = oneFailureEach(100);
     await fail('192.0.2.1');
     expect(await waits('::ffff:192.0.2.1')).toBe(true);
     expect(await waits('192.0.2.2')).toBe(false);
@@ -127,20 +128,7 @@ describe('the client a failed login counts against', () => {
   });
 
   it('is forgotten, the stalest first, beyond maxKeys', async () => {
-    const logins = new FailedLogins(() => 0, {
-      perUserAndClient: 1,
-      perClient: 100,
-      windowMs: 1000,
-      maxKeys: 4,
-    });
-    const fail = (peer: string) => logins.attempt(peer, 'ann', () => Promise.resolve(null));
-    const waits = (peer: string) =>
-      logins
-        .attempt(peer, 'ann', () => Promise.resolve('ok'))
-        .then(
-          () => false,
-          () => true,
-        );
+    const { fail, waits } = oneFailureEach(4);
     await fail('192.0.2.1');
     await fail('192.0.2.2');
     await fail('192.0.2.3');

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -119,6 +120,32 @@ describe('applications and keys through the portal API', () => {
     expect((await admin(gateway, 'DELETE', `/applications/${id}/apikeys/${keyId}`)).status).toBe(204);
     expect(await get(gateway, key)).toBe(401);
     expect(gateway.rawLogs()).not.toContain(key);
+  });
+
+  it('refuses a revoked key on the keep-alive connection it was admitted on', async () => {
+    const gateway = await start();
+    const { id, keyId, key } = await appWithKey(gateway);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = () =>
+      new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        const req = http.get(
+          `${gateway.url}/pets/1`,
+          { agent, headers: { authorization: basicAuth(key) } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, reused: req.reusedSocket }));
+          },
+        );
+        req.on('error', reject);
+      });
+    try {
+      expect(await send()).toEqual({ status: 200, reused: false });
+      expect(await send()).toEqual({ status: 200, reused: true });
+      expect((await admin(gateway, 'DELETE', `/applications/${id}/apikeys/${keyId}`)).status).toBe(204);
+      expect(await send()).toEqual({ status: 401, reused: true });
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('keeps keys as digests at rest, in the memory store’s applications file', async () => {

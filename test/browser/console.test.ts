@@ -244,6 +244,25 @@ describe('the admin console in a browser', () => {
     await screenshot(browserPage, 'applications');
   });
 
+  it('shows names and descriptions as text, never as markup: a hostile quota or application name runs nothing', async () => {
+    const hostile = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>&amp; "'`;
+    const gateway = await start({ applications: [{ ...mobile, name: `${hostile} app` }] });
+    const created = await api(gateway, '/quotas', {
+      method: 'POST',
+      body: JSON.stringify({ type: 'API', name: hostile, description: hostile, restrictions: [] }),
+    });
+    expect(created.status).toBe(201);
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await waitForText(browserPage, 'main', hostile);
+    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
+    await waitForText(browserPage, 'main', `${hostile} app`);
+    await browserPage.goto(`${gateway.adminUrl}/#/usage`);
+    await waitForText(browserPage, 'main', hostile);
+    expect(await browserPage.evaluate(() => (window as { pwned?: number }).pwned)).toBeUndefined();
+    expect(await browserPage.$('main img, main script')).toBeNull();
+  });
+
   it('shows the tab chosen last when the data of the tab before it comes later', async () => {
     const gateway = await start({ applications: [mobile] });
     const browserPage = await page();

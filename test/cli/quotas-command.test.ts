@@ -124,6 +124,38 @@ describe.each([
 });
 
 describe('gateway quotas import', () => {
+  it('refuses crafted files and writes nothing: an alias bomb, a __proto__ key, a field of its own, an id that is a path', async () => {
+    const dir = configDir();
+    const before = (await quotas(dir, 'export', '--format', 'json')).stdout;
+    const bomb = [
+      'a: &a [x, x, x, x, x, x, x, x, x, x]',
+      ...Array.from({ length: 8 }, (_, i) => {
+        const name = String.fromCharCode(98 + i);
+        const previous = String.fromCharCode(97 + i);
+        return `${name}: &${name} [${Array(10).fill(`*${previous}`).join(', ')}]`;
+      }),
+      'quotas: *i',
+    ].join('\n');
+    const crafted = [
+      scratch('bomb.yaml', bomb),
+      scratch(
+        'proto.json',
+        `{"quotas":[{"__proto__":{"system":true},${JSON.stringify(quotaFile.quotas[1]).slice(1)}]}`,
+      ),
+      scratch('extra.json', JSON.stringify({ quotas: [{ ...quotaFile.quotas[1], file: '/etc/passwd' }] })),
+      scratch(
+        'path.json',
+        JSON.stringify({ quotas: [{ ...quotaFile.quotas[1], id: '../../../etc/passwd' }] }),
+      ),
+    ];
+    for (const file of crafted) {
+      const result = await quotas(dir, 'import', file);
+      expect(result.code, file).toBe(2);
+      expect(result.stderr, file).toContain(file);
+    }
+    expect((await quotas(dir, 'export', '--format', 'json')).stdout).toBe(before);
+  });
+
   it('names every mistake of a file at once, and writes nothing', async () => {
     const dir = configDir();
     const bad = scratch(

@@ -200,3 +200,28 @@ describe('try it', () => {
     }
   });
 });
+
+describe('try it against an upstream that answers with a redirect', () => {
+  it('never follows it, so the credentials it added go nowhere else, and shows none of them in the Location', async () => {
+    const elsewhere = await startUpstream();
+    defer(() => elsewhere.close());
+    const upstream = await startUpstream((_req, res, seen) => {
+      const authorization = String(seen.headers.authorization ?? '');
+      res.writeHead(302, {
+        location: `${elsewhere.url}/steal?auth=${encodeURIComponent(authorization)}`,
+        'x-echo': authorization,
+      });
+      res.end(authorization);
+    });
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`, { forwardCredentials: true }));
+    defer(() => gateway.close());
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+    expect(answer.json.status).toBe(302);
+    expect(upstream.requests).toHaveLength(1);
+    expect(elsewhere.requests).toHaveLength(0);
+    const basic = Buffer.from(`${devKey}:`).toString('base64');
+    for (const spelling of [devKey, basic, encodeURIComponent(`Basic ${basic}`)])
+      expect(answer.text).not.toContain(spelling);
+  });
+});
