@@ -250,6 +250,34 @@ describe('Axway API Manager clients (apim-cli)', () => {
     expect((await call(gateway, ann, 'GET', '/currentuser')).status).toBe(200);
   });
 
+  it('ends the sessions of an administrator a reload made a member: the session cannot keep the old rights', async () => {
+    const { gateway, config } = await start();
+    const ann = await login(gateway);
+    expect(
+      (await call(gateway, ann, 'POST', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
+    ).toBe(201);
+    const demoted = {
+      ...config,
+      admin: { ...(config.admin as object), users: [{ ...adminUser, role: 'member' }, memberUser] },
+    };
+    expect((await gateway.reloadWith(demoted)).applied).toBe(true);
+    expect((await call(gateway, ann, 'DELETE', `/applications/${mobile.id}/quota`)).status).toBe(401);
+    const again = await login(gateway);
+    expect((await call(gateway, again, 'DELETE', `/applications/${mobile.id}/quota`)).status).toBe(403);
+  });
+
+  it("binds the CSRF-Token to its own session: another session's token changes nothing", async () => {
+    const { gateway } = await start();
+    const [ann, other] = [await login(gateway), await login(gateway)];
+    const crossed = { cookie: ann.cookie, csrf: other.csrf };
+    expect(
+      (await call(gateway, crossed, 'POST', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
+    ).toBe(403);
+    expect(
+      (await call(gateway, ann, 'POST', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
+    ).toBe(201);
+  });
+
   it('ends the sessions of a user a reload removed', async () => {
     const { gateway, config } = await start();
     const member = await login(gateway, memberUser);

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
-import { rmSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import {
@@ -95,6 +96,22 @@ describe('reload', () => {
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/^quotagate_config_reloads_total\{result="refused"\} 1$/m);
     expect(metrics).toMatch(/^quotagate_config_last_reload_successful 0$/m);
+  });
+
+  it('refuses a config file caught half-written, naming it, and keeps serving the running config', async () => {
+    const { gateway, config } = await gatewayOver();
+    const file = path.join(gateway.configDir, 'default.mjs');
+    const whole = `export default ${JSON.stringify({ ...config, applications: [{ ...application, apikey_development: appKey }] }, null, 2)};\n`;
+    writeFileSync(file, whole.slice(0, Math.floor(whole.length / 2)));
+    const outcome = await gateway.running.reload();
+    expect(outcome.applied).toBe(false);
+    expect(outcome.applied ? [] : outcome.problems).toEqual([expect.stringContaining('default.mjs')]);
+    expect((await get(gateway, appKey)).status).toBe(401);
+    expect((await get(gateway, devKey)).status).toBe(200);
+    // Written whole, the same file is taken.
+    writeFileSync(file, whole);
+    expect((await gateway.running.reload()).applied).toBe(true);
+    expect((await get(gateway, appKey)).status).toBe(200);
   });
 
   it('keeps the settings that need a restart, says which, and applies the rest', async () => {
