@@ -1,4 +1,5 @@
 import { isIPv6 } from 'node:net';
+import { plainAddress } from '../proxy/trust-proxy.js';
 import { AdminError } from './admin-errors.js';
 
 export interface FailedLoginLimits {
@@ -81,7 +82,7 @@ export class FailedLogins {
 /** The client a failure counts against: its address, or for IPv6 its /64. */
 function clientKey(peer: string | undefined): string {
   if (peer === undefined) return 'unknown';
-  const address = peer.startsWith('::ffff:') ? peer.slice(7) : peer;
+  const address = plainAddress(peer);
   if (!isIPv6(address)) return address;
   const groups = expandIPv6(address);
   return `${groups.slice(0, 4).join(':')}::/64`;

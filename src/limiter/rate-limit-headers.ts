@@ -42,12 +42,9 @@ function rateLimitItem(restriction: ApplicableRestriction, state: CounterState, 
   return `${policy.name};r=${remaining};t=${resetSeconds}`;
 }
 
-/** Room left relative to the limit: 0 is full. */
-const roomOf = (restriction: ApplicableRestriction, state: CounterState | undefined): number =>
-  (restriction.limit - (state?.used ?? 0)) / restriction.limit;
-
-/** Indexes of the restrictions in the order their items go, reused by every call (it never yields). */
+/** The items' order and each one's room left relative to its limit (0 is full), reused by every call. */
 const order: number[] = [];
+const rooms: number[] = [];
 
 /**
  * Appends `RateLimit-Policy` and `RateLimit` (IETF httpapi draft "RateLimit header fields for HTTP") to
@@ -61,27 +58,21 @@ export function appendRateLimitFields(
 ): void {
   const count = Math.min(restrictions.length, states.length);
   if (count === 0) return;
-  if (count === 1) {
-    const policy = policyOf(restrictions[0]!);
-    fields.push(
-      'ratelimit-policy',
-      policy.policy,
-      'ratelimit',
-      rateLimitItem(restrictions[0]!, states[0]!, policy),
-    );
-    return;
-  }
-  // Insertion by room left, ties in the quota's order: a few restrictions, so no sort with a closure.
-  order.length = 0;
+  // An insertion sort by room left, ties in the quota's order: a few restrictions, no closure, no splice.
   for (let i = 0; i < count; i += 1) {
-    const room = roomOf(restrictions[i]!, states[i]);
-    let at = order.length;
-    while (at > 0 && roomOf(restrictions[order[at - 1]!]!, states[order[at - 1]!]) > room) at -= 1;
-    order.splice(at, 0, i);
+    const { limit } = restrictions[i]!;
+    const room = (limit - states[i]!.used) / limit;
+    let at = i;
+    for (; at > 0 && rooms[at - 1]! > room; at -= 1) {
+      order[at] = order[at - 1]!;
+      rooms[at] = rooms[at - 1]!;
+    }
+    order[at] = i;
+    rooms[at] = room;
   }
   let policyValue = '';
   let rateLimitValue = '';
-  for (let k = 0; k < order.length && k < maxRateLimitItems; k += 1) {
+  for (let k = 0; k < count && k < maxRateLimitItems; k += 1) {
     const i = order[k]!;
     const policy = policyOf(restrictions[i]!);
     const separator = k === 0 ? '' : ', ';
