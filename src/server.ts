@@ -1,9 +1,7 @@
-import { readFileSync } from 'node:fs';
 import http, { type Server } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
-import { createAdminServer, type ReadinessCheck } from './admin/admin-server.js';
+import { createAdminServer, renewAdminCertificates, type ReadinessCheck } from './admin/admin-server.js';
 import type { DataPlaneAddress } from './admin/try-it.js';
 import { LiveConfig } from './config/live-config.js';
 import { defaultCommandTimeoutMs } from './config/schema.js';
@@ -24,6 +22,7 @@ import { planStoreChanges } from './reload/store-changes.js';
 import { readForReload, type ConfigSource } from './reload/config-source.js';
 import { fixedSettingsOf } from './reload/fixed-settings.js';
 import { secretValues } from './secret-redaction.js';
+import { readTlsFiles } from './tls-files.js';
 import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
 import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
@@ -107,12 +106,6 @@ function dataServer(server: Server, gateway: Gateway): Server {
 /** The data plane's ports of `ports`, for the console's test requests. */
 export function dataPlaneAddress(ports: RunningGateway['ports']): DataPlaneAddress {
   return { http: ports.http, ...(ports.https === undefined ? {} : { https: ports.https }) };
-}
-
-/** The key, certificate and CA of `tls`, read from their files. */
-function tlsFiles(tls: NonNullable<LoadedConfig['config']['tls']>, cwd: string) {
-  const read = (file: string) => readFileSync(path.resolve(cwd, file));
-  return { key: read(tls.key), cert: read(tls.cert), ...(tls.ca ? { ca: read(tls.ca) } : {}) };
 }
 
 /** Builds every part from the config and starts the data-plane and admin listeners. */
@@ -258,11 +251,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           ...(options.clock ? { now: options.clock } : {}),
           dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
           latency: async () => latencyReport([latency.encoded()]),
+          ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, cwd) } : {}),
         })
       : null;
   const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
   const tlsServer = config.tls
-    ? https.createServer({ ...httpServerOptions(config), ...tlsFiles(config.tls, cwd) })
+    ? https.createServer({ ...httpServerOptions(config), ...readTlsFiles(config.tls, cwd) })
     : null;
   if (tlsServer) dataServers.push(dataServer(tlsServer, gateway));
 
@@ -273,7 +267,13 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     async prepare() {
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       // Read now, so that an unreadable certificate refuses the reload before anything changes.
-      const certificates = next.config.tls && tlsServer ? tlsFiles(next.config.tls, cwd) : null;
+      // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
+      const certificates =
+        next.config.tls && tlsServer && !kept.includes('tls') ? readTlsFiles(next.config.tls, cwd) : null;
+      const adminCertificates =
+        next.config.admin.tls && admin && !kept.includes('admin.tls')
+          ? readTlsFiles(next.config.admin.tls, cwd)
+          : null;
       const stores = planStoreChanges(
         next,
         repository && applicationRepository
@@ -287,6 +287,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           await stores.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
           if (certificates) tlsServer!.setSecureContext(certificates);
+          if (adminCertificates) renewAdminCertificates(admin!, adminCertificates);
           proxy.proxyTimeout = next.config.proxyTimeout;
           // After logrotate has moved the file: the lines that follow go to a new one.
           if (accessLog) {

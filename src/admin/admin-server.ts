@@ -1,4 +1,5 @@
-import http, { type ServerResponse } from 'node:http';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
 import { isDeepStrictEqual } from 'node:util';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
@@ -48,6 +49,7 @@ import { registerSessionRoutes } from './session-routes.js';
 import { registerTryIt, type DataPlaneAddress } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
 import { httpServerOptions } from '../http-server-options.js';
+import type { TlsFiles } from '../tls-files.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
@@ -97,6 +99,8 @@ export interface AdminServerParts {
   metricsText?: () => Promise<string>;
   /** The time the gateway adds to exchanges, of every process that serves the data plane. */
   latency: () => Promise<LatencyReport>;
+  /** `admin.tls`'s key and certificate: the listener serves HTTPS (a reload sets new ones on `server`). */
+  tls?: TlsFiles;
 }
 
 const portalPrefix = '/api/portal/v1.3';
@@ -189,6 +193,11 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroy(error);
 }
 
+/** Puts `admin.tls`'s key and certificate, read again by a reload, in force for new connections. */
+export function renewAdminCertificates(admin: FastifyInstance, files: TlsFiles): void {
+  if (admin.server instanceof https.Server) admin.server.setSecureContext(files);
+}
+
 /**
  * The admin listener: health, readiness, metrics, the portal Quota API with its two roles, and the
  * OpenAPI documents. It never shares a port with the data plane, and it has the data plane's timeouts.
@@ -256,7 +265,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     routerOptions: { maxParamLength: longestParam, ignoreTrailingSlash: true },
     rewriteUrl: (req) => (req.url ?? '/').replace(laterPortalPrefix, portalPrefix),
     serverFactory: (handler) => {
-      return http.createServer(httpServerOptions(live.config), (req, res: ServerResponse) => {
+      const listener = (req: IncomingMessage, res: ServerResponse) => {
         for (const [name, value] of Object.entries(securityHeaders)) res.setHeader(name, value);
         // Before routing and credentials: a name another site rebound to this address gets nothing.
         const refusal = hostRefusal(req, answersHost);
@@ -266,7 +275,11 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
           return;
         }
         handler(req, res);
-      });
+      };
+      const options = httpServerOptions(live.config);
+      return parts.tls
+        ? https.createServer({ ...options, ...parts.tls }, listener)
+        : http.createServer(options, listener);
     },
     clientErrorHandler: answerClientError,
     // Errors of the router, before any hook: the credentials are checked here too, first.

@@ -67,10 +67,13 @@ export class AdminSessions {
     return a.length === b.length && timingSafeEqual(a, b);
   }
 
-  static cookieFor(session: AdminSession | null): string {
-    return session
-      ? `${sessionCookie}=${session.id}; Path=/api/portal; HttpOnly; SameSite=Strict`
-      : `${sessionCookie}=; Path=/api/portal; HttpOnly; SameSite=Strict; Max-Age=0`;
+  /**
+   * The Set-Cookie value of a session (null: the one that ends it). `Secure` when the admin listener
+   * serves HTTPS; over plain HTTP a Secure cookie would never come back from clients such as apim-cli.
+   */
+  static cookieFor(session: AdminSession | null, secure: boolean): string {
+    const flags = `Path=/api/portal; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
+    return session ? `${sessionCookie}=${session.id}; ${flags}` : `${sessionCookie}=; ${flags}; Max-Age=0`;
   }
 }
 

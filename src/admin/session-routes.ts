@@ -60,7 +60,10 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
             description:
               'Logged in: the session cookie is set, and the CSRF-Token field holds the token to send with every request that changes something',
             headers: {
-              'Set-Cookie': { type: 'string', description: 'APIMANAGERSESSION=…; HttpOnly; SameSite=Strict' },
+              'Set-Cookie': {
+                type: 'string',
+                description: 'APIMANAGERSESSION=…; HttpOnly; SameSite=Strict (and Secure over HTTPS)',
+              },
               'CSRF-Token': { type: 'string', description: 'Send it back in CSRF-Token with every change' },
               Location: { type: 'string', description: 'The current user' },
             },
@@ -81,7 +84,7 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       const session = parts.sessions.open(user.username);
       return reply
         .code(303)
-        .header('set-cookie', AdminSessions.cookieFor(session))
+        .header('set-cookie', AdminSessions.cookieFor(session, request.protocol === 'https'))
         .header('csrf-token', session.csrfToken)
         .header('location', request.routeOptions.url!.replace(/\/login$/, '/currentuser'))
         .send();
@@ -100,7 +103,10 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
     },
     async (request, reply) => {
       if (request.adminSession) parts.sessions.close(request.adminSession);
-      return reply.code(204).header('set-cookie', AdminSessions.cookieFor(null)).send();
+      return reply
+        .code(204)
+        .header('set-cookie', AdminSessions.cookieFor(null, request.protocol === 'https'))
+        .send();
     },
   );
 

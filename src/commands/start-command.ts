@@ -28,20 +28,21 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
   const api = config.apis[0];
   const sample = api ? `${api.basePath === '/' ? '' : api.basePath}/1` : '/';
   const base = `http://127.0.0.1:${running.ports.http}`;
+  const adminBase = `${config.admin.tls ? 'https' : 'http'}://127.0.0.1:${running.ports.admin}`;
   const admin = config.admin.users[0];
   const adminLines = admin
     ? [
-        `  console     http://127.0.0.1:${running.ports.admin}/  (log in as ${admin.username} / ${admin.password})`,
+        `  console     ${adminBase}/  (log in as ${admin.username} / ${admin.password})`,
         `  admin user  ${admin.username} / ${admin.password}`,
         '  the quotas, from the portal Quota API:',
-        `    curl -u '${admin.username}:${admin.password}' http://127.0.0.1:${running.ports.admin}/api/portal/v1.3/quotas`,
+        `    curl -u '${admin.username}:${admin.password}' ${adminBase}/api/portal/v1.3/quotas`,
         '',
       ]
     : [];
   return [
     '',
     'quotagate is running (demo)',
-    `  gateway  ${base}    admin  http://127.0.0.1:${running.ports.admin} (/healthz /readyz /metrics)`,
+    `  gateway  ${base}    admin  ${adminBase} (/healthz /readyz /metrics)`,
     `  ${environment} key  ${key}`,
     '',
     '  with the key, the demo upstream answers (200):',

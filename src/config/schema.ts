@@ -147,6 +147,17 @@ const allowedHostName = z
     error: msg(allowedHostsMessage),
   });
 
+const tlsSchema = z.strictObject({
+  host: nonEmpty.optional(),
+  port: portNumber.default(8443),
+  key: nonEmpty,
+  cert: nonEmpty,
+  ca: nonEmpty.optional(),
+});
+
+/** The admin listener's TLS: its address and port are `admin.host` and `admin.port`. */
+const adminTlsSchema = tlsSchema.pick({ key: true, cert: true, ca: true });
+
 const adminSchema = z
   .strictObject({
     host: nonEmpty.default('127.0.0.1'),
@@ -154,6 +165,8 @@ const adminSchema = z
     users: z.array(adminUserSchema, { error: msg('must be an array') }).default([]),
     /** Host names the admin listener answers besides its own, localhost and IP literals (DNS rebinding). */
     allowedHosts: z.array(allowedHostName, { error: msg(allowedHostsMessage) }).default([]),
+    /** Serve the admin listener over HTTPS: its session cookie is then `Secure`. */
+    tls: adminTlsSchema.optional(),
   })
   .default({ host: '127.0.0.1', port: 8081, users: [], allowedHosts: [] });
 
@@ -222,14 +235,6 @@ const storeSchema = z
     error: (issue) => (issue.code === 'invalid_union' ? 'must be memory or redis' : undefined),
   })
   .default({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
-
-const tlsSchema = z.strictObject({
-  host: nonEmpty.optional(),
-  port: portNumber.default(8443),
-  key: nonEmpty,
-  cert: nonEmpty,
-  ca: nonEmpty.optional(),
-});
 
 // RFC 4512 section 2.5: a name or a numeric OID, then options such as ;lang-en.
 const ldapAttributeName = /^(?:[A-Za-z][A-Za-z0-9-]*|\d+(?:\.\d+)+)(?:;[A-Za-z0-9-]+)*$/;

@@ -13,7 +13,7 @@ export interface FixedSettings {
   port: Config['port'];
   workers: Config['workers'];
   tls: Config['tls'] | null;
-  admin: Pick<Config['admin'], 'host' | 'port'>;
+  admin: Pick<Config['admin'], 'host' | 'port'> & { tls: Config['admin']['tls'] | null };
   store: Config['store'];
   server: Config['server'];
   accessLogFile: string | null;
@@ -25,7 +25,7 @@ export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
     port: config.port,
     workers: config.workers,
     tls: config.tls ?? null,
-    admin: { host: config.admin.host, port: config.admin.port },
+    admin: { host: config.admin.host, port: config.admin.port, tls: config.admin.tls ?? null },
     store: config.store,
     server: config.server,
     accessLogFile: config.accessLog.file ?? null,
@@ -61,6 +61,10 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
           port: keep('tls.port', fixed.tls.port, config.tls.port),
         }
       : keep('tls', fixed.tls ?? undefined, config.tls);
+  const adminTls =
+    fixed.admin.tls && config.admin.tls
+      ? config.admin.tls
+      : keep('admin.tls', fixed.admin.tls ?? undefined, config.admin.tls);
   const pinned: Config = {
     ...config,
     host: keep('host', fixed.host, config.host),
@@ -79,6 +83,8 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
     },
   };
   if (pinned.accessLog.file === undefined) delete pinned.accessLog.file;
+  if (adminTls) pinned.admin.tls = adminTls;
+  else delete pinned.admin.tls;
   if (tls) pinned.tls = tls;
   else delete pinned.tls;
   return { loaded: { ...next, config: Object.freeze(pinned) }, kept };

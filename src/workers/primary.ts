@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { askWorkers } from './ask-workers.js';
-import { createAdminServer, type ReadinessCheck } from '../admin/admin-server.js';
+import { createAdminServer, renewAdminCertificates, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../clock.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';
@@ -26,6 +26,7 @@ import { planStoreChanges } from '../reload/store-changes.js';
 import { readForReload, type ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { secretValues } from '../secret-redaction.js';
+import { readTlsFiles } from '../tls-files.js';
 import { dataPlaneAddress, type RunningGateway } from '../server.js';
 import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
 import { configFingerprint } from './config-fingerprint.js';
@@ -155,6 +156,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
     latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
     dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
+    ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, cwd) } : {}),
   });
 
   // The primary checks the config and builds its authenticator; then every worker reads the same files
@@ -166,11 +168,18 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       const stores = planStoreChanges(next, { quotas: quotaRepository, applications: applicationRepository });
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
+      // Read now, so that an unreadable certificate refuses the reload before anything changes.
+      // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
+      const adminCertificates =
+        next.config.admin.tls && !kept.includes('admin.tls')
+          ? readTlsFiles(next.config.admin.tls, cwd)
+          : null;
       return {
         kept,
         async commit() {
           await stores.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
+          if (adminCertificates) renewAdminCertificates(admin, adminCertificates);
           const previous = authenticator;
           authenticator = nextAuthenticator;
           live.replace(next);

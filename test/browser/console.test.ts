@@ -417,6 +417,30 @@ describe('the admin console in a browser', () => {
     await browserPage.waitForSelector('form.login');
   });
 
+  it('cannot be framed by a page of another site (clickjacking): the frame stays empty', async () => {
+    const gateway = await start();
+    const attacker = http.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<iframe id="victim" src="${gateway.adminUrl}/" width="800" height="600"></iframe>`);
+    });
+    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => attacker.close(() => resolve())));
+    // Not page(): the one thing this page's browser refuses is the point of the test.
+    const { page: browserPage, problems } = await openPage(browser);
+    defer(() => browserPage.browserContext().close());
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    const framed = browserPage.waitForResponse((response) => response.url() === `${gateway.adminUrl}/`);
+    await browserPage.goto(`http://${otherSite}:${(attacker.address() as AddressInfo).port}/`, {
+      waitUntil: 'load',
+    });
+    expect((await framed).status()).toBe(200);
+    const frame = browserPage.frames().find((candidate) => candidate !== browserPage.mainFrame());
+    expect(frame, 'the attacker page has its frame').toBeDefined();
+    expect(frame!.url()).not.toBe(`${gateway.adminUrl}/`);
+    expect(await frame!.$$('form, article, header')).toHaveLength(0);
+    expect(problems).toEqual([expect.stringMatching(/^CSP: Framing .* violates .*frame-ancestors 'none'/s)]);
+  });
+
   it("asks for the login again when the session ends, without the browser's own password dialog", async () => {
     const gateway = await start();
     const browserPage = await page();

@@ -1,6 +1,8 @@
+import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import tls from 'node:tls';
 import selfsigned from 'selfsigned';
 
 export interface TestCertificate {
@@ -33,4 +35,18 @@ export async function createTestCertificate(): Promise<TestCertificate> {
   writeFileSync(keyFile, pems.private, { mode: 0o600 });
   writeFileSync(certFile, pems.cert);
   return { dir, keyFile, certFile, cert: pems.cert };
+}
+
+/** The SHA-256 fingerprint of a certificate PEM. */
+export const fingerprintOf = (pem: string) => new X509Certificate(pem).fingerprint256;
+
+/** The SHA-256 fingerprint of the certificate a TLS listener on 127.0.0.1 serves a new connection. */
+export function servedFingerprint(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false }, () => {
+      resolve(socket.getPeerX509Certificate()!.fingerprint256);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
 }

@@ -1,8 +1,6 @@
-import crypto from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import tls from 'node:tls';
 import { describe, expect, it } from 'vitest';
 import {
   adminUser,
@@ -16,7 +14,7 @@ import {
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { createTestCertificate } from '../helpers/tls-cert.js';
+import { createTestCertificate, fingerprintOf, servedFingerprint } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
@@ -130,7 +128,7 @@ describe('reload', () => {
     expect((await get(gateway, appKey)).status).toBe(200);
   });
 
-  it('serves a rotated TLS certificate to new connections', async () => {
+  it('serves a rotated TLS certificate to new connections, and keeps it when a reload turns TLS off', async () => {
     const [first, second] = [await createTestCertificate(), await createTestCertificate()];
     defer(async () => {
       for (const { dir } of [first, second]) rmSync(dir, { recursive: true, force: true });
@@ -142,22 +140,17 @@ describe('reload', () => {
     });
     const gateway = await startTestGateway(config);
     defer(() => gateway.close());
-    const servedCertificate = () =>
-      new Promise<string>((resolve, reject) => {
-        const socket = tls.connect(
-          { host: '127.0.0.1', port: gateway.running.ports.https!, rejectUnauthorized: false },
-          () => {
-            resolve(socket.getPeerX509Certificate()!.fingerprint256);
-            socket.end();
-          },
-        );
-        socket.on('error', reject);
-      });
-    const fingerprint = (pem: string) => new crypto.X509Certificate(pem).fingerprint256;
-    expect(await servedCertificate()).toBe(fingerprint(first.cert));
+    const servedCertificate = () => servedFingerprint(gateway.running.ports.https!);
+    expect(await servedCertificate()).toBe(fingerprintOf(first.cert));
     const rotated = { ...config, tls: { port: 0, key: second.keyFile, cert: second.certFile } };
     expect(await gateway.reloadWith(rotated)).toEqual({ applied: true, kept: [] });
-    expect(await servedCertificate()).toBe(fingerprint(second.cert));
+    expect(await servedCertificate()).toBe(fingerprintOf(second.cert));
+    // TLS turned off waits for a restart: the listener keeps the certificate it serves, not the first.
+    expect(await gateway.reloadWith(petsConfig(`${upstream.url}/pets`))).toEqual({
+      applied: true,
+      kept: ['tls'],
+    });
+    expect(await servedCertificate()).toBe(fingerprintOf(second.cert));
   });
 
   it('lets a request in flight finish on the config it started on', async () => {

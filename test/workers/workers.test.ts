@@ -132,12 +132,12 @@ async function burst(gateway: Gateway, count: number, path = '/pets/1'): Promise
   }
 }
 
-function get(gateway: Gateway, path: string, agent?: http.Agent): Promise<number> {
+function get(gateway: Gateway, path: string, agent?: http.Agent, key = devKey): Promise<number> {
   return new Promise((resolve, reject) => {
     http
       .get(
         `${gateway.url}${path}`,
-        { ...(agent ? { agent } : { agent: false }), headers: { authorization: basicAuth(devKey) } },
+        { ...(agent ? { agent } : { agent: false }), headers: { authorization: basicAuth(key) } },
         (res) => {
           res.resume();
           res.on('end', () => resolve(res.statusCode ?? 0));
@@ -221,6 +221,38 @@ describe('workers: 2', () => {
     expect([...answeredByWorker(gateway).keys()].sort()).toEqual([1, 2]);
     // The console's usage: the counter the primary holds, and the rejections of both workers added up.
     expect(await systemUsage(gateway)).toEqual({ used: 50, rejected: 150 });
+  }, 60_000);
+
+  // The primary sends the change down each worker's IPC channel before it answers the DELETE, and a
+  // worker reads its channel in order: a request the client can only send after the 204 comes later.
+  it('refuses a key revoked through the admin port on every worker, on connections they already hold open', async () => {
+    const gateway = await startGateway({ workers: 2 });
+    const admin = async (method: string, target: string, body?: unknown) => {
+      const res = await fetch(`${gateway.admin}/api/portal/v1.3${target}`, {
+        method,
+        headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = await res.text();
+      return { status: res.status, body: (text ? JSON.parse(text) : {}) as Record<string, string> };
+    };
+    const app = await admin('POST', '/applications', { name: 'Partner portal' });
+    expect(app.status).toBe(201);
+    const made = await admin('POST', `/applications/${app.body.id}/apikeys`, {});
+    expect(made.status).toBe(201);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
+    try {
+      const through = () =>
+        Promise.all(Array.from({ length: 32 }, () => get(gateway, '/pets/1', agent, made.body.key)));
+      expect(count(await through(), 200)).toBe(32);
+      await expect.poll(() => answeredByWorker(gateway).size).toBe(2);
+      expect(
+        (await admin('DELETE', `/applications/${app.body.id}/apikeys/${made.body.id}`, undefined)).status,
+      ).toBe(204);
+      expect(count(await through(), 401)).toBe(32);
+    } finally {
+      agent.destroy();
+    }
   }, 60_000);
 
   it('shares the HTTP and HTTPS ports, each bound once: the started line names them, and both workers answer on each', async () => {
