@@ -34,6 +34,9 @@ export interface TestRequestOptions {
 /** Fields a console user may not set: credentials are the gateway's to add, never the browser's. */
 const credentialFields = new Set(['authorization', 'apikey', 'cookie', 'proxy-authorization', 'host']);
 const longestBody = 1_048_576;
+/** RFC 9110 §5.1 and §5.5: a name is a token; a value holds no CR, LF, NUL or other control. */
+const fieldName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const fieldValue = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 const tryBody = z.strictObject(
   {
@@ -45,7 +48,13 @@ const tryBody = z.strictObject(
       .max(2048, { error: 'must be at most 2048 characters' })
       .regex(/^\/(?!\/)/, { error: "must be a path of the gateway, starting with one '/'" }),
     headers: z
-      .record(z.string(), z.string({ error: 'must be a string' }), { error: 'must be an object of strings' })
+      .record(
+        z.string().regex(fieldName, { error: "must be a field name (letters, digits and !#$%&'*+-.^_`|~)" }),
+        z
+          .string({ error: 'must be a string' })
+          .regex(fieldValue, { error: 'must be a field value: no line break or other control character' }),
+        { error: 'must be an object of strings' },
+      )
       .optional()
       .refine(
         (headers) => !Object.keys(headers ?? {}).some((name) => credentialFields.has(name.toLowerCase())),
@@ -215,7 +224,8 @@ export function registerTryIt(app: FastifyInstance, parts: TryItParts): void {
       const options = testOptions(parts, request.body, address);
       // A plugin may have pointed the request elsewhere: only this gateway's data plane is reached.
       const target = new URL(options.url);
-      if (target.hostname !== '127.0.0.1' || ![address.http, address.https].includes(Number(target.port)))
+      const port = target.protocol === 'https:' ? address.https : address.http;
+      if (target.hostname !== '127.0.0.1' || port === undefined || Number(target.port) !== port)
         throw new AdminError(400, ["the request must go to this gateway's data plane"]);
       const hide = valueRemover(spellings(addedSecrets(parts, request.body, options)));
       const started = performance.now();

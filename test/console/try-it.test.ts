@@ -201,6 +201,82 @@ describe('try it', () => {
   });
 });
 
+describe('try it, attacked', () => {
+  /** A server on 127.0.0.1 that nothing of "try it" may reach. */
+  async function elsewhere() {
+    const server = await startUpstream();
+    defer(() => server.close());
+    return server;
+  }
+
+  it('reaches the data plane whatever the path spells: no @, backslash, tab or encoded slash leads elsewhere', async () => {
+    const other = await elsewhere();
+    const upstream = await startUpstream();
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`));
+    defer(() => gateway.close());
+    const otherHost = new URL(other.url).host;
+    for (const path of [
+      `/@${otherHost}/pets/1`,
+      `/\\${otherHost}/pets/1`,
+      `/\t/${otherHost}/pets/1`,
+      `/%2F%2F${otherHost}/pets/1`,
+      `/pets/1\r\nHost: ${otherHost}`,
+    ]) {
+      const answer = await tryIt(gateway, { method: 'GET', path });
+      // The data plane's own answer, whatever it is (it refuses an encoded slash): it was the one asked.
+      expect(answer.status, path).toBe(200);
+      expect(answer.json.status, path).toEqual(expect.any(Number));
+    }
+    expect(other.requests).toHaveLength(0);
+  });
+
+  it('refuses header fields that would split the request, and methods outside the form, before sending anything', async () => {
+    const upstream = await startUpstream();
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`));
+    defer(() => gateway.close());
+    for (const headers of [
+      { 'x-note': 'a\r\nAuthorization: Basic Zm9vOg==' },
+      { 'x-note\r\nAuthorization': 'Basic Zm9vOg==' },
+      { 'x note': 'a' },
+      { 'Proxy-Authorization': 'Basic Zm9vOg==' },
+      { COOKIE: 'a=b' },
+    ]) {
+      const refused = await tryIt(gateway, { method: 'GET', path: '/pets/1', headers });
+      expect(refused.status, JSON.stringify(headers)).toBe(400);
+    }
+    for (const method of ['TRACE', 'CONNECT', 'get', 'PROPFIND']) {
+      expect((await tryIt(gateway, { method, path: '/pets/1' })).status, method).toBe(400);
+    }
+    expect(upstream.requests).toHaveLength(0);
+  });
+
+  it("refuses a plugin's test request pointed anywhere but the data plane: another port, another name", async () => {
+    const other = await elsewhere();
+    const otherPort = new URL(other.url).port;
+    for (const target of [
+      `http://127.0.0.1:${otherPort}{path}`,
+      `http://127.0.0.1:{port}@127.0.0.1:${otherPort}{path}`,
+      'http://localhost:{port}{path}',
+      'http://[::ffff:127.0.0.1]:{port}{path}',
+      'https://127.0.0.1:{port}{path}',
+    ]) {
+      const gateway = await start({
+        APIKeyAuthType: 'plugin',
+        APIKeyAuthPlugin: './test/fixtures/plugins/redirecting-plugin.js',
+        secret,
+        testTarget: target,
+      });
+      const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+      expect(answer.status, target).toBe(400);
+      expect(answer.text).toContain("the request must go to this gateway's data plane");
+      expect(answer.text).not.toContain(secret);
+    }
+    expect(other.requests).toHaveLength(0);
+  });
+});
+
 describe('try it against an upstream that answers with a redirect', () => {
   it('never follows it, so the credentials it added go nowhere else, and shows none of them in the Location', async () => {
     const elsewhere = await startUpstream();

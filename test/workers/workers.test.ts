@@ -205,6 +205,24 @@ async function systemUsage(gateway: Gateway): Promise<{ used: number; rejected: 
   return { used: restriction!.used, rejected: restriction!.rejections.counts.reduce((a, b) => a + b, 0) };
 }
 
+/** `workers: 2` on a Redis store of their own, the System quota at `messages` an hour, both workers live. */
+async function startRedisWorkers(messages: number): Promise<Gateway> {
+  const gateway = await startGateway({
+    workers: 2,
+    store: {
+      type: 'redis',
+      url: inject('redisUrl'),
+      prefix: `workers:${randomUUID()}:`,
+      commandTimeout: 2000,
+    },
+  });
+  await setSystemQuota(gateway, messages);
+  await expect
+    .poll(() => metricValue(gateway, /^quotagate_counter_store_live_gateways (\d+)$/m), { timeout: 5_000 })
+    .toBe(2);
+  return gateway;
+}
+
 const count = (statuses: number[], status: number) => statuses.filter((each) => each === status).length;
 
 describe('workers: 2', () => {
@@ -379,25 +397,32 @@ describe('workers: 2', () => {
   }, 60_000);
 
   it('with the Redis store: each worker is a gateway of the fleet, and the limit holds for all of them', async () => {
-    const gateway = await startGateway({
-      workers: 2,
-      store: {
-        type: 'redis',
-        url: inject('redisUrl'),
-        prefix: `workers:${randomUUID()}:`,
-        commandTimeout: 2000,
-      },
-    });
-    await setSystemQuota(gateway, 50);
-    await expect
-      .poll(() => metricValue(gateway, /^quotagate_counter_store_live_gateways (\d+)$/m), { timeout: 5_000 })
-      .toBe(2);
+    const gateway = await startRedisWorkers(50);
     const before = upstream.requests.length;
     const statuses = await burst(gateway, 200);
     expect(count(statuses, 200)).toBe(50);
     expect(upstream.requests.length - before).toBe(50);
     // The console's sparkline: each worker hands its rejections to the fleet's lines when asked.
     expect((await systemUsage(gateway)).rejected).toBe(150);
+  }, 60_000);
+
+  it('keeps the fleet within the limit when a worker dies holding leases: what it held is spent, never handed out twice', async () => {
+    const gateway = await startRedisWorkers(1_000);
+    const before = upstream.requests.length;
+    expect(count(await burst(gateway, 400), 200)).toBe(400);
+    // Leases at work: far fewer trips to Redis than requests admitted.
+    expect(await metricValue(gateway, /^quotagate_counter_store_trips_total (\d+)$/m)).toBeLessThan(200);
+    const [victim] = gateway.workerPids();
+    process.kill(victim!, 'SIGKILL');
+    await gateway.cli.waitFor('"msg":"worker exited; starting another"');
+    await expect
+      .poll(() => metricValue(gateway, /^quotagate_workers_listening (\d+)$/m), { timeout: 10_000 })
+      .toBe(2);
+    const after = await burst(gateway, 1_000);
+    const admitted = upstream.requests.length - before;
+    expect(admitted).toBe(400 + count(after, 200));
+    expect(admitted).toBeLessThanOrEqual(1_000);
+    expect(count(after, 429)).toBeGreaterThan(0);
   }, 60_000);
 
   it('fails the start when a worker cannot listen (port in use): exit 1, and no worker left behind', async () => {
