@@ -77,7 +77,7 @@ export interface StartOptions {
   secrets?: LogSecrets;
   /** Clock for caches, in milliseconds (tests move it). */
   now?: () => number;
-  /** Clock of the memory counter store, in milliseconds (tests move it). */
+  /** Clock of the counters, memory or Redis, in milliseconds (tests move it; Redis keeps its own otherwise). */
   clock?: () => number;
   /**
    * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
@@ -169,12 +169,14 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       : null;
   await heartbeat?.start();
   const primaryCounters = worker?.counters ?? null;
+  // Tests move the counters' clock; a gateway's shared counters otherwise keep the Redis server's.
+  const sharedClock = options.clock ? { ...systemClock, now: options.clock } : systemClock;
   const limiter = new Limiter({
     shared:
       redis && shared && heartbeat
         ? new SharedCounterStore({
-            trips: new RedisCounterTrips(redis, shared.prefix),
-            clock: systemClock,
+            trips: new RedisCounterTrips(redis, shared.prefix, options.clock),
+            clock: sharedClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
           })

@@ -101,12 +101,18 @@ export class LeaseBook {
     return amount - covered;
   }
 
-  /** The counter's state as this gateway knows it, for the rate-limit fields of a local decision. */
+  /**
+   * The counter's state as this gateway knows it, for the rate-limit fields of a local decision. A counter
+   * known full is refused until it has room: that wait is its reset, as `Retry-After` says it.
+   */
   state(key: string, now: number): CounterState {
     const entry = this.entries.get(key);
     const lease = entry?.lease;
-    if (!lease) return { used: entry?.known.used ?? 0, resetMs: 0 };
-    return { used: lease.used - lease.units, resetMs: Math.max(0, lease.resetAt - now) };
+    if (lease) return { used: lease.used - lease.units, resetMs: Math.max(0, lease.resetAt - now) };
+    const full = entry?.full;
+    if (full && full.until > now)
+      return { used: Math.max(entry.known.used, full.limit), resetMs: full.until - now };
+    return { used: entry?.known.used ?? 0, resetMs: 0 };
   }
 
   /** Milliseconds the counter stays refused without asking, or 0 when the store must be asked. */

@@ -454,6 +454,45 @@ describe('quota enforcement: usage and metrics', () => {
   });
 });
 
+describe.each([
+  ['the memory store', () => ({})],
+  [
+    'the Redis store',
+    () => ({
+      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:${Date.now()}:${Math.random()}:` },
+    }),
+  ],
+])('the RateLimit fields on %s', (_store, store) => {
+  it("say t within w on every answer, and on every refusal the refusing restriction's t is the Retry-After", async () => {
+    const gateway = await gatewayWith(store());
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute')] },
+      systemQuotaId,
+    );
+    // Into a sub-bucket of 600 ms, as a client would be: the window's oldest units leave up to 60.6 s on.
+    clock.now = Math.ceil(clock.now / 600) * 600 + 17;
+    const answers: Array<Awaited<ReturnType<typeof get>>> = [];
+    for (let i = 0; i < 8; i += 1) {
+      answers.push(await get(gateway));
+      clock.now += 1_000;
+    }
+    const item = (answer: (typeof answers)[number]) => {
+      const [, r, t] = /;r=(\d+);t=(\d+)$/.exec(String(answer.headers.ratelimit))!;
+      return { r: Number(r), t: Number(t) };
+    };
+    expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 429, 429, 429, 429, 429]);
+    for (const answer of answers) expect(item(answer).t).toBeLessThanOrEqual(60);
+    for (const refused of answers.filter((answer) => answer.status === 429)) {
+      expect(item(refused)).toEqual({ r: 0, t: Number(refused.headers['retry-after']) });
+    }
+    // The first units leave about 60 s after they came: 57, 56, … seconds after the fourth request.
+    expect(answers.slice(3).map((answer) => Number(answer.headers['retry-after']))).toEqual([
+      58, 57, 56, 55, 54,
+    ]);
+  });
+});
+
 describe('quota enforcement on the Redis store', () => {
   it('enforces the same limits with counters in Redis', async () => {
     const gateway = await gatewayWith({
