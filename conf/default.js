@@ -23,7 +23,8 @@ module.exports = {
       id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',
       name: 'Pet Store',
       basePath: '/pets',
-      upstream: 'http://127.0.0.1:9000/pets',
+      // `gateway start --demo` runs its demo upstream on this port: DEMO_UPSTREAM_PORT moves both.
+      upstream: `http://127.0.0.1:${process.env.DEMO_UPSTREAM_PORT ?? 9000}/pets`,
       methods: [
         { id: '8b0e6c1a-3f47-4f0e-a2f5-6d9c1e7b4a21', name: 'listPets', verb: 'GET', path: '/' },
         { id: 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32', name: 'getPet', verb: 'GET', path: '/{petId}' },

@@ -73,6 +73,13 @@ async function main(argv: string[]): Promise<number> {
 const flushed = (stream: NodeJS.WriteStream) =>
   new Promise<void>((resolve) => stream.write('', () => resolve()));
 
+// A reader that closed the pipe early (`gateway config-schema | head -c 100`) has what it wanted: the
+// command ends quietly, as Unix tools do, instead of dying on an unhandled EPIPE with a stack trace.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  process.exit(exitCode.ok);
+});
+
 const code = await main(process.argv.slice(2));
 // process.exit drops what a pipe has not taken yet: `gateway quotas export | …` must get all of it.
 await Promise.all([flushed(process.stdout), flushed(process.stderr)]);

@@ -12,6 +12,9 @@ function derive(password: string, salt: Buffer, params: ScryptOptions): Promise<
   );
 }
 
+/** Whether a configured password is a hash of this module (else it is the password itself). */
+export const isPasswordHash = (password: string) => password.startsWith('scrypt$');
+
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
   const hash = await derive(password, salt, cost);

@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { CredentialCache } from '../auth/credential-cache.js';
 import { parseBasicCredentials } from '../auth/basic-credentials.js';
 import type { Config } from '../config/schema.js';
-import { hashPassword, verifyPassword } from '../password-hash.js';
+import { hashPassword, isPasswordHash, verifyPassword } from '../password-hash.js';
 
 export type AdminRole = 'admin' | 'member';
 
@@ -48,7 +48,7 @@ export class AdminUsers {
     if (remembered) return remembered;
     const user = this.users.get(username);
     const stored = user?.password ?? (await this.decoy);
-    const matches = stored.startsWith('scrypt$')
+    const matches = isPasswordHash(stored)
       ? await verifyPassword(password, stored)
       : timingSafeEqual(digest(password), digest(stored));
     if (!user || !matches) return null;

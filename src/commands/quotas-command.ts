@@ -131,7 +131,7 @@ export const quotasCommand: Command = {
 export   writes every quota of the config's store (the memory store's file, or Redis) to standard
          output as a \`quotas\` list: the QuotaDTO of each, with its id and, for an application's own
          quota, its application. It is what \`quotas\` in conf/ and \`import\` read. With
-         --from-file, from that memory store's file instead (to move to Redis).
+         --from-file, from that memory store's file instead (to move to Redis): no config is read.
 import   reads FILE (YAML or JSON: a \`quotas\` list, or the list alone), checks every quota against
          the catalog and the applications of the config (all mistakes at once), and writes those that
          are new or changed into the store; quotas the file does not name are left alone. An
@@ -161,6 +161,17 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
     if (action !== 'export' && action !== 'import') throw new UsageError('say export or import (see --help)');
     if (values.format !== 'yaml' && values.format !== 'json')
       throw new UsageError('--format must be yaml or json');
+    const write = (quotas: Array<Record<string, unknown>>) =>
+      process.stdout.write(
+        values.format === 'json' ? `${JSON.stringify({ quotas }, null, 2)}\n` : YAML.stringify({ quotas }),
+      );
+    const fromFile = values['from-file'];
+    if (action === 'export' && fromFile) {
+      // A memory store's file alone: no config is read, so none (keys, users) needs to be complete.
+      const logger = createLogger({ level: 'warn', destination: process.stderr });
+      write(await fromQuotaFile(path.resolve(fromFile), logger));
+      return exitCode.ok;
+    }
     const loaded = await loadConfig({ configDir: values['config-dir'] });
     const logger = createLogger({
       level: 'warn',
@@ -169,13 +180,7 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
     });
 
     if (action === 'export') {
-      const fromFile = values['from-file'];
-      const quotas = fromFile
-        ? await fromQuotaFile(path.resolve(fromFile), logger)
-        : await withStore(loaded, logger, async (repository) => declarationsOf(repository.all()));
-      process.stdout.write(
-        values.format === 'json' ? `${JSON.stringify({ quotas }, null, 2)}\n` : YAML.stringify({ quotas }),
-      );
+      write(await withStore(loaded, logger, async (repository) => declarationsOf(repository.all())));
       return exitCode.ok;
     }
 

@@ -3,6 +3,7 @@ import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { startDemoUpstream } from '../demo/demo-upstream.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import { LogSecrets, createLogger } from '../log.js';
+import { isPasswordHash } from '../password-hash.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../reload/pid-file.js';
 import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
@@ -30,12 +31,15 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
   const base = `http://127.0.0.1:${running.ports.http}`;
   const adminBase = `${config.admin.tls ? 'https' : 'http'}://127.0.0.1:${running.ports.admin}`;
   const admin = config.admin.users[0];
+  // conf/ may hold only the password's hash: then the banner names the user, and curl asks for it.
+  const hashed = admin ? isPasswordHash(admin.password) : false;
   const adminLines = admin
     ? [
-        `  console     ${adminBase}/  (log in as ${admin.username} / ${admin.password})`,
-        `  admin user  ${admin.username} / ${admin.password}`,
+        hashed
+          ? `  console     ${adminBase}/  (log in as ${admin.username}, with the password whose hash conf/ holds)`
+          : `  console     ${adminBase}/  (log in as ${admin.username} / ${admin.password})`,
         '  the quotas, from the portal Quota API:',
-        `    curl -u '${admin.username}:${admin.password}' ${adminBase}/api/portal/v1.3/quotas`,
+        `    curl -u '${hashed ? admin.username : `${admin.username}:${admin.password}`}' ${adminBase}/api/portal/v1.3/quotas`,
         '',
       ]
     : [];
@@ -79,7 +83,8 @@ Options:
   -h, --help         show this help
 
 Environment: NODE_ENV (production selects apikey_production and conf/production.js), PORT,
-ADMIN_PORT, REDIS_URL, LOG_LEVEL.
+ADMIN_PORT, REDIS_URL, LOG_LEVEL; the shipped conf/default.js (and one gateway init writes) points
+its API at DEMO_UPSTREAM_PORT (default 9000), where --demo starts the demo upstream.
 
 Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
   async run(argv) {

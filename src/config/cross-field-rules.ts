@@ -1,6 +1,7 @@
 import { normalizeSegment } from '../catalog/normalize-path.js';
 import { applicationIdOf } from '../admin/application-ids.js';
 import { declaredListProblems } from '../quota/declared-quotas.js';
+import { isPasswordHash } from '../password-hash.js';
 import type { Config } from './schema.js';
 
 export type Environment = 'development' | 'production';
@@ -94,7 +95,13 @@ function keyProblems(config: Config, environment: Environment): Problem[] {
   ]);
   const keyName = `apikey_${environment}` as const;
   if ((config.APIKeyAuthType === 'basic' || config.APIKeyAuthType === 'apikey') && !config[keyName]) {
-    problems.push({ path: [keyName], message: `required when APIKeyAuthType is '${config.APIKeyAuthType}'` });
+    problems.push({
+      path: [keyName],
+      message:
+        `required when APIKeyAuthType is '${config.APIKeyAuthType}': set it, or set ${keyName.toUpperCase()} ` +
+        'where the config reads it from the environment (as the shipped conf/default.js does); ' +
+        '`gateway start --demo` makes one up for its run',
+    });
   }
   return [...problems, ...firstSeen(appIds)];
 }
@@ -118,7 +125,7 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
   }
   if (environment === 'production') {
     config.admin.users.forEach((user, i) => {
-      if (!user.password.startsWith('scrypt$')) {
+      if (!isPasswordHash(user.password)) {
         problems.push({
           path: ['admin', 'users', i, 'password'],
           message: 'must be a hash from `gateway hash-password` in production, not a plain password',

@@ -32,7 +32,8 @@ module.exports = {
       id: '${apiId}',
       name: 'Pet Store',
       basePath: '/pets',
-      upstream: 'http://127.0.0.1:9000/pets',
+      // \`gateway start --demo\` runs its demo upstream on this port: DEMO_UPSTREAM_PORT moves both.
+      upstream: \`http://127.0.0.1:\${process.env.DEMO_UPSTREAM_PORT ?? 9000}/pets\`,
       methods: [
         { id: '${randomUUID()}', name: 'listPets', verb: 'GET', path: '/' },
         { id: '${randomUUID()}', name: 'getPet', verb: 'GET', path: '/{petId}' },

@@ -4,10 +4,10 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyPassword } from '../../src/password-hash.js';
+import { hashPassword, verifyPassword } from '../../src/password-hash.js';
 import { request } from '../helpers/raw-http.js';
 import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
-import { basicAuth, devKey, petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
+import { basicAuth, devKey, petsConfig, userAuth, writeConfigDir } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 /** The local addresses sockets listen on at `port`, as /proc/net/tcp and tcp6 write them (hex). */
@@ -24,6 +24,15 @@ function listeningAddresses(port: number): string[] {
 }
 
 const tempDirs: string[] = [];
+
+/** A port of 127.0.0.1 free a moment ago, for a child process to listen on. */
+async function freePort(): Promise<number> {
+  const probe = http.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
 const tempDir = () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-cli-'));
   tempDirs.push(dir);
@@ -354,8 +363,68 @@ describe('gateway start', () => {
     );
   });
 
-  it('runs the demo of the README: the printed curl lines answer 200 and 401', async () => {
-    const cli = spawnCli(['start', '--demo'], { env: { PORT: '0', ADMIN_PORT: '0' } });
+  it('ends quietly with exit 0 when the reader closes the pipe early (config-schema | head -c 100)', async () => {
+    const cli = spawnCli(['config-schema']);
+    // Closed before the command writes: every write of it meets a pipe without a reader.
+    cli.child.stdout!.destroy();
+    const result = await cli.exited;
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+  });
+
+  it('says how to give the shipped config its key: check-config and start exit 2 naming APIKEY_DEVELOPMENT and --demo', async () => {
+    for (const args of [['check-config'], ['start']]) {
+      const result = await runCli(args);
+      expect(result.code, args.join(' ')).toBe(2);
+      expect(result.stderr).toContain(
+        "conf/default.js: apikey_development: required when APIKeyAuthType is 'basic': set it, or set APIKEY_DEVELOPMENT",
+      );
+      expect(result.stderr).toContain('`gateway start --demo` makes one up for its run');
+    }
+    const exported = await runCli([
+      'quotas',
+      'export',
+      '--format',
+      'json',
+      '--from-file',
+      'data/quotas.json',
+    ]);
+    expect(exported.code).toBe(0);
+    expect(JSON.parse(exported.stdout)).toHaveProperty('quotas');
+  });
+
+  it("never prints an admin password's hash as the password: the banner names the user, and its curl asks", async () => {
+    const hash = await hashPassword('ann-chose-this-one');
+    const dir = writeConfigDir(
+      petsConfig('https://127.0.0.1:9/pets', {
+        admin: { host: '127.0.0.1', port: 0, users: [{ username: 'ann', password: hash, role: 'admin' }] },
+      }),
+    );
+    tempDirs.push(dir);
+    const cli = spawnCli(['start', '--demo', '--config-dir', dir], { env: { PORT: '0' } });
+    try {
+      await cli.waitFor('Ctrl-C stops it.');
+      const banner = cli.stderr();
+      expect(banner).not.toContain('scrypt$');
+      expect(banner).toContain('log in as ann, with the password whose hash conf/ holds');
+      const curl = /curl -u '([^']*)' (http:\S+)/.exec(banner)!;
+      expect(curl[1]).toBe('ann');
+      const answer = await request(new URL(curl[2]!).origin, {
+        path: new URL(curl[2]!).pathname,
+        headers: { authorization: userAuth({ username: 'ann', password: 'ann-chose-this-one' }) },
+      });
+      expect(answer.status).toBe(200);
+    } finally {
+      cli.child.kill('SIGTERM');
+      expect((await cli.exited).code).toBe(0);
+    }
+  });
+
+  it('runs the demo of the README on the demo upstream port DEMO_UPSTREAM_PORT names: the printed curl lines answer 200 and 401', async () => {
+    const demoPort = await freePort();
+    const cli = spawnCli(['start', '--demo'], {
+      env: { PORT: '0', ADMIN_PORT: '0', DEMO_UPSTREAM_PORT: String(demoPort) },
+    });
     try {
       await cli.waitFor('Ctrl-C stops it.');
       const banner = cli.stderr();
@@ -375,6 +444,7 @@ describe('gateway start', () => {
       // It listens where the banner says, on this machine only: on 127.0.0.1, not on every interface.
       const listening = listeningAddresses(Number(url.port));
       expect(listening).toEqual(['0100007F']);
+      expect(listeningAddresses(demoPort)).toEqual(['0100007F']);
     } finally {
       cli.child.kill('SIGTERM');
       expect((await cli.exited).code).toBe(0);

@@ -19,7 +19,10 @@ const rules: Array<[string, string]> = [
   ['port-out-of-range', 'port: must be an integer from 0 to 65535'],
   ['port-not-a-number', 'port: must be an integer from 0 to 65535'],
   ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
-  ['current-key-missing', "apikey_development: required when APIKeyAuthType is 'basic'"],
+  [
+    'current-key-missing',
+    "apikey_development: required when APIKeyAuthType is 'basic': set it, or set APIKEY_DEVELOPMENT where the config reads it from the environment (as the shipped conf/default.js does); `gateway start --demo` makes one up for its run",
+  ],
   ['key-too-short', 'apikey_development: must be at least 16 characters (generate one with gateway init)'],
   ['keys-equal', 'apikey_production: duplicate of apikey_development'],
   ['api-id-not-uuid', 'apis[0].id: must be a UUID'],
