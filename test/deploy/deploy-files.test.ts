@@ -507,6 +507,10 @@ describe('deploy/systemd/quotagate.service', () => {
     expect(unitValue('Restart')).toBe('on-failure');
   });
 
+  it('reloads the config on systemctl reload with the SIGHUP the gateway reloads on', () => {
+    expect(unitValue('ExecReload')).toBe('/bin/kill -HUP $MAINPID');
+  });
+
   it("lets the gateway write only the memory store's folder", () => {
     expect(unitValue('NoNewPrivileges')).toBe('yes');
     expect(unitValue('ProtectSystem')).toBe('strict');
