@@ -1,4 +1,5 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import ajvFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { configJsonSchema } from '../../src/commands/config-schema-command.js';
 import { loadConfig } from '../../src/config/load-config.js';
@@ -8,7 +9,10 @@ import { petsConfig } from '../helpers/test-gateway.js';
  * The JSON Schema of the config is generated from the zod schema the loader validates with: a config
  * the loader takes, the JSON Schema takes; a key of the wrong type, it refuses too.
  */
-const validator = new Ajv2020({ strict: false, allErrors: true }).compile(configJsonSchema());
+// With the formats the schema names (uuid, uri…) checked, not ignored with a warning each. The package
+// is CommonJS: its function is the default export's `default` under NodeNext.
+const addFormats = ajvFormats.default;
+const validator = addFormats(new Ajv2020({ strict: false, allErrors: true })).compile(configJsonSchema());
 
 describe('gateway config-schema', () => {
   it('accepts what the loader accepts: the test config and the fixtures that load', async () => {
@@ -27,6 +31,15 @@ describe('gateway config-schema', () => {
     expect(validator(bad)).toBe(false);
     expect(validator.errors!.map((error) => error.instancePath).sort()).toEqual(
       expect.arrayContaining(['/APIKeyAuthType', '/admin', '/port', '/store/type']),
+    );
+  });
+
+  it('checks the formats it names: an API id that is not a UUID is refused', () => {
+    const config = petsConfig('http://127.0.0.1:9/pets') as { apis: Array<{ id: string }> };
+    config.apis[0]!.id = 'not-a-uuid';
+    expect(validator(config)).toBe(false);
+    expect(validator.errors!.map((error) => `${error.instancePath} ${error.keyword}`)).toContain(
+      '/apis/0/id format',
     );
   });
 });

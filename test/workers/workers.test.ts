@@ -110,6 +110,10 @@ async function startGateway(extra: Record<string, unknown>): Promise<Gateway> {
         .filter((line) => line.msg === 'worker started')
         .map((line) => line.pid as number),
   };
+  // Each worker writes its started line through its own pipe, at times after the primary's: a test
+  // starts once every worker has said it serves, so that the pids it reads are all there.
+  const workers = typeof extra.workers === 'number' ? extra.workers : 1;
+  if (workers > 1) await expect.poll(() => gateway!.workerPids().length, { timeout: 10_000 }).toBe(workers);
   return gateway;
 }
 
