@@ -93,6 +93,8 @@ interface WriteTarget {
   system: boolean;
   /** The type the quota must keep, if any: the well-known quotas' and applications' own quotas'. */
   keepsType?: QuotaType;
+  /** A well-known quota's description, kept by a PUT that sends none (clients send only restrictions). */
+  keepsDescription?: string;
 }
 
 const wellKnownTypes = new Map(wellKnownQuotas().map((record) => [record.quota.id, record.quota.type]));
@@ -183,6 +185,9 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     etag: record.etag,
     system: record.quota.system,
     ...(record.quota.system || record.application ? { keepsType: record.quota.type } : {}),
+    ...(record.quota.system && record.quota.description !== undefined
+      ? { keepsDescription: record.quota.description }
+      : {}),
   });
 
   const refusedTarget = (refused: RefusedQuota): WriteTarget => {
@@ -281,11 +286,18 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     },
   );
 
+  // The schema fills in an absent description with '': whether the client sent one is read before it.
+  const sentDescription = new WeakSet<FastifyRequest>();
   app.put(
     '/quotas/:id',
     {
+      preValidation: async (request: FastifyRequest) => {
+        const body = request.body;
+        if (typeof body === 'object' && body !== null && 'description' in body) sentDescription.add(request);
+      },
       schema: {
-        summary: 'Update a quota (API Administrators); the body is what counts',
+        summary:
+          'Update a quota (API Administrators); the body is what counts (a well-known quota keeps its description when none is sent)',
         operationId: 'updateQuota',
         tags: ['quotas'],
         params: idParams,
@@ -299,7 +311,14 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       requireAdmin(request);
       const current = writable(request.params.id);
       requireUndeclared(current.id);
-      const quota = build(request.body, current.id, current.system);
+      const dto = request.body;
+      const quota = build(
+        !sentDescription.has(request) && current.keepsDescription !== undefined
+          ? { ...dto, description: current.keepsDescription }
+          : dto,
+        current.id,
+        current.system,
+      );
       if (current.keepsType && quota.type !== current.keepsType) {
         throw new AdminError(400, [`type: must stay ${current.keepsType} for this quota`]);
       }

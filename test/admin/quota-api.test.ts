@@ -187,6 +187,18 @@ describe.each(['memory', 'redis'] as const)('Quota API (%s store)', (storeType) 
       ).toBe(200);
     });
 
+    it('keeps the description of a well-known quota when a PUT sends none, and takes one it sends', async () => {
+      const description = async (body: Record<string, unknown>) => {
+        const answer = await call('PUT', `/quotas/${systemId}`, { body });
+        expect(answer.status).toBe(200);
+        return (answer.body as { description: string }).description;
+      };
+      const { description: _left, ...withoutDescription } = quotaDto({ name: 'System' });
+      expect(await description(quotaDto({ description: 'All traffic' }))).toBe('All traffic');
+      expect(await description(withoutDescription)).toBe('All traffic');
+      expect(await description(quotaDto({ description: '' }))).toBe('');
+    });
+
     it('keeps the type of a well-known quota', async () => {
       const answer = await call('PUT', `/quotas/${defaultId}`, { body: quotaDto({ type: 'API' }) });
       expect(answer.status).toBe(400);
