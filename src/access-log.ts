@@ -30,6 +30,8 @@ export interface AccessEntry {
   upstreamMs: number | null;
   outcome: string | null;
   quota: string | null;
+  /** On a 429: the restrictions that refused, `<quota id>/<index>` (comma-separated), as RateLimit names them. */
+  refusedBy: string | null;
   ms: number;
   /** The line stands for this many 429 answers (`accessLog.sample429`); 1 when it stands for itself. */
   sampled: number;
@@ -177,7 +179,9 @@ export class AccessLog {
       (entry.unvalidated ? ',"unvalidated":true' : '') +
       `,"status":${entry.status},"bytesIn":${entry.bytesIn},"bytesOut":${entry.bytesOut}` +
       `,"upstreamMs":${entry.upstreamMs === null ? 'null' : entry.upstreamMs}` +
-      `,"outcome":${jsonTextOrNull(entry.outcome)},"quota":${jsonTextOrNull(entry.quota)},"ms":${entry.ms}` +
+      `,"outcome":${jsonTextOrNull(entry.outcome)},"quota":${jsonTextOrNull(entry.quota)}` +
+      (entry.refusedBy === null ? '' : `,"refusedBy":${jsonText(entry.refusedBy)}`) +
+      `,"ms":${entry.ms}` +
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
       ',"msg":"request"}\n'
     );

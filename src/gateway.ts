@@ -44,6 +44,8 @@ class RequestRecord extends Exchange {
   unvalidated = false;
   /** How the quota check ended, for the access log. */
   quota: 'allowed' | 'rejected' | 'unavailable' | null = null;
+  /** The restrictions that refused it (`<quota id>/<index>`, as RateLimit names them), for the access log. */
+  refusedBy: string | null = null;
   /** The restrictions that applied; its byte ones are charged with what the exchange moved beyond the declared body. */
   plan: QuotaPlan | null = null;
   declaredBytes = 0;
@@ -264,6 +266,10 @@ export class Gateway {
       const restriction = restrictions[i]!;
       const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
+      if (!verdict.allowed && full) {
+        const name = `${restriction.quotaId}/${restriction.index}`;
+        record.refusedBy = record.refusedBy === null ? name : `${record.refusedBy},${name}`;
+      }
     }
     appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
@@ -334,6 +340,7 @@ export class Gateway {
         upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
         outcome,
         quota: record.quota,
+        refusedBy: record.refusedBy,
         ms: Math.round(elapsedMs * 100) / 100,
         sampled: status === 429 ? record.plane.sample429 : 1,
       });

@@ -23,6 +23,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   upstreamMs: 0.42,
   outcome: 'completed',
   quota: 'allowed',
+  refusedBy: null,
   ms: 1.37,
   sampled: 1,
   ...overrides,
