@@ -12,6 +12,7 @@ import {
 } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';
 import { configSchema, knownTopLevelKeys, redisOnlyStoreKeys, type Config } from './schema.js';
+import { keysAt, unknownKeyMessage } from './key-suggestions.js';
 
 export interface LoadConfigOptions {
   /** Folder holding default.(js|yaml) and the optional <NODE_ENV>.(js|yaml) overlay. */
@@ -102,7 +103,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
         path: [key],
         message: plugin.name
           ? `unknown key (the plugin '${plugin.name}' declares ${plugin.keys.size > 0 ? [...plugin.keys].join(', ') : 'none'} in its static configKeys)`
-          : 'unknown key',
+          : unknownKeyMessage(key, [...knownTopLevelKeys]),
       }),
     );
   }
@@ -165,7 +166,7 @@ function toProblems(issue: z.core.$ZodIssue): Problem[] {
       message:
         inStore && redisOnlyStoreKeys.has(key)
           ? "applies to store.type 'redis' only (the store is 'memory' unless it says so)"
-          : 'unknown key',
+          : unknownKeyMessage(key, keysAt(configSchema, issue.path)),
     }));
   }
   return [{ path: issue.path as KeyPath, message: issue.message }];

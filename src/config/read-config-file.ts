@@ -4,7 +4,7 @@ import path from 'node:path';
 import { isModuleNamespaceObject } from 'node:util/types';
 import { pathToFileURL } from 'node:url';
 import { parse as parseJavaScript } from 'acorn';
-import YAML from 'yaml';
+import YAML, { YAMLError } from 'yaml';
 import { ConfigError } from './config-error.js';
 
 const extensions = ['.js', '.cjs', '.mjs', '.yaml', '.yml'] as const;
@@ -36,8 +36,23 @@ function readYaml(file: string, display: string): unknown {
   try {
     return YAML.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new ConfigError([`${display}: cannot parse: ${firstLine(error)}`]);
+    throw new ConfigError([yamlProblem(error, display)]);
   }
+}
+
+/**
+ * A YAML syntax error as the loader says any: the file, the line and column, the reason, then the lines
+ * of the file around it with a caret under the spot (the `yaml` package's own code frame, indented).
+ */
+function yamlProblem(error: unknown, display: string): string {
+  if (!(error instanceof YAMLError) || !error.linePos) return `${display}: cannot parse: ${firstLine(error)}`;
+  const [{ line, col }] = error.linePos;
+  const [reason = '', frame = ''] = error.message.split(/ at line \d+, column \d+:\n/);
+  const frameLines = frame
+    .split('\n')
+    .filter((text) => text.trim() !== '')
+    .map((text) => `    ${text}`);
+  return [`${display}: line ${line}, column ${col}: cannot parse: ${reason}`, ...frameLines].join('\n');
 }
 
 type ModuleFormat = 'commonjs' | 'module';

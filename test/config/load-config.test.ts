@@ -50,7 +50,9 @@ const rules: Array<[string, string]> = [
   ['pass-undeclared-not-boolean', 'apis[0].passUndeclared: must be true or false'],
   ['method-route-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['method-id-duplicate', 'apis[1].methods[0].id: duplicate of apis[0].methods[0].id'],
-  ['nested-key-unknown', 'admin.prot: unknown key'],
+  ['nested-key-unknown', 'admin.prot: unknown key (did you mean port?)'],
+  ['store-key-misspelt', 'store.prefx: unknown key (did you mean prefix?)'],
+  ['api-key-misspelt', 'apis[0].upstrem: unknown key (did you mean upstream?)'],
   ['store-type-unknown', 'store.type: must be memory or redis'],
   ['redis-url-missing', "store.url: required when store.type is 'redis' (or set store.cluster)"],
   ['redis-url-invalid', 'store.url: must be a redis:// or rediss:// URL'],
@@ -79,7 +81,8 @@ const rules: Array<[string, string]> = [
   ['application-key-reused', 'applications[0].apikey_development: duplicate of apikey_development'],
   ['application-id-duplicate', 'applications[1].id: duplicate of applications[0].id'],
   ['not-an-object', 'must export an object (module.exports = { ... })'],
-  ['top-level-key-unknown', 'prot: unknown key'],
+  ['top-level-key-unknown', 'prot: unknown key (did you mean port?)'],
+  ['key-unlike-any', 'zzqx: unknown key'],
   [
     'plugin-key-undeclared',
     "secrte: unknown key (the plugin './test/fixtures/plugins/quoting-plugin.js' declares secret in its static configKeys)",
@@ -111,11 +114,14 @@ describe('loadConfig: one bad-config fixture per rule', () => {
     expect(problem).toMatch(/^test\/fixtures\/bad-config\/syntax-error\/default\.mjs: cannot load: /);
   });
 
-  it('rejects a YAML syntax error naming the file and the line', async () => {
+  it('rejects a YAML syntax error naming the file, the line and column, the reason, and showing the spot', async () => {
     const [problem] = await problemsOf(badConfig('yaml-syntax-error'));
-    expect(problem).toMatch(
-      /^test\/fixtures\/bad-config\/yaml-syntax-error\/default\.yaml: cannot parse: YAMLParseError: .*line 4/,
-    );
+    expect(problem!.split('\n')).toEqual([
+      'test/fixtures/bad-config/yaml-syntax-error/default.yaml: line 4, column 1: cannot parse: Sequence item without - indicator',
+      '      - id: a',
+      '       name: b',
+      '    ^',
+    ]);
   });
 
   it('rejects a plain admin password in production', async () => {
@@ -147,7 +153,7 @@ describe('loadConfig: one bad-config fixture per rule', () => {
       "test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: store.url: required when store.type is 'redis' (or set store.cluster)",
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[0].id: must be a UUID',
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[1].basePath: duplicate of apis[0].basePath',
-      'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key',
+      'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key (did you mean port?)',
     ]);
   });
 });
