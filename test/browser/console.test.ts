@@ -118,6 +118,24 @@ describe('the admin console in a browser', () => {
     await choose(browserPage, 'select[name="restrictions[0].method"]', 'getPet');
     await browserPage.type('input[name="restrictions[0].config.amount"]', '5');
     await browserPage.select('select[name="restrictions[0].config.period"]', 'hour');
+    // Every choice of a restriction shows whole: each select is wide enough for its longest label.
+    const cutOff = await browserPage.$$eval('fieldset.restriction select', (selects) =>
+      selects.flatMap((select) => {
+        const style = getComputedStyle(select);
+        const context = document.createElement('canvas').getContext('2d')!;
+        context.font = `${style.fontSize} ${style.fontFamily}`;
+        // What the text has: the box less its padding and the arrow (about 1.5em).
+        const room =
+          select.clientWidth -
+          parseFloat(style.paddingLeft) -
+          parseFloat(style.paddingRight) -
+          1.5 * parseFloat(style.fontSize);
+        return [...select.options]
+          .filter((option) => context.measureText(option.text).width > room)
+          .map((option) => option.text);
+      }),
+    );
+    expect(cutOff).toEqual([]);
     await screenshot(browserPage, 'quota-new');
     await browserPage.click('form.quota-form button[type=submit]');
     await browserPage.waitForFunction(() => /^#\/quotas\/[0-9a-f-]{36}$/.test(location.hash));
@@ -189,15 +207,26 @@ describe('the admin console in a browser', () => {
     await logIn(browserPage, gateway.adminUrl, adminUser);
     await browserPage.goto(`${gateway.adminUrl}/#/quotas/${applicationDefaultQuotaId}`);
     await browserPage.waitForSelector('form.quota-form');
+    const amount = 'input[name="restrictions[0].config.amount"]';
+    const amountError = `[data-error-for="restrictions[0].config.amount"]`;
+    const enter = async (text: string) => {
+      await browserPage.click(amount, { count: 3 });
+      await browserPage.type(amount, text);
+      await browserPage.click('form.quota-form button[type=submit]');
+    };
+    // A first try the API refuses leaves its message next to the field.
+    await enter('0');
+    await waitForText(browserPage, amountError, 'must be a whole number');
     // Meanwhile, someone else changes the quota.
     await setQuota(
       gateway,
       { type: 'APPLICATION', name: 'Changed elsewhere', restrictions: [throttle(3, 1, 'minute')] },
       applicationDefaultQuotaId,
     );
-    await browserPage.type('input[name="restrictions[0].config.amount"]', '0');
-    await browserPage.click('form.quota-form button[type=submit]');
+    await enter('100');
     await waitForText(browserPage, '.form-errors', 'Someone else changed this quota');
+    // The conflict is the one thing said: the message of the first try is gone.
+    expect(await browserPage.$eval(amountError, (element) => element.textContent)).toBe('');
     const current = (await quotas(gateway)).find((quota) => quota.id === applicationDefaultQuotaId);
     expect(current?.name).toBe('Changed elsewhere');
     expect(current?.restrictions[0]?.config.messages).toBe('3');

@@ -211,6 +211,8 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
       button.disabled = false;
       if (!(error instanceof ApiError)) throw error;
       if (error.status === 412) {
+        // The conflict is all there is to say now: the field messages of an earlier try go.
+        drawForm();
         showErrors([
           'Someone else changed this quota after you opened it, so your change was not saved. Open it again to see theirs, then make yours.',
         ]);
