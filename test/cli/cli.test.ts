@@ -221,7 +221,7 @@ describe('gateway check-config', () => {
     ]);
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(
-      'test/fixtures/bad-config/top-level-key-unknown/default.mjs: prot: unknown key\n',
+      'test/fixtures/bad-config/top-level-key-unknown/default.mjs: prot: unknown key (did you mean port?)\n',
     );
   });
 });
