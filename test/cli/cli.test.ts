@@ -4,7 +4,9 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/log.js';
 import { hashPassword, verifyPassword } from '../../src/password-hash.js';
+import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
 import { request } from '../helpers/raw-http.js';
 import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, userAuth, writeConfigDir } from '../helpers/test-gateway.js';
@@ -381,16 +383,16 @@ describe('gateway start', () => {
       );
       expect(result.stderr).toContain('`gateway start --demo` makes one up for its run');
     }
-    const exported = await runCli([
-      'quotas',
-      'export',
-      '--format',
-      'json',
-      '--from-file',
-      'data/quotas.json',
-    ]);
+    // A memory store's file, as a gateway of this checkout leaves it in data/, exported without a key.
+    const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-store-'));
+    tempDirs.push(dir);
+    const file = path.join(dir, 'quotas.json');
+    const repository = new FileQuotaRepository(file, createLogger({ level: 'silent' }));
+    await repository.open();
+    await repository.close();
+    const exported = await runCli(['quotas', 'export', '--format', 'json', '--from-file', file]);
     expect(exported.code).toBe(0);
-    expect(JSON.parse(exported.stdout)).toHaveProperty('quotas');
+    expect((JSON.parse(exported.stdout) as { quotas: unknown[] }).quotas).toHaveLength(2);
   });
 
   it("never prints an admin password's hash as the password: the banner names the user, and its curl asks", async () => {
