@@ -10,7 +10,7 @@ import {
   type StoredApplication,
   type StoredKey,
 } from '../applications/application-schema.js';
-import { projectApplicationId } from '../auth/key-ring.js';
+import { projectApplicationId } from '../applications/application-ids.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { Config } from '../config/schema.js';
 import { generateApiKey } from '../init/generate-api-key.js';

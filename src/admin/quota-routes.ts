@@ -26,7 +26,7 @@ import { rejectionBucketSeconds, rejectionSeries, type RejectionSource } from '.
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { ApplicationNames } from '../config/application-names.js';
-import { applicationIdOf } from './application-ids.js';
+import { applicationIdOf } from '../applications/application-ids.js';
 import { requiredEtag, setEtag } from './entity-tags.js';
 import { documentedAs } from './zod-route-schemas.js';
 

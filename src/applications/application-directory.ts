@@ -1,5 +1,5 @@
 import type { Principal } from '../auth/authenticator.js';
-import type { Environment } from '../config/cross-field-rules.js';
+import type { Environment } from './application-schema.js';
 import type { StoredApplication } from './application-schema.js';
 
 /** Where the applications of the API come from: their repository, or a worker's feed of its primary's. */

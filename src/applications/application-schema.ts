@@ -12,6 +12,8 @@ const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 });
 
 export const environments = ['development', 'production'] as const;
+/** Which key of each application is in force: NODE_ENV=production selects `apikey_production`. */
+export type Environment = (typeof environments)[number];
 
 export const storedKeySchema = z.strictObject({
   id: uuid,

@@ -1,11 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { ApplicationDirectory, type KeyEntry } from '../applications/application-directory.js';
 import type { Config } from '../config/schema.js';
-import type { Environment } from '../config/cross-field-rules.js';
+import { projectApplicationId } from '../applications/application-ids.js';
+import type { Environment } from '../applications/application-schema.js';
 import type { Principal } from './authenticator.js';
-
-/** The id of the project's own application, which the project keys identify. */
-export const projectApplicationId = 'project';
 
 /** Valid spellings of credentials kept (see `lookupCredential`). */
 const credentialsKept = 10_000;

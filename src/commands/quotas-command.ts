@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { applicationIdOf } from '../admin/application-ids.js';
+import { applicationIdOf } from '../applications/application-ids.js';
 import { ApplicationDirectory } from '../applications/application-directory.js';
 import { openApplicationRepository } from '../applications/open-application-repository.js';
 import { ConfigError } from '../config/config-error.js';

@@ -1,5 +1,5 @@
 import { ApplicationDirectory } from '../applications/application-directory.js';
-import { projectApplicationId } from '../auth/key-ring.js';
+import { projectApplicationId } from '../applications/application-ids.js';
 
 /**
  * The names of the applications, of the config and of the portal API, for the access log and the admin

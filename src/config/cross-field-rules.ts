@@ -1,10 +1,10 @@
 import { normalizeSegment } from '../catalog/normalize-path.js';
-import { applicationIdOf } from '../admin/application-ids.js';
+import { applicationIdOf } from '../applications/application-ids.js';
+import type { Environment } from '../applications/application-schema.js';
 import { declaredListProblems } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../password-hash.js';
 import type { Config } from './schema.js';
 
-export type Environment = 'development' | 'production';
 export type KeyPath = ReadonlyArray<string | number>;
 
 /** One mistake in the config: where it is and what is wrong. */

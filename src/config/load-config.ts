@@ -3,13 +3,8 @@ import path from 'node:path';
 import type { z } from 'zod';
 import { loadAuthPlugin } from '../auth/plugin-loader.js';
 import { ConfigError } from './config-error.js';
-import {
-  crossFieldProblems,
-  formatKeyPath,
-  type Environment,
-  type KeyPath,
-  type Problem,
-} from './cross-field-rules.js';
+import type { Environment } from '../applications/application-schema.js';
+import { crossFieldProblems, formatKeyPath, type KeyPath, type Problem } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';
 import { configSchema, knownTopLevelKeys, redisOnlyStoreKeys, type Config } from './schema.js';
 import { keysAt, unknownKeyMessage } from './key-suggestions.js';

@@ -5,7 +5,7 @@ import { bucketMsOf, bucketsPerWindow, type CounterAddition, type CounterUsage }
 import type { CheckedCounter, CounterTrips, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 
 /** The name the counter script is defined under on the connection. */
-export const counterScript = 'quotagateConsume';
+const counterScript = 'quotagateConsume';
 
 interface CounterScripts {
   quotagateConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number[]>;
@@ -32,6 +32,15 @@ export class RedisCounterTrips implements CounterTrips {
     private readonly clock?: () => number,
   ) {
     this.spread = redis instanceof Cluster;
+    if (redis instanceof Cluster) {
+      // ioredis places an auto-pipelined script by its first argument, which for a script called with a
+      // variable number of keys is that number, not a key (redis/ioredis#2109): such calls to different
+      // slots would share a pipeline and fail. They are sent on their own; ioredis reads the list at
+      // each call, so the script that needs it says so here, where it is defined.
+      const ignored = redis.options.autoPipeliningIgnoredCommands ?? [];
+      if (!ignored.includes(counterScript))
+        redis.options.autoPipeliningIgnoredCommands = [...ignored, counterScript];
+    }
     // numberOfKeys is left out: each call says how many counters it touches.
     redis.defineCommand(counterScript, { lua: readLuaScript(import.meta.url, 'consume') });
     redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: readLuaScript(import.meta.url, 'usage') });

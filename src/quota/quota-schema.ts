@@ -9,7 +9,7 @@ import {
   systemQuotaId,
   wellKnownQuotaIds,
   windowMs,
-} from './model.js';
+} from './quota-terms.js';
 
 /**
  * What a quota is, said once. The Quota API validates request bodies with it (and documents them from

@@ -1,6 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
 import type { RedisStoreConfig, StoreConfig } from '../config/schema.js';
-import { counterScript } from '../limiter/redis-counter-trips.js';
 import type { Logger } from '../log.js';
 
 export type RedisConnection = Redis | Cluster;
@@ -24,10 +23,6 @@ export function connectRedis(store: Readonly<RedisStoreConfig>, logger: Logger):
         redisOptions: { ...options, ...credentialsOf(store.cluster[0]!) },
         enableOfflineQueue: false,
         enableAutoPipelining: true,
-        // ioredis places an auto-pipelined script by its first argument, which for a script called with
-        // a variable number of keys is that number, not a key (redis/ioredis#2109): such calls to
-        // different slots would share a pipeline and fail. They are sent on their own.
-        autoPipeliningIgnoredCommands: [counterScript],
       })
     : new Redis(store.url as string, options);
   let up = false;

@@ -1,7 +1,9 @@
-import type { ApplicationDirectory } from '../applications/application-directory.js';
-import { projectApplicationId } from '../auth/key-ring.js';
+import type { ApplicationDirectory } from './application-directory.js';
 import type { Config } from '../config/schema.js';
 import { longestApplicationId } from '../quota/model.js';
+
+/** The id of the project's own application, which the project keys identify. */
+export const projectApplicationId = 'project';
 
 // Any text without control characters: a DN (`uid=alice,ou=people,dc=example,dc=org`) is one.
 const dynamicId = new RegExp(`^[^\\u0000-\\u001f\\u007f]{1,${longestApplicationId}}$`, 'u');

@@ -1,0 +1,48 @@
+/**
+ * The words a quota is made of: the well-known ids, the types, the periods and verbs, the windows. The
+ * quota schema describes quotas with them, and the rest of the gateway reads them from here or from the
+ * model, which gives them again beside the types the schema derives.
+ */
+/** The well-known quotas (the same ids as the portal the seed describes). Both always exist. */
+export const systemQuotaId = '00000000-0000-0000-0000-000000000000';
+export const applicationDefaultQuotaId = '00000000-0000-0000-0000-000000000001';
+export const wellKnownQuotaIds: ReadonlySet<string> = new Set([systemQuotaId, applicationDefaultQuotaId]);
+
+/** The longest application id a quota can belong to: an LDAP entry's DN, or a plugin's caller name. */
+export const longestApplicationId = 1024;
+
+export const quotaTypes = ['APPLICATION', 'API'] as const;
+export const restrictionTypes = ['throttle', 'throttlemb'] as const;
+/** Accepted on input, singular or plural (the seed shows `seconds`); stored as sent. */
+export const periods = ['second', 'minute', 'hour', 'day', 'week'] as const;
+export const periodNames = [
+  'second',
+  'seconds',
+  'minute',
+  'minutes',
+  'hour',
+  'hours',
+  'day',
+  'days',
+  'week',
+  'weeks',
+] as const;
+export const restrictionVerbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+export type QuotaType = (typeof quotaTypes)[number];
+export type RestrictionType = (typeof restrictionTypes)[number];
+export type Period = (typeof periods)[number];
+
+const secondsPer: Record<Period, number> = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 };
+
+/** The period named by `name` (`second` or `seconds`, …). */
+export function periodOf(name: string): Period {
+  return name.replace(/s$/, '') as Period;
+}
+
+/** Length of the window of `per` × `period`, in milliseconds. */
+export function windowMs(config: { per: string; period: string }): number {
+  return Number(config.per) * secondsPer[periodOf(config.period)] * 1000;
+}
+
+export const longestWindowMs = 366 * 86_400 * 1000;
