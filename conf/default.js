@@ -33,4 +33,24 @@ module.exports = {
     },
   ],
   applications: [],
+  // A quota at work from the first request, so that the demo shows what quotagate is for: the project's
+  // own key (the one `--demo` prints) may call getPet 5 times in any 10 seconds; the 6th call answers 429
+  // with Retry-After, and every answer says what is left in its RateLimit field. Declared here, it is
+  // read-only in the console (Quotas, badge conf/); Live usage shows it count.
+  quotas: [
+    {
+      id: '6f9c2b1e-8d4a-4c3f-9e2b-7a1d5c8e3f40',
+      type: 'APPLICATION',
+      name: 'Demo: getPet for the project key',
+      application: 'project',
+      restrictions: [
+        {
+          api: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',
+          method: 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32',
+          type: 'throttle',
+          config: { messages: 5, per: 10, period: 'seconds' },
+        },
+      ],
+    },
+  ],
 };

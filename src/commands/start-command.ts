@@ -4,6 +4,7 @@ import { startDemoUpstream } from '../demo/demo-upstream.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import { LogSecrets, createLogger } from '../log.js';
 import { isPasswordHash } from '../password-hash.js';
+import { projectApplicationId } from '../applications/application-ids.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../reload/pid-file.js';
 import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
@@ -43,6 +44,23 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
         '',
       ]
     : [];
+  // A quota declared for the project's own key (the shipped config has one): a loop that reaches its 429.
+  const projectQuota = config.quotas.find((quota) => quota.application === projectApplicationId);
+  const limit = projectQuota?.restrictions.find((restriction) => restriction.type === 'throttle');
+  const quotaLines =
+    projectQuota && limit?.type === 'throttle'
+      ? [
+          `  a quota is at work: "${projectQuota.name}", ${limit.config.messages} calls per ${limit.config.per} ${limit.config.period};`,
+          '  watch RateLimit count down to a 429 with Retry-After:',
+          `    for i in $(seq ${Math.min(Number(limit.config.messages) + 1, 20)}); do curl -s -D - -o /dev/null -u '${key}:' ${base}${sample} | grep -iE '^(HTTP/|ratelimit:|retry-after:)'; done`,
+          ...(admin
+            ? [
+                '  and in the console: Live usage (and Quotas, where it shows read-only: it is declared in conf/)',
+              ]
+            : []),
+          '',
+        ]
+      : [];
   return [
     '',
     'quotagate is running (demo)',
@@ -54,6 +72,7 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
     '  without it, the gateway refuses (401):',
     `    curl -i ${base}${sample}`,
     '',
+    ...quotaLines,
     ...adminLines,
     '  Ctrl-C stops it.',
     '',

@@ -422,7 +422,7 @@ describe('gateway start', () => {
     }
   });
 
-  it('runs the demo of the README on the demo upstream port DEMO_UPSTREAM_PORT names: the printed curl lines answer 200 and 401', async () => {
+  it("runs the demo of the README on the port DEMO_UPSTREAM_PORT names: its curl lines answer 200 and 401, and its loop reaches the quota's 429", async () => {
     const demoPort = await freePort();
     const cli = spawnCli(['start', '--demo'], {
       env: { PORT: '0', ADMIN_PORT: '0', DEMO_UPSTREAM_PORT: String(demoPort) },
@@ -443,6 +443,30 @@ describe('gateway start', () => {
         path: new URL(withoutKey[1]!).pathname,
       });
       expect(denied.status).toBe(401);
+      // The quota at work: the banner's loop sees RateLimit count down, then a 429 with Retry-After.
+      const loop =
+        /for i in \$\(seq (\d+)\); do curl -s -D - -o \/dev\/null -u '([^']+):' (http:\S+) \|/.exec(banner)!;
+      expect(loop, banner).not.toBeNull();
+      const answers = [];
+      for (let i = 0; i < Number(loop[1]); i += 1)
+        answers.push(
+          await request(url.origin, {
+            path: new URL(loop[3]!).pathname,
+            headers: { authorization: basicAuth(loop[2]!) },
+          }),
+        );
+      // The 200 above took the first of the five calls.
+      expect(answers.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 429, 429]);
+      expect(answers.map((answer) => /;r=(\d+);/.exec(String(answer.headers.ratelimit))?.[1])).toEqual([
+        '3',
+        '2',
+        '1',
+        '0',
+        '0',
+        '0',
+      ]);
+      expect(Number(answers.at(-1)!.headers['retry-after'])).toBeGreaterThan(0);
+      expect(banner).toContain('and in the console: Live usage');
       // It listens where the banner says, on this machine only: on 127.0.0.1, not on every interface.
       const listening = listeningAddresses(Number(url.port));
       expect(listening).toEqual(['0100007F']);
