@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { AccessLog } from './access-log.js';
 import type { AuthResult, Principal } from './auth/authenticator.js';
-import { normalizeTarget } from './catalog/normalize-path.js';
+import { normalizeTarget } from './normalize-path.js';
 import type { RouteMatch } from './catalog/router.js';
 import type { DataPlane } from './data-plane.js';
 import { sendError, type DataPlaneErrorCode } from './errors.js';

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import { latencyParts, type AddedLatency } from './added-latency.js';
-import { RejectionHistory } from './quota/rejection-history.js';
+import { RejectionHistory } from './rejection-history.js';
 
 /** The gateway's Prometheus metrics, on a registry of its own so that several gateways can share a process. */
 export interface Metrics {

@@ -8,7 +8,7 @@ import { defaultCommandTimeoutMs } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
 import { ApplicationDirectory } from './applications/application-directory.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
-import { openApplicationRepository } from './applications/open-application-repository.js';
+import { openApplicationRepository } from './stores/open-application-repository.js';
 import { DataPlane } from './data-plane.js';
 import { Gateway } from './gateway.js';
 import { openAccessLog } from './access-log.js';
@@ -27,16 +27,16 @@ import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
 import { FleetHeartbeat } from './limiter/fleet-heartbeat.js';
 import { RedisCounterTrips } from './limiter/redis-counter-trips.js';
-import { FleetRejections } from './quota/fleet-rejections.js';
-import type { RestrictionRejections } from './quota/rejection-history.js';
+import { FleetRejections } from './stores/fleet-rejections.js';
+import type { RestrictionRejections } from './rejection-history.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
 import { systemClock } from './clock.js';
-import { openQuotaRepository } from './quota/open-quota-repository.js';
+import { openQuotaRepository } from './stores/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
-import { quotaUsage } from './quota/quota-usage.js';
+import { quotaUsage } from './limiter/quota-usage.js';
 import { openStoreRedis, redisAnswers } from './redis/connect-redis.js';
-import type { QuotaDefinitions, WorkerRole } from './workers/worker-role.js';
+import type { QuotaDefinitions, WorkerRole } from './worker-role.js';
 
 export interface RunningGateway {
   /** Bound ports: useful when the config asked for port 0. */

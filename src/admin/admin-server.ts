@@ -24,8 +24,8 @@ import { FailedLogins } from './failed-logins.js';
 import type { Logger } from '../log.js';
 import type { LatencyReport } from '../added-latency.js';
 import type { Metrics } from '../metrics.js';
-import type { QuotaUsage } from '../quota/quota-usage.js';
-import type { RejectionSource } from '../quota/rejection-history.js';
+import type { QuotaUsage } from '../limiter/quota-usage.js';
+import type { RejectionSource } from '../rejection-history.js';
 import {
   QuotaConflict,
   QuotaNotFound,

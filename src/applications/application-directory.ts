@@ -1,6 +1,12 @@
-import type { Principal } from '../auth/authenticator.js';
-import type { Environment } from './application-schema.js';
-import type { StoredApplication } from './application-schema.js';
+import type { Environment, StoredApplication } from './application-schema.js';
+
+/** Who a request speaks for, as an authenticator found it: the subject, and the application it counts for. */
+export interface Principal {
+  subject: string;
+  application?: string;
+  /** Directory groups (LDAP group entry DNs) of the subject, when the scheme looks them up. */
+  groups?: string[];
+}
 
 /** Where the applications of the API come from: their repository, or a worker's feed of its primary's. */
 export interface ApplicationSource {

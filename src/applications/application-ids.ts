@@ -1,5 +1,4 @@
 import type { ApplicationDirectory } from './application-directory.js';
-import type { Config } from '../config/schema.js';
 import { longestApplicationId } from '../quota/model.js';
 
 /** The id of the project's own application, which the project keys identify. */
@@ -16,7 +15,7 @@ const dynamicId = new RegExp(`^[^\\u0000-\\u001f\\u007f]{1,${longestApplicationI
  * authenticate, which nobody can list in advance.
  */
 export function applicationIdOf(
-  config: Readonly<Config>,
+  config: { APIKeyAuthType: string; applications: ReadonlyArray<{ id: string }> },
   id: string,
   made?: Pick<ApplicationDirectory, 'nameOf'>,
 ): string | null {

@@ -1,12 +1,8 @@
+import type { Principal } from '../applications/application-directory.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** Who made a request. `application` is the id that application quotas count against. */
-export interface Principal {
-  subject: string;
-  application?: string;
-  /** Directory groups (LDAP group entry DNs) of the subject, when the scheme looks them up. */
-  groups?: string[];
-}
+export type { Principal };
 
 export type AuthResult =
   | {

@@ -1,6 +1,6 @@
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import type { LoadedConfig } from '../config/load-config.js';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import type { Logger } from '../log.js';
 import { createApiKeyAuthenticator } from './apikey-authenticator.js';
 import type { Authenticator } from './authenticator.js';
@@ -9,7 +9,7 @@ import { KeyRing } from './key-ring.js';
 import { createLdapAuthenticator } from './ldap-authenticator.js';
 import { createNoneAuthenticator } from './none-authenticator.js';
 import { createPluginAuthenticator } from './plugin-authenticator.js';
-import { loadAuthPlugin } from './plugin-loader.js';
+import { loadAuthPlugin } from '../config/plugin-loader.js';
 
 export interface AuthenticatorContext {
   logger: Logger;

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
 import type { Logger } from '../log.js';
 import type { Authenticator, AuthResult, Principal } from './authenticator.js';
-import type { AuthPlugin } from './plugin-loader.js';
+import type { AuthPlugin } from '../config/plugin-loader.js';
 import { builtInSecurity } from './swagger-security.js';
 import { credentialFieldValues, withoutValues } from '../secret-redaction.js';
 

@@ -1,6 +1,6 @@
 import type { ApiConfig, MethodConfig } from '../config/schema.js';
 import { uniqueLabels } from '../unique-labels.js';
-import { normalizeSegment } from './normalize-path.js';
+import { normalizeSegment } from '../normalize-path.js';
 
 export interface CompiledApi {
   readonly config: ApiConfig;

@@ -4,8 +4,8 @@ import YAML from 'yaml';
 import { z } from 'zod';
 import { applicationIdOf } from '../applications/application-ids.js';
 import { ApplicationDirectory } from '../applications/application-directory.js';
-import { openApplicationRepository } from '../applications/open-application-repository.js';
-import { ConfigError } from '../config/config-error.js';
+import { openApplicationRepository } from '../stores/open-application-repository.js';
+import { ConfigError } from '../config-error.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { LogSecrets, createLogger, type Logger } from '../log.js';
 import {
@@ -16,7 +16,7 @@ import {
   planQuotas,
   type DeclaredQuota,
 } from '../quota/declared-quotas.js';
-import { openQuotaRepository } from '../quota/open-quota-repository.js';
+import { openQuotaRepository } from '../stores/open-quota-repository.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
 import { catalogIds } from '../quota/quota-schema.js';

@@ -5,7 +5,7 @@ import { generateApiKey } from '../init/generate-api-key.js';
 import { LogSecrets, createLogger } from '../log.js';
 import { isPasswordHash } from '../password-hash.js';
 import { projectApplicationId } from '../applications/application-ids.js';
-import { defaultPidFile, removePidFile, writePidFile } from '../reload/pid-file.js';
+import { defaultPidFile, removePidFile, writePidFile } from '../pid-file.js';
 import { secretValues } from '../secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
 import { startPrimary } from '../workers/primary.js';

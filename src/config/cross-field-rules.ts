@@ -1,4 +1,4 @@
-import { normalizeSegment } from '../catalog/normalize-path.js';
+import { normalizeSegment } from '../normalize-path.js';
 import { applicationIdOf } from '../applications/application-ids.js';
 import type { Environment } from '../applications/application-schema.js';
 import { declaredListProblems } from '../quota/declared-quotas.js';

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
-import { loadAuthPlugin } from '../auth/plugin-loader.js';
-import { ConfigError } from './config-error.js';
+import { loadAuthPlugin } from './plugin-loader.js';
+import { ConfigError } from '../config-error.js';
 import type { Environment } from '../applications/application-schema.js';
 import { crossFieldProblems, formatKeyPath, type KeyPath, type Problem } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';

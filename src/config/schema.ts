@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { normalizeSegment } from '../catalog/normalize-path.js';
+import { normalizeSegment } from '../normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
 
 /**

@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import type { Logger } from '../log.js';
 import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
 import type { QuotaRepository } from './quota-repository.js';

@@ -1,4 +1,4 @@
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import { SerialRuns } from '../serial-runs.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';

@@ -5,7 +5,7 @@ import type { CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
-import type { RestrictionRejections } from '../quota/rejection-history.js';
+import type { RestrictionRejections } from '../rejection-history.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
 import type { FixedSettings } from '../reload/fixed-settings.js';
 

@@ -1,11 +1,11 @@
 import cluster from 'node:cluster';
-import { exitCode } from '../commands/command.js';
+import { exitCode } from '../exit-codes.js';
 import type { StoredApplication } from '../applications/application-schema.js';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import type { StoredQuota } from '../quota/model.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import { beforeDeadline, deadlinePassed } from '../deadline.js';
-import { IpcCounterTrips } from '../limiter/ipc-counter-trips.js';
+import { IpcCounterTrips } from './ipc-counter-trips.js';
 import type { LogSecrets, Logger } from '../log.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
@@ -13,7 +13,7 @@ import { startGateway, type ServingGateway } from '../server.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { NumberedFeed } from './numbered-feed.js';
 import { IpcPeer, primaryEndpoint } from './ipc-peer.js';
-import type { PrimaryCounters } from './worker-role.js';
+import type { PrimaryCounters } from '../worker-role.js';
 
 export interface WorkerOptions {
   logger: Logger;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/clock.js';
 import { bucketMsOf, type CounterAddition } from '../../src/limiter/counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripCheck, TripReply } from '../../src/limiter/counter-trips.js';
-import { IpcCounterTrips, serveCounterTrips } from '../../src/limiter/ipc-counter-trips.js';
+import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { bucketMsOf, type CounterSpec } from '../../src/limiter/counter-store.js';
 import type { CounterTrips } from '../../src/limiter/counter-trips.js';
-import { IpcCounterTrips, serveCounterTrips } from '../../src/limiter/ipc-counter-trips.js';
+import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';

@@ -15,8 +15,8 @@ import {
   type Quota,
   type Restriction,
 } from '../../src/quota/model.js';
-import { RedisDefinitions } from '../../src/quota/redis-definitions.js';
-import { RedisQuotaRepository } from '../../src/quota/redis-quota-repository.js';
+import { RedisDefinitions } from '../../src/stores/redis-definitions.js';
+import { RedisQuotaRepository } from '../../src/stores/redis-quota-repository.js';
 import type { Timers } from '../../src/quota/reload-loop.js';
 import { serializeRecord } from '../../src/quota/stored-records.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';

@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { wellKnownSet, type DefinitionSet } from '../../src/quota/definition-set.js';
 import { systemQuotaId, wellKnownQuotas } from '../../src/quota/model.js';
-import { RedisDefinitions } from '../../src/quota/redis-definitions.js';
+import { RedisDefinitions } from '../../src/stores/redis-definitions.js';
 import { etagOf, serializeRecord } from '../../src/quota/stored-records.js';
 import { clusterTools, startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';

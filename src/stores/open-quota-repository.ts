@@ -1,14 +1,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import type { Config, RedisStoreConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
-import { planDeclaredQuotas } from './declared-quotas.js';
-import { DefinitionsSnapshot } from './definitions-snapshot.js';
-import { wellKnownQuotaIds } from './model.js';
-import { FileQuotaRepository } from './file-quota-repository.js';
-import { QuotaStoreCorrupt, type QuotaRepository } from './quota-repository.js';
+import { planDeclaredQuotas } from '../quota/declared-quotas.js';
+import { DefinitionsSnapshot } from '../quota/definitions-snapshot.js';
+import { wellKnownQuotaIds } from '../quota/model.js';
+import { FileQuotaRepository } from '../quota/file-quota-repository.js';
+import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
 import { RedisQuotaRepository } from './redis-quota-repository.js';
 
 /**

@@ -6,7 +6,7 @@ import {
   rejectionBucketsKept,
   type RejectionHistory,
   type RestrictionRejections,
-} from './rejection-history.js';
+} from '../rejection-history.js';
 
 interface RejectionsScript {
   quotagateRejectionsAdd(key: string, ...args: string[]): Promise<number>;

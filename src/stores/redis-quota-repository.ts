@@ -7,9 +7,9 @@ import {
   readDefinitionSet,
   wellKnownSet,
   type DefinitionSet,
-} from './definition-set.js';
-import type { DefinitionsSnapshot } from './definitions-snapshot.js';
-import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
+} from '../quota/definition-set.js';
+import type { DefinitionsSnapshot } from '../quota/definitions-snapshot.js';
+import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from '../quota/model.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -17,11 +17,11 @@ import {
   QuotaStoreUnavailable,
   type QuotaRepository,
   type RefusedQuota,
-} from './quota-repository.js';
-import { QuotaSnapshot } from './quota-snapshot.js';
+} from '../quota/quota-repository.js';
+import { QuotaSnapshot } from '../quota/quota-snapshot.js';
 import { RedisDefinitions } from './redis-definitions.js';
-import { ReloadLoop, type Timers } from './reload-loop.js';
-import { etagOf, serializeRecord, stored } from './stored-records.js';
+import { ReloadLoop, type Timers } from '../quota/reload-loop.js';
+import { etagOf, serializeRecord, stored } from '../quota/stored-records.js';
 
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
 const casAttempts = 5;

@@ -6,9 +6,9 @@ import {
   ApplicationNotFound,
   ApplicationStoreUnavailable,
   type ApplicationRepository,
-} from './application-repository.js';
-import { storedApplicationSchema, type StoredApplication } from './application-schema.js';
-import { ApplicationSet } from './application-set.js';
+} from '../applications/application-repository.js';
+import { storedApplicationSchema, type StoredApplication } from '../applications/application-schema.js';
+import { ApplicationSet } from '../applications/application-set.js';
 
 /**
  * Writes one application if it is still as it was read (`''`: absent), removes it when the new text is

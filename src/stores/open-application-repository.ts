@@ -1,11 +1,14 @@
 import path from 'node:path';
-import { ConfigError } from '../config/config-error.js';
+import { ConfigError } from '../config-error.js';
 import type { Config, MemoryStoreConfig } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
-import { sharedIdProblems } from './application-directory.js';
-import type { ApplicationRepository } from './application-repository.js';
-import { ApplicationStoreCorrupt, FileApplicationRepository } from './file-application-repository.js';
+import { sharedIdProblems } from '../applications/application-directory.js';
+import type { ApplicationRepository } from '../applications/application-repository.js';
+import {
+  ApplicationStoreCorrupt,
+  FileApplicationRepository,
+} from '../applications/file-application-repository.js';
 import { RedisApplicationRepository } from './redis-application-repository.js';
 
 /** The file of the memory store's applications: `store.applicationsFile`, else beside `store.file`. */

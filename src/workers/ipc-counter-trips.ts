@@ -1,6 +1,6 @@
-import type { IpcPeer } from '../workers/ipc-peer.js';
-import type { CounterUsage } from './counter-store.js';
-import type { CounterTrips, Trip, TripReply } from './counter-trips.js';
+import type { IpcPeer } from './ipc-peer.js';
+import type { CounterUsage } from '../limiter/counter-store.js';
+import type { CounterTrips, Trip, TripReply } from '../limiter/counter-trips.js';
 
 /**
  * The counters the primary process holds (`workers: N`, `store.type: "memory"`), as a worker reaches

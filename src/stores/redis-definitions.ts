@@ -1,8 +1,8 @@
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
-import type { DefinitionSet } from './definition-set.js';
-import type { QuotaRecord } from './model.js';
-import { serializeRecord } from './stored-records.js';
+import type { DefinitionSet } from '../quota/definition-set.js';
+import type { QuotaRecord } from '../quota/model.js';
+import { serializeRecord } from '../quota/stored-records.js';
 
 /** A write's answer: EMPTY when Redis has lost the whole set, which must be restored first. */
 export type WriteReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION' | 'EMPTY';

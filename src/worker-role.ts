@@ -1,6 +1,6 @@
-import type { ApplicationSource } from '../applications/application-directory.js';
-import type { CounterTrips } from '../limiter/counter-trips.js';
-import type { QuotaRepository } from '../quota/quota-repository.js';
+import type { ApplicationSource } from './applications/application-directory.js';
+import type { CounterTrips } from './limiter/counter-trips.js';
+import type { QuotaRepository } from './quota/quota-repository.js';
 
 /** The quota definitions as a worker has them: read-only, following every change. */
 export type QuotaDefinitions = Pick<QuotaRepository, 'all' | 'onChange' | 'close'>;
