@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { latencyBetween, type LatencyReport } from '../src/added-latency.js';
+import { latencyBetween, type LatencyReport } from '../src/observe/added-latency.js';
 import { runAccuracyBench, type AccuracyResult } from './accuracy.js';
 import { cpuSeconds, machineCpuSeconds, treeCpuTime } from './cpu-time.js';
 import { runFixedRate, type OpenLoopResult } from './fixed-rate.js';

@@ -8,7 +8,7 @@ import { initCommand } from './commands/init-command.js';
 import { quotasCommand } from './commands/quotas-command.js';
 import { reloadCommand } from './commands/reload-command.js';
 import { startCommand } from './commands/start-command.js';
-import { ConfigError } from './config-error.js';
+import { ConfigError } from './kit/config-error.js';
 import { ScaffoldConflictError } from './init/scaffold-project.js';
 
 const commands: Record<string, Command> = {

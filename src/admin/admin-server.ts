@@ -21,11 +21,11 @@ import type { AuthDocumentation, Identification } from '../auth/authenticator.js
 import type { LiveConfig } from '../config/live-config.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
 import { FailedLogins } from './failed-logins.js';
-import type { Logger } from '../log.js';
-import type { LatencyReport } from '../added-latency.js';
-import type { Metrics } from '../metrics.js';
-import type { QuotaUsage } from '../limiter/quota-usage.js';
-import type { RejectionSource } from '../rejection-history.js';
+import type { Logger } from '../observe/log.js';
+import type { LatencyReport } from '../observe/added-latency.js';
+import type { Metrics } from '../observe/metrics.js';
+import type { QuotaUsage } from '../quota/quota-usage.js';
+import type { RejectionSource } from '../observe/rejection-history.js';
 import {
   QuotaConflict,
   QuotaNotFound,
@@ -48,8 +48,8 @@ import { registerConsole } from './console-assets.js';
 import { registerSessionRoutes } from './session-routes.js';
 import { registerTryIt, type DataPlaneAddress } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
-import { httpServerOptions } from '../http-server-options.js';
-import type { TlsFiles } from '../tls-files.js';
+import { httpServerOptions } from '../gateway/http-server-options.js';
+import type { TlsFiles } from '../kit/tls-files.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';

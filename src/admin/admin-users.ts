@@ -3,7 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import { CredentialCache } from '../auth/credential-cache.js';
 import { parseBasicCredentials } from '../auth/basic-credentials.js';
 import type { Config } from '../config/schema.js';
-import { hashPassword, isPasswordHash, verifyPassword } from '../password-hash.js';
+import { hashPassword, isPasswordHash, verifyPassword } from '../kit/password-hash.js';
 
 export type AdminRole = 'admin' | 'member';
 

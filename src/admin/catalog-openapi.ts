@@ -1,7 +1,7 @@
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { Config } from '../config/schema.js';
-import { dataPlaneErrors } from '../errors.js';
-import { uniqueLabels } from '../unique-labels.js';
+import { dataPlaneErrors } from '../gateway/errors.js';
+import { uniqueLabels } from '../kit/unique-labels.js';
 
 type SecurityDefinition = Record<string, unknown> & { type?: unknown; description?: unknown };
 

@@ -21,8 +21,12 @@ import {
   quotaDtoSchema,
   type ApplicationQuotaDto,
 } from '../quota/quota-schema.js';
-import type { QuotaUsage } from '../limiter/quota-usage.js';
-import { rejectionBucketSeconds, rejectionSeries, type RejectionSource } from '../rejection-history.js';
+import type { QuotaUsage } from '../quota/quota-usage.js';
+import {
+  rejectionBucketSeconds,
+  rejectionSeries,
+  type RejectionSource,
+} from '../observe/rejection-history.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import { ApplicationNames } from '../config/application-names.js';

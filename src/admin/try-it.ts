@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
-import { secretValues, valueRemover } from '../secret-redaction.js';
+import { secretValues, valueRemover } from '../kit/secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { TryAnswer } from '../console/logic/try-answer.js';
 

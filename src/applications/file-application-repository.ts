@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import { readFileIfPresent, writeFileDurably, WriteQueue } from '../quota/durable-file.js';
 import {
   ApplicationNotFound,

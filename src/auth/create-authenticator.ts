@@ -1,7 +1,7 @@
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import type { LoadedConfig } from '../config/load-config.js';
-import { ConfigError } from '../config-error.js';
-import type { Logger } from '../log.js';
+import { ConfigError } from '../kit/config-error.js';
+import type { Logger } from '../observe/log.js';
 import { createApiKeyAuthenticator } from './apikey-authenticator.js';
 import type { Authenticator } from './authenticator.js';
 import { createBasicAuthenticator } from './basic-authenticator.js';

@@ -7,8 +7,8 @@ import {
   type Entry,
 } from 'ldapts';
 import type { Config } from '../config/schema.js';
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
-import type { Logger } from '../log.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
+import type { Logger } from '../observe/log.js';
 import type { Authenticator, AuthResult, Identification, Principal } from './authenticator.js';
 import { basicChallenge } from './basic-authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
-import type { Logger } from '../log.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
+import type { Logger } from '../observe/log.js';
 import type { Authenticator, AuthResult, Principal } from './authenticator.js';
 import type { AuthPlugin } from '../config/plugin-loader.js';
 import { builtInSecurity } from './swagger-security.js';
-import { credentialFieldValues, withoutValues } from '../secret-redaction.js';
+import { credentialFieldValues, withoutValues } from '../kit/secret-redaction.js';
 
 export interface PluginAuthenticatorOptions {
   /** Milliseconds a plugin has to decide before the request gets 503. */

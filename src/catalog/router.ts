@@ -1,6 +1,6 @@
 import type { ApiConfig, MethodConfig } from '../config/schema.js';
-import { uniqueLabels } from '../unique-labels.js';
-import { normalizeSegment } from '../normalize-path.js';
+import { uniqueLabels } from '../kit/unique-labels.js';
+import { normalizeSegment } from '../kit/normalize-path.js';
 
 export interface CompiledApi {
   readonly config: ApiConfig;

@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
-export { exitCode } from '../exit-codes.js';
+export { exitCode } from '../kit/exit-codes.js';
 
 export interface Command {
   summary: string;

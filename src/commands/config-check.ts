@@ -1,7 +1,7 @@
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
-import { LogSecrets, createLogger } from '../log.js';
-import { secretValues } from '../secret-redaction.js';
+import { LogSecrets, createLogger } from '../observe/log.js';
+import { secretValues } from '../kit/secret-redaction.js';
 
 /**
  * Loads the config of `configDir` and builds its authenticator exactly as `start` does (an auth plugin

@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline';
 import { Writable } from 'node:stream';
-import { hashPassword } from '../password-hash.js';
+import { hashPassword } from '../kit/password-hash.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
 
 async function readPiped(): Promise<string> {

@@ -5,9 +5,9 @@ import { z } from 'zod';
 import { applicationIdOf } from '../applications/application-ids.js';
 import { ApplicationDirectory } from '../applications/application-directory.js';
 import { openApplicationRepository } from '../stores/open-application-repository.js';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
-import { LogSecrets, createLogger, type Logger } from '../log.js';
+import { LogSecrets, createLogger, type Logger } from '../observe/log.js';
 import {
   applyQuotas,
   declarationsOf,
@@ -23,7 +23,7 @@ import { catalogIds } from '../quota/quota-schema.js';
 import { storeFileOwner } from '../quota/store-owner.js';
 import { fieldPath } from '../quota/schema-problems.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
-import { secretValues } from '../secret-redaction.js';
+import { secretValues } from '../kit/secret-redaction.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
 
 /**

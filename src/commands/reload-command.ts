@@ -1,4 +1,4 @@
-import { defaultPidFile, readPidFile } from '../pid-file.js';
+import { defaultPidFile, readPidFile } from '../kit/pid-file.js';
 import { checkConfig, configSummary } from './config-check.js';
 import { exitCode, parseOptions, type Command } from './command.js';
 

@@ -1,8 +1,8 @@
-import { normalizeSegment } from '../normalize-path.js';
+import { normalizeSegment } from '../kit/normalize-path.js';
 import { applicationIdOf } from '../applications/application-ids.js';
 import type { Environment } from '../applications/application-schema.js';
 import { declaredListProblems } from '../quota/declared-quotas.js';
-import { isPasswordHash } from '../password-hash.js';
+import { isPasswordHash } from '../kit/password-hash.js';
 import type { Config } from './schema.js';
 
 export type KeyPath = ReadonlyArray<string | number>;

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { z } from 'zod';
 import { loadAuthPlugin } from './plugin-loader.js';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import type { Environment } from '../applications/application-schema.js';
 import { crossFieldProblems, formatKeyPath, type KeyPath, type Problem } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 
 /** What the seed's plugin contract allows a plugin instance to offer; every method is optional. */
 export interface AuthPlugin {

@@ -5,7 +5,7 @@ import { isModuleNamespaceObject } from 'node:util/types';
 import { pathToFileURL } from 'node:url';
 import { parse as parseJavaScript } from 'acorn';
 import YAML, { YAMLError } from 'yaml';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 
 const extensions = ['.js', '.cjs', '.mjs', '.yaml', '.yml'] as const;
 

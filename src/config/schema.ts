@@ -1,7 +1,8 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { normalizeSegment } from '../normalize-path.js';
+import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
+import { onErrorPolicies } from '../limiter/limiter.js';
 
 /**
  * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
@@ -205,9 +206,7 @@ const redisStoreSchema = z
      * folder): enforced when it starts while Redis is down, put back into a Redis that lost them.
      */
     snapshotFile: nonEmpty.default('data/quota-snapshot.json'),
-    onError: z
-      .enum(['local', 'allow', 'deny'], { error: msg('must be local, allow or deny') })
-      .default('local'),
+    onError: z.enum(onErrorPolicies, { error: msg('must be local, allow or deny') }).default('local'),
     /** Milliseconds a counter decision may take in Redis before the gateway treats Redis as unreachable. */
     commandTimeout: milliseconds
       .max(10_000, { error: msg('must be at most 10000 milliseconds') })

@@ -1,12 +1,13 @@
-import { systemClock, type Clock } from '../clock.js';
-import type { RedisStoreConfig } from '../config/schema.js';
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
-import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import { systemClock, type Clock } from '../kit/clock.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
+import type { Logger } from '../observe/log.js';
+import type { Metrics } from '../observe/metrics.js';
 import type { CounterAddition, CounterSpec, CounterStore, CounterUsage, Decision } from './counter-store.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
 
-export type OnError = RedisStoreConfig['onError'];
+/** What the gateway does while the shared counters cannot decide (`store.onError`). */
+export const onErrorPolicies = ['local', 'allow', 'deny'] as const;
+export type OnError = (typeof onErrorPolicies)[number];
 
 /** What to do with a request: a decision of the counters, or "the store is down and policy is deny". */
 export type LimiterVerdict = Decision | 'unavailable';

@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { ConfigError } from '../config-error.js';
-import type { Logger } from '../log.js';
+import { ConfigError } from '../kit/config-error.js';
+import type { Logger } from '../observe/log.js';
 import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
 import type { QuotaRepository } from './quota-repository.js';
 import { quotaDtoSchema, type CatalogSource } from './quota-schema.js';

@@ -1,6 +1,6 @@
 import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import { defaultsVersion, type DefinitionSet } from './definition-set.js';
 import { writeFileDurably } from './durable-file.js';
 

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import { wellKnownQuotas, type QuotaRecord, type StoredQuota } from './model.js';
 import { readFileIfPresent, writeFileDurably, WriteQueue } from './durable-file.js';
 import {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { uniqueLabels } from '../unique-labels.js';
+import { uniqueLabels } from '../kit/unique-labels.js';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
 import type { CounterSpec } from '../limiter/counter-store.js';

@@ -1,5 +1,5 @@
-import { systemClock, type Clock } from '../clock.js';
-import { SerialRuns } from '../serial-runs.js';
+import { systemClock, type Clock } from '../kit/clock.js';
+import { SerialRuns } from '../kit/serial-runs.js';
 /** The timers of the retries: the limiter's clock without its reading. */
 export type Timers = Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 

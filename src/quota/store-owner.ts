@@ -1,4 +1,4 @@
-import { readPidFile, removePidFile, writePidFile } from '../pid-file.js';
+import { readPidFile, removePidFile, writePidFile } from '../kit/pid-file.js';
 
 /**
  * The memory store's file belongs to the one gateway running on it, which is its only writer: it says

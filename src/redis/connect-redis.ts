@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import type { RedisStoreConfig, StoreConfig } from '../config/schema.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 
 export type RedisConnection = Redis | Cluster;
 

@@ -1,7 +1,7 @@
-import { ConfigError } from '../config-error.js';
-import { SerialRuns } from '../serial-runs.js';
-import type { Logger } from '../log.js';
-import type { Metrics } from '../metrics.js';
+import { ConfigError } from '../kit/config-error.js';
+import { SerialRuns } from '../kit/serial-runs.js';
+import type { Logger } from '../observe/log.js';
+import type { Metrics } from '../observe/metrics.js';
 
 /** What a reload did: applied (with the settings that wait for a restart), or refused and why. */
 export type ReloadOutcome = { applied: true; kept: string[] } | { applied: false; problems: string[] };

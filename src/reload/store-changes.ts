@@ -1,8 +1,8 @@
 import { sharedIdProblems } from '../applications/application-directory.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import type { LoadedConfig } from '../config/load-config.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import { planDeclaredQuotas } from '../quota/declared-quotas.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
 

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../kit/clock.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
 import {
@@ -6,7 +6,7 @@ import {
   rejectionBucketsKept,
   type RejectionHistory,
   type RestrictionRejections,
-} from '../rejection-history.js';
+} from '../observe/rejection-history.js';
 
 interface RejectionsScript {
   quotagateRejectionsAdd(key: string, ...args: string[]): Promise<number>;

@@ -1,7 +1,7 @@
 import path from 'node:path';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import type { Config, MemoryStoreConfig } from '../config/schema.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { sharedIdProblems } from '../applications/application-directory.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';

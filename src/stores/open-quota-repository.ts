@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import type { Config, RedisStoreConfig } from '../config/schema.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { planDeclaredQuotas } from '../quota/declared-quotas.js';
 import { DefinitionsSnapshot } from '../quota/definitions-snapshot.js';

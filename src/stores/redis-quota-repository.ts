@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../observe/log.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
 import {
   applicationIn,

@@ -1,4 +1,4 @@
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { IpcPeer, IpcRequests } from './ipc-peer.js';
 
 /** How long a worker has to answer; one that misses it is left out of that answer. */

@@ -1,11 +1,11 @@
 import type { Worker } from 'node:cluster';
-import type { EncodedLatency } from '../added-latency.js';
+import type { EncodedLatency } from '../observe/added-latency.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
-import type { RestrictionRejections } from '../rejection-history.js';
+import type { RestrictionRejections } from '../observe/rejection-history.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
 import type { FixedSettings } from '../reload/fixed-settings.js';
 

@@ -1,8 +1,8 @@
 import cluster, { type Worker } from 'node:cluster';
 import { fileURLToPath } from 'node:url';
-import { systemClock, type Clock } from '../clock.js';
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
-import type { Logger } from '../log.js';
+import { systemClock, type Clock } from '../kit/clock.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
+import type { Logger } from '../observe/log.js';
 import {
   IpcPeer,
   workerEndpoint,

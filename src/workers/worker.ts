@@ -1,12 +1,12 @@
 import cluster from 'node:cluster';
-import { exitCode } from '../exit-codes.js';
+import { exitCode } from '../kit/exit-codes.js';
 import type { StoredApplication } from '../applications/application-schema.js';
-import { ConfigError } from '../config-error.js';
+import { ConfigError } from '../kit/config-error.js';
 import type { StoredQuota } from '../quota/model.js';
 import type { LoadedConfig } from '../config/load-config.js';
-import { beforeDeadline, deadlinePassed } from '../deadline.js';
+import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import { IpcCounterTrips } from './ipc-counter-trips.js';
-import type { LogSecrets, Logger } from '../log.js';
+import type { LogSecrets, Logger } from '../observe/log.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
 import { startGateway, type ServingGateway } from '../server.js';

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, inject, i
 import type { AuthResult } from '../../src/auth/authenticator.js';
 import { createLdapAuthenticator } from '../../src/auth/ldap-authenticator.js';
 import type { Config } from '../../src/config/schema.js';
-import { createLogger, type Logger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/observe/log.js';
 import { startAuthProbe } from '../helpers/auth-probe.js';
 import { request } from '../helpers/raw-http.js';
 import { startSilentServer, startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';

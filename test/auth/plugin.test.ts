@@ -2,9 +2,9 @@ import net from 'node:net';
 import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthenticator } from '../../src/auth/create-authenticator.js';
-import { ConfigError } from '../../src/config-error.js';
+import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/observe/log.js';
 import { request } from '../helpers/raw-http.js';
 import {
   memberUser,

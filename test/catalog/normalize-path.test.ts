@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalizeTarget } from '../../src/normalize-path.js';
+import { normalizeTarget } from '../../src/kit/normalize-path.js';
 
 const pathOf = (target: string, host = 'gw.test') => {
   const result = normalizeTarget(target, host);

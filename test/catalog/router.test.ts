@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { normalizeTarget } from '../../src/normalize-path.js';
+import { normalizeTarget } from '../../src/kit/normalize-path.js';
 import { compileCatalog } from '../../src/catalog/router.js';
 import type { ApiConfig } from '../../src/config/schema.js';
 

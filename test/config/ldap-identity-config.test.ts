@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/config-error.js';
+import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 

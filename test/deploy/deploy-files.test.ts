@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
 import { configSchema, type Config } from '../../src/config/schema.js';
-import { hashPassword } from '../../src/password-hash.js';
+import { hashPassword } from '../../src/kit/password-hash.js';
 import { runCli, spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 
 // The deployment files are checked against the code they deploy: ports, probe paths, environment

@@ -1,4 +1,4 @@
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/kit/clock.js';
 
 /**
  * A clock that moves only when the test says so: `advance` runs every timer that falls due on the way,

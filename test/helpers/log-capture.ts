@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { createLogger, type Logger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/observe/log.js';
 
 /** A logger whose lines a test can read back, parsed. */
 export function capturingLogger(): { lines: Array<Record<string, unknown>>; logger: Logger } {

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { bucketsPerWindow } from '../../src/limiter/counter-store.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
-import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';
+import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
 import { describeCounterStoreContract } from './counter-store-contract.js';

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Clock } from '../../src/clock.js';
+import type { Clock } from '../../src/kit/clock.js';
 import { bucketMsOf, type CounterAddition } from '../../src/limiter/counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripCheck, TripReply } from '../../src/limiter/counter-trips.js';
 import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
-import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';
+import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { suiteRedis } from '../helpers/redis-clients.js';

@@ -5,7 +5,7 @@ import type { CounterTrips } from '../../src/limiter/counter-trips.js';
 import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
-import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';
+import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { FakeClock } from '../helpers/fake-clock.js';

@@ -12,7 +12,7 @@ import {
   type SharedCounters,
 } from '../../src/limiter/limiter.js';
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/observe/metrics.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
 import { capturingLogger } from '../helpers/log-capture.js';
 

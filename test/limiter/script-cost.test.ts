@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisCounterTrips } from '../../src/limiter/redis-counter-trips.js';
+import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';
 
 /**

@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AccessLog, type AccessEntry } from '../../src/access-log.js';
-import { LogSecrets, logDestination } from '../../src/log.js';
+import { AccessLog, type AccessEntry } from '../../src/observe/access-log.js';
+import { LogSecrets, logDestination } from '../../src/observe/log.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({

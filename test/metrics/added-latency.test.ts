@@ -1,7 +1,7 @@
 import { AggregatorRegistry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AddedLatency, latencyBetween, latencyReport } from '../../src/added-latency.js';
-import { createMetrics } from '../../src/metrics.js';
+import { AddedLatency, latencyBetween, latencyReport } from '../../src/observe/added-latency.js';
+import { createMetrics } from '../../src/observe/metrics.js';
 import { request } from '../helpers/raw-http.js';
 import {
   basicAuth,

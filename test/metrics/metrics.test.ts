@@ -1,6 +1,6 @@
 import { AggregatorRegistry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { createMetrics } from '../../src/metrics.js';
+import { createMetrics } from '../../src/observe/metrics.js';
 
 const line = (text: string, pattern: RegExp) => text.split('\n').find((entry) => pattern.test(entry));
 

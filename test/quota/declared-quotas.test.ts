@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ConfigError } from '../../src/config-error.js';
+import type { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import {
   adminUser,

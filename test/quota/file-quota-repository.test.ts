@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/observe/log.js';
 import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, QuotaWriteFailed } from '../../src/quota/quota-repository.js';
 import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';

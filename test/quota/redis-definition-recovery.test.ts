@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createLogger, type Logger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/observe/log.js';
 import { firstConnection } from '../../src/redis/connect-redis.js';
 import { wellKnownSet, type DefinitionSet } from '../../src/quota/definition-set.js';
 import { DefinitionsSnapshot } from '../../src/quota/definitions-snapshot.js';

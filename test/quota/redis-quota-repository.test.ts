@@ -5,7 +5,7 @@ import type { Quota } from '../../src/quota/model.js';
 import { QuotaPreconditionFailed } from '../../src/quota/quota-repository.js';
 import { RedisQuotaRepository } from '../../src/stores/redis-quota-repository.js';
 import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/observe/log.js';
 import { capturingLogger } from '../helpers/log-capture.js';
 
 const logger = createLogger({ level: 'silent' });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RejectionHistory, rejectionSeries } from '../../src/rejection-history.js';
+import { RejectionHistory, rejectionSeries } from '../../src/observe/rejection-history.js';
 
 /** The console's sparklines: rejections per restriction in ten-second buckets over five minutes. */
 const start = 1_800_000_000_000; // a bucket boundary

@@ -1,7 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import { fstatSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, type Clock } from '../kit/clock.js';
 import {
   bindingsOf,
   destinationOf,

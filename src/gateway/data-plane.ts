@@ -1,9 +1,9 @@
-import type { Authenticator } from './auth/authenticator.js';
-import { createAuthenticator, type AuthenticatorContext } from './auth/create-authenticator.js';
-import { compileCatalog, type Router } from './catalog/router.js';
-import { ApplicationNames } from './config/application-names.js';
-import type { LoadedConfig } from './config/load-config.js';
-import type { Logger } from './log.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { createAuthenticator, type AuthenticatorContext } from '../auth/create-authenticator.js';
+import { compileCatalog, type Router } from '../catalog/router.js';
+import { ApplicationNames } from '../config/application-names.js';
+import type { LoadedConfig } from '../config/load-config.js';
+import type { Logger } from '../observe/log.js';
 import { forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
 import { hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';

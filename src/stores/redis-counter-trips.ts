@@ -1,8 +1,20 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
-import { bucketMsOf, bucketsPerWindow, type CounterAddition, type CounterUsage } from './counter-store.js';
-import type { CheckedCounter, CounterTrips, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
+import {
+  bucketMsOf,
+  bucketsPerWindow,
+  type CounterAddition,
+  type CounterUsage,
+} from '../limiter/counter-store.js';
+import type {
+  CheckedCounter,
+  CounterTrips,
+  GiveBack,
+  Trip,
+  TripCheck,
+  TripReply,
+} from '../limiter/counter-trips.js';
 
 /** The name the counter script is defined under on the connection. */
 const counterScript = 'quotagateConsume';

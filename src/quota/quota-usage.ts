@@ -1,6 +1,6 @@
-import type { Limiter } from './limiter.js';
-import { applicationOfCounter, type QuotaIndex } from '../quota/quota-index.js';
-import type { QuotaRepository } from '../quota/quota-repository.js';
+import type { Limiter } from '../limiter/limiter.js';
+import { applicationOfCounter, type QuotaIndex } from './quota-index.js';
+import type { QuotaRepository } from './quota-repository.js';
 
 export interface RestrictionUsage {
   index: number;

@@ -1,5 +1,5 @@
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-import { redactError, redactedText, valueRemover, withoutCredentialFields } from './secret-redaction.js';
+import { redactError, redactedText, valueRemover, withoutCredentialFields } from '../kit/secret-redaction.js';
 
 export type { Logger } from 'pino';
 

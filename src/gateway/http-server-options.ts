@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import type { Config } from './config/schema.js';
+import type { Config } from '../config/schema.js';
 
 /**
  * The options of every listener, data plane and admin alike: the same timeouts (a slowloris client is

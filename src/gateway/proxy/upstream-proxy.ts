@@ -3,10 +3,10 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
-import type { AddedLatencySink } from '../added-latency.js';
-import type { CompiledApi } from '../catalog/router.js';
+import type { AddedLatencySink } from '../../observe/added-latency.js';
+import type { CompiledApi } from '../../catalog/router.js';
 import { sendError } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { Logger } from '../../observe/log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
 
 /** How an exchange with the upstream ended. */

@@ -1,5 +1,5 @@
 import type { ApplicableRestriction } from '../quota/quota-index.js';
-import type { CounterState } from './counter-store.js';
+import type { CounterState } from '../limiter/counter-store.js';
 
 /**
  * The most items a `RateLimit` or `RateLimit-Policy` field carries: one per restriction that applies, up
