@@ -1,0 +1,50 @@
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import GithubSlugger from 'github-slugger';
+import { describe, expect, it } from 'vitest';
+
+/**
+ * Every relative link of the README, deploy/README.md and docs/ leads somewhere: the file exists, and an
+ * anchor names a heading of it as GitHub spells anchors (github-slugger, duplicates numbered).
+ */
+const pages = [
+  'README.md',
+  'deploy/README.md',
+  ...readdirSync('docs')
+    .filter((name) => name.endsWith('.md'))
+    .map((name) => `docs/${name}`),
+];
+
+/** The anchors GitHub gives the headings of a Markdown file (code blocks left out). */
+function anchorsOf(file: string): Set<string> {
+  const slugger = new GithubSlugger();
+  const text = readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  return new Set(
+    [...text.matchAll(/^#{1,6}\s+(.+?)\s*#*$/gm)].map(([, heading]) =>
+      slugger.slug(heading!.replace(/`/g, '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')),
+    ),
+  );
+}
+
+/** The relative links of a page: [text](target), outside code blocks and inline code. */
+function linksOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8')
+    .replace(/^```[\s\S]*?^```/gm, '')
+    .replace(/`[^`\n]*`/g, '');
+  return [...text.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)]
+    .map(([, target]) => target!)
+    .filter((target) => !/^[a-z]+:/i.test(target));
+}
+
+describe('links of the documentation', () => {
+  it.each(pages)('%s: every relative link and anchor resolves', (page) => {
+    const broken = linksOf(page).filter((link) => {
+      const [target = '', anchor] = link.split('#');
+      const file = target === '' ? page : path.normalize(path.join(path.dirname(page), decodeURI(target)));
+      if (!existsSync(file)) return true;
+      if (anchor === undefined || statSync(file).isDirectory() || !file.endsWith('.md')) return false;
+      return !anchorsOf(file).has(anchor);
+    });
+    expect(broken).toEqual([]);
+  });
+});
