@@ -37,11 +37,11 @@ describe('the data-plane error table', () => {
 });
 
 describe('the admin API error table', () => {
-  const readme = readFileSync('README.md', 'utf8');
-  const section = readme.slice(readme.indexOf('## Portal Quota API'));
+  const page = readFileSync('docs/admin-api.md', 'utf8');
+  const section = page.slice(page.indexOf('## Portal Quota API'));
 
   it.each(Object.keys(adminErrorStatuses))(
-    'documents status %s in the Quota API section of the README',
+    'documents status %s in the Quota API section of docs/admin-api.md',
     (status) => {
       expect(section).toMatch(new RegExp(`\\n\\|\\s*${status}\\s*\\|`));
     },
