@@ -12,14 +12,14 @@ function sourceFiles(dir: string): string[] {
 }
 
 describe('the data-plane error table', () => {
-  const readme = readFileSync('README.md', 'utf8');
+  const readme = readFileSync('docs/routing-and-proxy.md', 'utf8');
   const sources = sourceFiles('src')
     .filter((file) => file !== path.join('src', 'gateway', 'errors.ts'))
     .map((file) => readFileSync(file, 'utf8'))
     .join('\n');
 
   it.each(Object.entries(dataPlaneErrors))(
-    'documents %s in the README with its status',
+    'documents %s in docs/routing-and-proxy.md with its status',
     (code, { status }) => {
       expect(readme).toMatch(new RegExp(`\\|\\s*${status}\\s*\\|\\s*\`com\\.vendor\\.api\\.${code}\``));
     },

@@ -36,6 +36,12 @@ function linksOf(file: string): string[] {
     .filter((target) => !/^[a-z]+:/i.test(target));
 }
 
+describe('the README', () => {
+  it('stays one page of what and why: at most 250 lines, the rest in docs/', () => {
+    expect(readFileSync('README.md', 'utf8').split('\n').length).toBeLessThanOrEqual(250);
+  });
+});
+
 describe('links of the documentation', () => {
   it.each(pages)('%s: every relative link and anchor resolves', (page) => {
     const broken = linksOf(page).filter((link) => {
