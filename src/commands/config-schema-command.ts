@@ -1,37 +1,27 @@
-import { z } from 'zod';
-import { configSchema } from '../config/schema.js';
+import { configJsonSchema } from '../config/json-schema.js';
 import { exitCode, parseOptions, type Command } from './command.js';
-
-/**
- * The JSON Schema of conf/default.(js|yaml), generated from the zod schema the loader validates with:
- * types, defaults, allowed values and descriptions, for editors and other tools. The rules across keys
- * (and the plugin's own top-level keys) are the loader's: `gateway check-config` has the last word.
- */
-export function configJsonSchema(): Record<string, unknown> {
-  return {
-    $id: 'https://quotagate.dev/schemas/config.json',
-    title: 'quotagate configuration (conf/default.js or conf/default.yaml)',
-    ...z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }),
-  };
-}
+import { configKeyTable } from './config-key-table.js';
 
 export const configSchemaCommand: Command = {
   summary: 'print the JSON Schema of the config, for editors',
-  help: `Usage: gateway config-schema
+  help: `Usage: gateway config-schema [--markdown]
 
 Prints the JSON Schema (draft 2020-12) of conf/default.(js|yaml), generated from the schema the gateway
 validates its config with: every key with its type, default and allowed values. Point an editor at
 it (for YAML: a first line \`# yaml-language-server: $schema=./config.schema.json\`). The rules across
-keys are not in it: gateway check-config checks those.
+keys are not in it: gateway check-config checks those. --markdown prints every key with its type and
+default as a Markdown table instead (the one docs/configuration.md shows).
 
 Exit codes: 0.`,
   async run(argv) {
-    const { values } = parseOptions(argv, {});
+    const { values } = parseOptions(argv, { markdown: { type: 'boolean', default: false } });
     if (values.help) {
       process.stdout.write(`${this.help}\n`);
       return exitCode.ok;
     }
-    process.stdout.write(`${JSON.stringify(configJsonSchema(), null, 2)}\n`);
+    process.stdout.write(
+      values.markdown ? `${configKeyTable()}\n` : `${JSON.stringify(configJsonSchema(), null, 2)}\n`,
+    );
     return exitCode.ok;
   },
 };

@@ -1,7 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import ajvFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
-import { configJsonSchema } from '../../src/commands/config-schema-command.js';
+import { configJsonSchema } from '../../src/config/json-schema.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { petsConfig } from '../helpers/test-gateway.js';
 
