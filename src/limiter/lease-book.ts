@@ -110,9 +110,7 @@ export class LeaseBook {
     const lease = entry?.lease;
     if (lease) return { used: lease.used - lease.units, resetMs: Math.max(0, lease.resetAt - now) };
     const full = entry?.full;
-    if (full && full.until > now)
-      return { used: Math.max(entry.known.used, full.limit), resetMs: full.until - now };
-    return { used: entry?.known.used ?? 0, resetMs: 0 };
+    return { used: entry?.known.used ?? 0, resetMs: full && full.until > now ? full.until - now : 0 };
   }
 
   /** Milliseconds the counter stays refused without asking, or 0 when the store must be asked. */
