@@ -8,6 +8,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import { secretValues, valueRemover } from '../kit/secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { TryAnswer } from '../console/logic/try-answer.js';
+import { fieldNamePattern } from '../console/logic/catalog.js';
 
 /** Where the data plane of this gateway listens (known once it does). */
 export interface DataPlaneAddress {
@@ -34,8 +35,7 @@ export interface TestRequestOptions {
 /** Fields a console user may not set: credentials are the gateway's to add, never the browser's. */
 const credentialFields = new Set(['authorization', 'apikey', 'cookie', 'proxy-authorization', 'host']);
 const longestBody = 1_048_576;
-/** RFC 9110 §5.1 and §5.5: a name is a token; a value holds no CR, LF, NUL or other control. */
-const fieldName = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** RFC 9110 §5.5: a field value holds no CR, LF, NUL or other control (a name is a token: catalog.ts). */
 const fieldValue = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 const tryBody = z.strictObject(
@@ -49,7 +49,9 @@ const tryBody = z.strictObject(
       .regex(/^\/(?!\/)/, { error: "must be a path of the gateway, starting with one '/'" }),
     headers: z
       .record(
-        z.string().regex(fieldName, { error: "must be a field name (letters, digits and !#$%&'*+-.^_`|~)" }),
+        z
+          .string()
+          .regex(fieldNamePattern, { error: "must be a field name (letters, digits and !#$%&'*+-.^_`|~)" }),
         z
           .string({ error: 'must be a string' })
           .regex(fieldValue, { error: 'must be a field value: no line break or other control character' }),

@@ -11,6 +11,7 @@ import { request } from '../helpers/raw-http.js';
 import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, userAuth, writeConfigDir } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { freePort } from '../support/free-port.js';
 
 /** The local addresses sockets listen on at `port`, as /proc/net/tcp and tcp6 write them (hex). */
 function listeningAddresses(port: number): string[] {
@@ -27,14 +28,6 @@ function listeningAddresses(port: number): string[] {
 
 const tempDirs: string[] = [];
 
-/** A port of 127.0.0.1 free a moment ago, for a child process to listen on. */
-async function freePort(): Promise<number> {
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 const tempDir = () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-cli-'));
   tempDirs.push(dir);

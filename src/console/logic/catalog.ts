@@ -92,6 +92,9 @@ export function fillPath(template: string, values: Record<string, string>, query
 }
 
 /** Header lines as typed ("Name: value", one per line) → an object; lines without a name are reported. */
+/** RFC 9110 §5.1: a field name is a token. */
+export const fieldNamePattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 export function parseHeaderLines(text: string): { headers: Record<string, string>; mistakes: string[] } {
   const headers: Record<string, string> = {};
   const mistakes: string[] = [];
@@ -99,7 +102,7 @@ export function parseHeaderLines(text: string): { headers: Record<string, string
     if (line.trim() === '') return;
     const colon = line.indexOf(':');
     const name = colon > 0 ? line.slice(0, colon).trim() : '';
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+    if (!fieldNamePattern.test(name)) {
       mistakes.push(`line ${i + 1}: write a header as Name: value`);
       return;
     }
