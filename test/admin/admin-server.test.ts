@@ -10,7 +10,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
-import { freePort } from '../support/free-port.js';
+import { freePort } from '../helpers/free-port.js';
 import { adminHostCheck } from '../../src/admin/admin-hosts.js';
 
 const stops: Array<() => Promise<void>> = [];

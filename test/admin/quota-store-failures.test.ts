@@ -13,7 +13,7 @@ import {
   writeSeedConfigDir,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { freePort } from '../support/free-port.js';
+import { freePort } from '../helpers/free-port.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 const headers = { authorization: userAuth(adminUser), 'content-type': 'application/json' };

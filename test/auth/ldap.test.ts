@@ -7,7 +7,7 @@ import { createLogger, type Logger } from '../../src/observe/log.js';
 import { startAuthProbe } from '../helpers/auth-probe.js';
 import { request } from '../helpers/raw-http.js';
 import { startSilentServer, startTcpRelay, type TcpRelay } from '../helpers/tcp-relay.js';
-import { freePort } from '../support/free-port.js';
+import { freePort } from '../helpers/free-port.js';
 
 type LdapSettings = NonNullable<Config['ldap']>;
 

@@ -36,6 +36,19 @@ function linksOf(file: string): string[] {
     .filter((target) => !/^[a-z]+:/i.test(target));
 }
 
+/**
+ * The files of this repository a page names in inline code (`test/stores/fleet.test.ts`), but for what
+ * `npm run bench` writes (bench/results/, not committed).
+ */
+function namedFilesOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  return [
+    ...text.matchAll(/`((?:src|test|bench|deploy|docs|examples)\/[\w./-]+\.(?:ts|md|json|ya?ml|c?js))`/g),
+  ]
+    .map(([, named]) => named!)
+    .filter((named) => !named.startsWith('bench/results/'));
+}
+
 describe('the README', () => {
   it('stays one page of what and why: at most 250 lines, the rest in docs/', () => {
     expect(readFileSync('README.md', 'utf8').split('\n').length).toBeLessThanOrEqual(250);
@@ -52,5 +65,11 @@ describe('links of the documentation', () => {
       return !anchorsOf(file).has(anchor);
     });
     expect(broken).toEqual([]);
+  });
+});
+
+describe('files the documentation names', () => {
+  it.each(pages)('%s: every source, test or deploy file named in inline code exists', (page) => {
+    expect(namedFilesOf(page).filter((named) => !existsSync(named))).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
-import { freePort } from '../support/free-port.js';
+import { freePort } from '../helpers/free-port.js';
 
 const ldap = inject('ldap');
 const alice = ldap.users.find((user) => user.uid === 'alice')!;

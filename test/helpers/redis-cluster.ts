@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePorts } from '../support/free-port.js';
-import { findExecutable } from '../support/local-server.js';
+import { freePorts } from './free-port.js';
+import { findExecutable } from './local-server.js';
 import { askRedis } from './redis-process.js';
 
 export interface RedisCluster {

@@ -4,8 +4,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { findExecutable } from '../support/local-server.js';
-import { freePort } from '../support/free-port.js';
+import { findExecutable } from './local-server.js';
+import { freePort } from './free-port.js';
 
 /** A redis-server of a test's own, which the test may pause, kill and start again on the same port. */
 export interface RedisProcess {

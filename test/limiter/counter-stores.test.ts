@@ -6,7 +6,7 @@ import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
-import { describeCounterStoreContract } from './counter-store-contract.js';
+import { describeCounterStoreContract } from '../helpers/counter-store-contract.js';
 
 const start = 1_800_000_000_000;
 const connect = suiteRedis();

@@ -10,8 +10,8 @@ import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
-import { ipcPair } from '../workers/ipc-pair.js';
-import { describeCounterStoreContract } from './counter-store-contract.js';
+import { ipcPair } from '../helpers/ipc-pair.js';
+import { describeCounterStoreContract } from '../helpers/counter-store-contract.js';
 
 /**
  * The trips of the lease protocol, one by one: the Redis script (lua/consume.lua) and the memory counters

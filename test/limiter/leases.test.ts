@@ -10,7 +10,7 @@ import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
-import { ipcPair } from '../workers/ipc-pair.js';
+import { ipcPair } from '../helpers/ipc-pair.js';
 
 /**
  * Leases on each store of shared counters, on one fake clock for the gateways and the store: the tests

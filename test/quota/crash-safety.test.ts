@@ -5,7 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observe/log.js';
 import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
-import { sampleQuota } from './quota-repository-contract.js';
+import { sampleQuota } from '../helpers/quota-repository-contract.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-crash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

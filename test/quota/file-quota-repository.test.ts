@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/observe/log.js';
 import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, QuotaWriteFailed } from '../../src/quota/quota-repository.js';
-import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';
+import { describeQuotaRepositoryContract, sampleQuota } from '../helpers/quota-repository-contract.js';
 
 const logger = createLogger({ level: 'silent' });
 const dirs: string[] = [];

@@ -1,7 +1,7 @@
 import { setImmediate as turn } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { ReloadLoop } from '../../src/quota/reload-loop.js';
-import { FakeTimers } from './fake-timers.js';
+import { FakeTimers } from '../helpers/fake-timers.js';
 
 /** A loop over a task that fails on the calls `fails` picks; it records what the loop reports. */
 function loopFailing(fails: (call: number) => boolean) {

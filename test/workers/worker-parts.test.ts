@@ -11,7 +11,7 @@ import { NumberedFeed } from '../../src/workers/numbered-feed.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { restartDelayMs } from '../../src/workers/worker-pool.js';
 import { workerCount } from '../../src/workers/worker-count.js';
-import { ipcPair } from './ipc-pair.js';
+import { ipcPair } from '../helpers/ipc-pair.js';
 
 describe('the workers key', () => {
   it('defaults to 1 and takes a whole number or auto (one per CPU)', () => {

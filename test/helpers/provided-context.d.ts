@@ -1,6 +1,6 @@
 import type { LdapFixture } from './slapd-server.js';
 
-// Types the values test/support/global-setup.ts hands to `inject()`.
+// Types the values test/helpers/global-setup.ts hands to `inject()`.
 declare module 'vitest' {
   export interface ProvidedContext {
     redisUrl: string;

@@ -20,9 +20,9 @@ import { RedisQuotaRepository } from '../../src/stores/redis-quota-repository.js
 import type { Timers } from '../../src/quota/reload-loop.js';
 import { serializeRecord } from '../../src/quota/stored-records.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';
-import { FakeTimers } from './fake-timers.js';
+import { FakeTimers } from '../helpers/fake-timers.js';
 import { capturingLogger } from '../helpers/log-capture.js';
-import { sampleQuota } from './quota-repository-contract.js';
+import { sampleQuota } from '../helpers/quota-repository-contract.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
 const executable = await redisServerPath();

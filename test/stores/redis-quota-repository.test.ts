@@ -4,7 +4,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { Quota } from '../../src/quota/model.js';
 import { QuotaPreconditionFailed } from '../../src/quota/quota-repository.js';
 import { RedisQuotaRepository } from '../../src/stores/redis-quota-repository.js';
-import { describeQuotaRepositoryContract, sampleQuota } from './quota-repository-contract.js';
+import { describeQuotaRepositoryContract, sampleQuota } from '../helpers/quota-repository-contract.js';
 import { createLogger } from '../../src/observe/log.js';
 import { capturingLogger } from '../helpers/log-capture.js';
 

@@ -1,6 +1,15 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { cleanupAfterEach } from './cleanups.js';
+import {
+  adminUser,
+  petsConfig,
+  startGatewayOverUpstream,
+  userAuth,
+  type TestGateway,
+} from './test-gateway.js';
 
 /** Where the browser tests leave their screenshots (not committed: see .gitignore). */
 export const screenshotDir = path.resolve('test-output/screenshots');
@@ -84,4 +93,80 @@ export async function waitForText(page: Page, selector: string, expected: string
     expected,
   );
   return (await handle.jsonValue()) as string;
+}
+
+/** The console suites' application of conf/, with a key of its own. */
+export const mobile = {
+  id: '3b9d7c1e-5f2a-4e6b-8c0d-1a2b3c4d5e6f',
+  name: 'Mobile app',
+  apikey_development: 'app-key-0123456789abcdef0123456789',
+};
+
+/**
+ * Registers a console suite's hooks: one Chromium for the suite, and after each test its gateways stopped
+ * and its pages closed, each page checked for anything the browser refused (Content-Security-Policy).
+ */
+export function useConsoleBrowser() {
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await launchBrowser();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  const defer = cleanupAfterEach();
+
+  return {
+    /** The suite's Chromium. */
+    browser: () => browser,
+    /** Runs `cleanup` after the test, before the cleanups deferred earlier. */
+    defer,
+    /** A gateway over a real upstream, with the pets API and `extra` config. */
+    async start(extra: Record<string, unknown> = {}): Promise<TestGateway> {
+      const started = await startGatewayOverUpstream((url) => petsConfig(`${url}/pets`, extra));
+      defer(() => started.close());
+      return started.gateway;
+    },
+    /** A page of its own browser context. */
+    async page(): Promise<Page> {
+      const opened = await openPage(browser);
+      opened.page.setDefaultTimeout(10_000);
+      defer(async () => {
+        await opened.page.browserContext().close();
+        expect(opened.problems).toEqual([]);
+      });
+      return opened.page;
+    },
+  };
+}
+
+/** A call to the Quota API as the admin. */
+export const api = (gateway: TestGateway, path: string, init: RequestInit = {}) =>
+  fetch(`${gateway.adminUrl}/api/portal/v1.3${path}`, {
+    ...init,
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json', ...init.headers },
+  });
+
+export interface Quota {
+  id: string;
+  name: string;
+  restrictions: Array<{ api: string; method: string; config: Record<string, string> }>;
+}
+
+export async function quotas(gateway: TestGateway): Promise<Quota[]> {
+  return (await (await api(gateway, '/quotas')).json()) as Quota[];
+}
+
+/** Selects the option of `selector` whose text starts with `label`. */
+export async function choose(target: Page, selector: string, label: string): Promise<void> {
+  const value = await target.$eval(
+    selector,
+    (element, text) =>
+      [...(element as HTMLSelectElement).options].find((option) => option.textContent?.startsWith(text))
+        ?.value,
+    label,
+  );
+  expect(value, `${selector} offers ${label}`).toBeDefined();
+  await target.select(selector, value!);
 }

@@ -4,7 +4,7 @@ import {
   secretValues,
   withoutCredentials,
   withoutValues,
-} from '../src/kit/secret-redaction.js';
+} from '../../src/kit/secret-redaction.js';
 
 describe('withoutCredentials', () => {
   it.each([

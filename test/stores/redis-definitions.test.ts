@@ -7,7 +7,7 @@ import { RedisDefinitions } from '../../src/stores/redis-definitions.js';
 import { etagOf, serializeRecord } from '../../src/quota/stored-records.js';
 import { clusterTools, startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { redisServerPath, startRedisProcess, type RedisProcess } from '../helpers/redis-process.js';
-import { sampleQuota } from './quota-repository-contract.js';
+import { sampleQuota } from '../helpers/quota-repository-contract.js';
 
 const executable = await redisServerPath();
 const tools = await clusterTools();

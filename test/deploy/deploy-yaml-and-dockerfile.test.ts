@@ -1,0 +1,91 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import YAML from 'yaml';
+import { configSchema } from '../../src/config/schema.js';
+import {
+  codeEnvNames,
+  configMapData,
+  deployDir,
+  dockerArgs,
+  dockerfile,
+  execForm,
+  healthcheckCommand,
+  inRuntime,
+  podSpec,
+  readDeploy,
+  secretData,
+  stages,
+  yamlFiles,
+} from '../helpers/deploy-files.js';
+
+describe('YAML files under deploy/', () => {
+  it('parse without an error or a warning, and so do the configs embedded in them', () => {
+    expect(yamlFiles.map((file) => path.relative(deployDir, file))).toEqual(
+      expect.arrayContaining(['compose.yaml', 'kubernetes/deployment.yaml', 'kubernetes/configmap.yaml']),
+    );
+    const embedded = [configMapData['default.yaml']!, secretData['production.yaml']!];
+    for (const text of [...yamlFiles.map((file) => readFileSync(file, 'utf8')), ...embedded]) {
+      for (const document of YAML.parseAllDocuments(text, { merge: true })) {
+        expect(document.errors).toEqual([]);
+        expect(document.warnings).toEqual([]);
+      }
+    }
+  });
+});
+
+describe('deploy/Dockerfile', () => {
+  it('builds on Node 20 in two stages and installs only production dependencies in the runtime stage', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) {
+      const image = stage[0]!.args.split(/\s+/)[0]!.replace(/\$\{(\w+)\}/g, (_match, name: string) => {
+        return dockerArgs[name] ?? '';
+      });
+      expect(image).toMatch(/^node:20(?:[.-]|$)/);
+    }
+    expect(stages[0]!.some((instruction) => instruction.args.includes('npm run build'))).toBe(true);
+    expect(inRuntime('RUN').some((instruction) => /npm ci\b.*--omit=dev/.test(instruction.args))).toBe(true);
+    expect(inRuntime('COPY').some((instruction) => /--from=\w+ \/app\/dist /.test(instruction.args))).toBe(
+      true,
+    );
+  });
+
+  it('runs as a numeric non-root user, which Kubernetes can verify for runAsNonRoot', () => {
+    const user = inRuntime('USER').at(-1)?.args ?? 'root';
+    expect(user).toMatch(/^\d+(?::\d+)?$/);
+    expect(Number(user.split(':')[0])).not.toBe(0);
+    expect(podSpec.securityContext.runAsUser).toBe(Number(user.split(':')[0]));
+  });
+
+  it('starts node itself in exec form, so that SIGTERM reaches the gateway and not npm or a shell', () => {
+    expect(inRuntime('ENTRYPOINT')).toEqual([]);
+    expect(execForm(inRuntime('CMD').at(-1)!.args)).toEqual(['node', 'dist/cli.js', 'start']);
+  });
+
+  it("checks health with node's fetch on /healthz of the default admin port, overridable by ADMIN_PORT", () => {
+    const instruction = inRuntime('HEALTHCHECK')[0]!.args;
+    expect(instruction).toMatch(/\bCMD \[/);
+    const script = healthcheckCommand.at(-1)!;
+    expect(script).toContain('fetch(');
+    expect(script).toContain('/healthz');
+    expect(script).toContain('process.env.ADMIN_PORT');
+    expect(codeEnvNames).toContain('ADMIN_PORT');
+    expect(script).toContain(String(configSchema.parse({}).admin.port));
+  });
+
+  it('copies only files that exist and that its allow-list ignore file lets into the build context', () => {
+    const ignoreLines = readDeploy('Dockerfile.dockerignore')
+      .split('\n')
+      .filter((line) => line !== '' && !line.startsWith('#'));
+    expect(ignoreLines[0]).toBe('*');
+    const allowed = new Set(ignoreLines.filter((line) => line.startsWith('!')).map((line) => line.slice(1)));
+    const sources = dockerfile
+      .filter((instruction) => instruction.keyword === 'COPY' && !instruction.args.includes('--from='))
+      .flatMap((instruction) => instruction.args.split(/\s+/).slice(0, -1));
+    expect(sources.length).toBeGreaterThan(0);
+    for (const source of sources) {
+      expect(existsSync(source), source).toBe(true);
+      expect(allowed.has(source) || allowed.has(`${source}/`), source).toBe(true);
+    }
+  });
+});

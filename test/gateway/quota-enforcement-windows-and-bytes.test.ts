@@ -1,0 +1,123 @@
+import http from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { request } from '../helpers/raw-http.js';
+import {
+  adminUser,
+  basicAuth,
+  devKey,
+  mb,
+  setQuota,
+  systemQuotaId,
+  throttle,
+  userAuth,
+} from '../helpers/test-gateway.js';
+import { get, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
+
+const { clock, gatewayWith, upstream } = useEnforcementGateways();
+
+describe('quota enforcement: sliding windows on the gateway clock', () => {
+  it('gives a client over its limit steady service at the limit, not a lockout', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(10, 10, 'seconds')] },
+      systemQuotaId,
+    );
+    let admitted = 0;
+    const start = clock.now;
+    // 5 attempts every second for 60 s: 300 attempts at a limit of 10 per 10 s.
+    for (let t = 0; t < 60_000; t += 1000) {
+      clock.now = start + t;
+      for (let i = 0; i < 5; i += 1) if ((await get(gateway)).status === 200) admitted += 1;
+    }
+    expect(admitted).toBeGreaterThanOrEqual(55);
+    expect(admitted).toBeLessThanOrEqual(60);
+  });
+});
+
+describe('quota enforcement: throttlemb', () => {
+  it('rejects up front a declared body larger than what is left, before the upstream sees it', async () => {
+    const gateway = await gatewayWith();
+    // 0.01 MB = 10,485 bytes: after a first body of 6,000, a second of 5,000 does not fit (and would alone).
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
+      systemQuotaId,
+    );
+    const post = (bytes: number) =>
+      request(gateway.url, {
+        method: 'POST',
+        path: '/pets',
+        headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
+        body: 'x'.repeat(bytes),
+      });
+    expect((await post(6000)).status).toBe(200);
+    const before = upstream().requests.length;
+    const res = await post(5000);
+    expect(res.status).toBe(429);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    expect(upstream().requests.length).toBe(before);
+  });
+
+  it('answers 413 to a declared body that no window of the restriction could hold, and closes', async () => {
+    const gateway = await gatewayWith();
+    // 0.001 MB = 1,048 bytes a minute: 2,000 bytes would never fit, so no Retry-After could help.
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
+      systemQuotaId,
+    );
+    const before = upstream().requests.length;
+    const res = await request(gateway.url, {
+      method: 'POST',
+      path: '/pets',
+      headers: { authorization: basicAuth(devKey), 'content-length': '2000' },
+      body: 'x'.repeat(2000),
+    });
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toEqual({
+      id: 'com.vendor.api.payload_too_large',
+      message: 'Payload Too Large',
+      success: false,
+    });
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.headers.connection).toBe('close');
+    expect(upstream().requests.length).toBe(before);
+    // Nothing was charged: a body that fits still goes through.
+    expect((await get(gateway)).status).toBe(200);
+  });
+
+  it('counts chunked request bodies and response bodies from the streams, after the exchange', async () => {
+    const gateway = await gatewayWith();
+    // 0.01 MB = 10,485 bytes.
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
+      systemQuotaId,
+    );
+    const chunked = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.request(
+          `${gateway.url}/pets`,
+          { method: 'POST', headers: { authorization: basicAuth(devKey) } },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', reject);
+        req.write('y'.repeat(3000));
+        setImmediate(() => req.end('y'.repeat(3000)));
+      });
+    expect(await chunked()).toBe(200);
+    const usage = (await (
+      await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
+        headers: { authorization: userAuth(adminUser) },
+      })
+    ).json()) as { restrictions: Array<{ used: number; unit: string; limit: number }> };
+    // 6000 request bytes plus the echo of them (the upstream answers with the request as JSON).
+    expect(usage.restrictions[0]).toMatchObject({ unit: 'bytes', limit: 10_485 });
+    expect(usage.restrictions[0]!.used).toBeGreaterThan(12_000);
+    expect(await chunked()).toBe(429);
+  });
+});

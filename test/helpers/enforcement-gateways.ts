@@ -1,0 +1,59 @@
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { request } from './raw-http.js';
+import { basicAuth, devKey, petsConfig, startTestGateway, type TestGateway } from './test-gateway.js';
+import { startUpstream, type TestUpstream } from './upstream.js';
+
+/** Two applications of conf/ besides the project's, for the suites that count per application. */
+export const mobileId = '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e';
+export const mobileKey = 'mobile-dev-key-0123456789abcdef0123';
+export const webId = '5d4c3b2a-1f0e-4d9c-8b7a-6f5e4d3c2b1a';
+export const webKey = 'web-dev-key-0123456789abcdef01234567';
+const applications = [
+  { id: mobileId, name: 'Mobile', apikey_development: mobileKey },
+  { id: webId, name: 'Web', apikey_development: webKey },
+];
+
+/** The seed's 429 body. */
+export const tooMany = '{"id":"com.vendor.api.quota_exceeded","message":"Too Many Requests","success":false}';
+
+export interface EnforcementGateways {
+  /** The gateways' clock: tests move it instead of waiting. */
+  clock: { now: number };
+  /** A pets gateway over the suite's upstream on `clock`, stopped after the test that started it. */
+  gatewayWith(overrides?: Record<string, unknown>): Promise<TestGateway>;
+  /** The upstream every gateway of the suite proxies to. */
+  upstream(): TestUpstream;
+}
+
+/** Registers the hooks of a quota-enforcement suite: one upstream for the suite, gateways per test. */
+export function useEnforcementGateways(): EnforcementGateways {
+  let upstream: TestUpstream;
+  beforeAll(async () => {
+    upstream = await startUpstream();
+  });
+  afterAll(() => upstream.close());
+
+  const clock = { now: 1_800_000_000_000 };
+  const gateways: TestGateway[] = [];
+  afterEach(async () => {
+    for (const gateway of gateways.splice(0)) await gateway.close();
+  });
+
+  return {
+    clock,
+    upstream: () => upstream,
+    async gatewayWith(overrides = {}) {
+      const gateway = await startTestGateway(
+        petsConfig(upstream.url, { applications, ...overrides }),
+        {},
+        { clock: () => clock.now },
+      );
+      gateways.push(gateway);
+      return gateway;
+    },
+  };
+}
+
+/** GET through the data plane with a key as Basic credentials. */
+export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
+  request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
