@@ -377,6 +377,12 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                     index: { type: 'integer' },
                     type: { type: 'string' },
                     unit: { type: 'string', enum: ['messages', 'bytes'] },
+                    mode: {
+                      type: 'string',
+                      enum: ['shadow'],
+                      description:
+                        'Only for a shadow restriction, whose rejections are the requests it would have refused',
+                    },
                     limit: { type: 'number' },
                     windowSeconds: { type: 'number' },
                     used: { type: 'number', description: 'API quotas: units counted for all traffic' },
@@ -400,7 +406,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                     rejections: {
                       type: 'object',
                       description:
-                        'Requests this restriction rejected in each of the last buckets, oldest first',
+                        'Requests this restriction rejected (a shadow one: would have rejected) in each of the last buckets, oldest first',
                       properties: {
                         bucketSeconds: { type: 'integer' },
                         counts: { type: 'array', items: { type: 'integer' } },

@@ -14,7 +14,7 @@ import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy
 import type { CounterSpec } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
-import type { QuotaIndex, QuotaPlan } from '../quota/quota-index.js';
+import type { ApplicableRestriction, QuotaIndex, QuotaPlan } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
 
@@ -42,12 +42,15 @@ class RequestRecord extends Exchange {
   principal: Principal | null = null;
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
   unvalidated = false;
-  /** How the quota check ended, for the access log. */
-  quota: 'allowed' | 'rejected' | 'unavailable' | null = null;
-  /** The restrictions that refused it (`<quota id>/<index>`, as RateLimit names them), for the access log. */
+  /** How the quota check ended, for the access log; `shadow_refused` when admitted against a shadow restriction. */
+  quota: 'allowed' | 'rejected' | 'unavailable' | 'shadow_refused' | null = null;
+  /**
+   * The restrictions that refused it, or that would have (shadow), `<quota id>/<index>` as RateLimit
+   * names them, for the access log.
+   */
   refusedBy: string | null = null;
-  /** The restrictions that applied; its byte ones are charged with what the exchange moved beyond the declared body. */
-  plan: QuotaPlan | null = null;
+  /** The byte restrictions that admitted it: charged with what the exchange moved beyond the declared body. */
+  byteCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
 
   constructor(
@@ -65,6 +68,10 @@ class RequestRecord extends Exchange {
 }
 
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
+
+const noRestrictions: readonly ApplicableRestriction[] = [];
+/** The verdict on a request that only shadow restrictions apply to. */
+const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
 
 /**
  * The per-request pipeline of the data plane, as the steps of DESIGN.md's "One proxied request": identify
@@ -226,19 +233,54 @@ export class Gateway {
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
-    if (plan.restrictions.length === 0) return this.forward(record);
-    record.plan = plan;
+    if (plan.all.length === 0) return this.forward(record);
     record.declaredBytes = declaredLength(req);
     // A body larger than a whole window's bytes can never fit: no Retry-After would help.
     if (record.declaredBytes > plan.largestBody) return this.refuse(record, 'payload_too_large');
     const specs = plan.specs(record.declaredBytes);
-    const verdict = this.parts.limiter.consume(specs);
+    const verdict = specs.length === 0 ? nothingToCheck : this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
       return verdict.then((settled) => {
-        if (this.admitted(record, plan, specs, settled)) this.forward(record);
+        if (this.admitted(record, plan, specs, settled)) return this.shadowsThenForward(record, plan);
       });
     }
-    if (this.admitted(record, plan, specs, verdict)) this.forward(record);
+    if (this.admitted(record, plan, specs, verdict)) return this.shadowsThenForward(record, plan);
+  }
+
+  /** Step 5b, for an admitted request: its shadow restrictions count it, then it goes upstream. */
+  private shadowsThenForward(record: RequestRecord, plan: QuotaPlan): Promise<void> | void {
+    if (plan.shadows.length === 0) return this.forward(record);
+    const specs = plan.shadowSpecs(record.declaredBytes);
+    // Each on its own: one that would refuse must not keep another from counting what it admits.
+    const verdicts = specs.map((spec) => this.parts.limiter.consume([spec]));
+    if (verdicts.some(isPromise)) {
+      return Promise.all(verdicts).then((settled) => {
+        this.shadowed(record, plan, settled);
+        this.forward(record);
+      });
+    }
+    this.shadowed(record, plan, verdicts as LimiterVerdict[]);
+    this.forward(record);
+  }
+
+  /**
+   * Applies the verdicts of the shadow restrictions: what one would have refused is logged and counted,
+   * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent.
+   */
+  private shadowed(record: RequestRecord, plan: QuotaPlan, verdicts: readonly LimiterVerdict[]): void {
+    for (let i = 0; i < verdicts.length; i += 1) {
+      const verdict = verdicts[i]!;
+      const restriction = plan.shadows[i]!;
+      if (verdict === 'unavailable' || verdict.outOfRoom) continue;
+      if (verdict.allowed) {
+        if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
+        continue;
+      }
+      this.parts.metrics.shadowRefusal(restriction);
+      const name = `${restriction.quotaId}/${restriction.index}`;
+      record.quota = 'shadow_refused';
+      record.refusedBy = record.refusedBy === null ? name : `${record.refusedBy},${name}`;
+    }
   }
 
   /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
@@ -273,6 +315,7 @@ export class Gateway {
     }
     appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
+    if (verdict.allowed) record.byteCounters = plan.byteRestrictions;
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
       this.refuse(record, 'quota_exceeded', ['retry-after', retryAfter]);
@@ -319,7 +362,7 @@ export class Gateway {
     record.abandonUpstream();
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
-    if (record.forwarded && record.plan && record.plan.byteRestrictions.length > 0) this.chargeBytes(record);
+    if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
     const status = record.status || res.statusCode;
     const { accessLog, metrics } = this.parts;
     if (accessLog && this.sampled(record, status)) {
@@ -369,7 +412,7 @@ export class Gateway {
   private chargeBytes(record: RequestRecord): void {
     const amount = Math.max(0, record.bytesIn - record.declaredBytes) + record.bytesOut;
     if (amount === 0) return;
-    const additions = record.plan!.byteRestrictions.map((restriction) => ({
+    const additions = record.byteCounters.map((restriction) => ({
       key: restriction.counterKey,
       windowMs: restriction.windowMs,
       amount,

@@ -22,6 +22,8 @@ export interface Metrics {
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction (a rejection also goes into `rejections`). */
   quotaDecision(restriction: { quotaId: string; quotaLabel: string; index: number }, allowed: boolean): void;
+  /** Counts a request a shadow restriction would have refused (it also goes into `rejections`). */
+  shadowRefusal(restriction: { quotaId: string; quotaLabel: string; index: number }): void;
   /** Recent rejections per restriction, for the console's sparklines. */
   rejections: RejectionHistory;
 }
@@ -226,6 +228,13 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   const decisionTallies = new Children(
     (quota, restriction, decision) => new Tally({ quota, restriction, decision }),
   );
+  // Not on the path of every request: only where a shadow restriction has no room.
+  const shadowRefusals = new Counter({
+    name: 'quotagate_shadow_refusals_total',
+    help: 'Requests a shadow restriction would have refused (each went through), by quota name (id where names repeat) and restriction index',
+    labelNames: ['quota', 'restriction'],
+    registers: [registry],
+  });
   // The tallies of a restriction, found through the restriction itself: one lookup per decision.
   const decisionsOf = new WeakMap<object, { allowed: Tally; rejected: Tally }>();
   new Counter({
@@ -317,6 +326,13 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
         tallies.rejected.count += 1;
         rejections.record(restriction.quotaId, restriction.index);
       }
+    },
+    shadowRefusal(restriction) {
+      shadowRefusals.inc({
+        quota: restriction.quotaLabel,
+        restriction: indexText[restriction.index] ?? String(restriction.index),
+      });
+      rejections.record(restriction.quotaId, restriction.index);
     },
     rejections,
   };

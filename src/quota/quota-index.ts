@@ -17,6 +17,8 @@ export interface ApplicableRestriction {
   /** Messages for throttle, bytes for throttlemb. */
   limit: number;
   windowMs: number;
+  /** Counted as if enforced, never refusing (`mode: shadow`). */
+  shadow: boolean;
 }
 
 interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> {
@@ -53,6 +55,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
       type: restriction.type,
       limit,
       windowMs: window,
+      shadow: restriction.mode === 'shadow',
       api: restriction.api,
       method: restriction.method,
       verb: restriction.verb,
@@ -62,40 +65,53 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
 
 /**
  * What the quota step does for one (api, method, verb, application): the restrictions to check, made
- * once and reused by every request that shares them, so a request builds no list of its own.
+ * once and reused by every request that shares them, so a request builds no list of its own. Enforced
+ * restrictions are checked together, all or nothing; each shadow restriction is checked on its own once
+ * they admit the request, so that it counts exactly what it would admit if it were enforced.
  */
 export class QuotaPlan {
-  /** The throttlemb ones: charged the declared body up front and the measured bytes at the end. */
+  /** The enforced restrictions, whose checks decide the request. */
+  readonly restrictions: readonly ApplicableRestriction[];
+  /** The shadow restrictions, which count and report but never refuse. */
+  readonly shadows: readonly ApplicableRestriction[];
+  /** The enforced throttlemb ones: charged the declared body up front and the measured bytes at the end. */
   readonly byteRestrictions: readonly ApplicableRestriction[];
-  /** The smallest byte limit: a declared body larger than it never fits (Infinity without one). */
+  /** The smallest enforced byte limit: a declared body larger than it never fits (Infinity without one). */
   readonly largestBody: number;
   /** The counter checks of a request that declares no body: a message each, room for a byte. */
   private readonly bodiless: readonly CounterSpec[];
 
-  constructor(readonly restrictions: readonly ApplicableRestriction[]) {
-    this.byteRestrictions = restrictions.filter((restriction) => restriction.type === 'throttlemb');
+  constructor(readonly all: readonly ApplicableRestriction[]) {
+    this.restrictions = all.filter((restriction) => !restriction.shadow);
+    this.shadows = all.filter((restriction) => restriction.shadow);
+    this.byteRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttlemb');
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
-    this.bodiless = this.checks(0);
+    this.bodiless = checksOf(this.restrictions, 0);
   }
 
-  /** The counter checks of a request that declares `declaredBytes` of body. */
+  /** The counter checks of the enforced restrictions for a request that declares `declaredBytes` of body. */
   specs(declaredBytes: number): readonly CounterSpec[] {
-    return declaredBytes === 0 ? this.bodiless : this.checks(declaredBytes);
+    return declaredBytes === 0 ? this.bodiless : checksOf(this.restrictions, declaredBytes);
   }
 
-  /** A throttle charges one message; a throttlemb charges the declared body and needs room for a byte. */
-  private checks(declaredBytes: number): CounterSpec[] {
-    return this.restrictions.map(({ counterKey, limit, windowMs, type }) => {
-      const bytes = type === 'throttlemb';
-      return {
-        key: counterKey,
-        limit,
-        windowMs,
-        cost: bytes ? declaredBytes : 1,
-        need: bytes ? Math.max(declaredBytes, 1) : 1,
-      };
-    });
+  /** The counter checks of the shadow restrictions, one each, as `specs` makes them. */
+  shadowSpecs(declaredBytes: number): CounterSpec[] {
+    return checksOf(this.shadows, declaredBytes);
   }
+}
+
+/** A throttle charges one message; a throttlemb charges the declared body and needs room for a byte. */
+function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
+  return restrictions.map(({ counterKey, limit, windowMs, type }) => {
+    const bytes = type === 'throttlemb';
+    return {
+      key: counterKey,
+      limit,
+      windowMs,
+      cost: bytes ? declaredBytes : 1,
+      need: bytes ? Math.max(declaredBytes, 1) : 1,
+    };
+  });
 }
 
 const noRestrictions = new QuotaPlan([]);
@@ -246,9 +262,7 @@ export class QuotaIndex {
     const perApplication = matching(own, api, method, verb).map((restriction) =>
       applicable(restriction, application),
     );
-    return perApplication.length === 0
-      ? apiWide
-      : new QuotaPlan([...apiWide.restrictions, ...perApplication]);
+    return perApplication.length === 0 ? apiWide : new QuotaPlan([...apiWide.all, ...perApplication]);
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */

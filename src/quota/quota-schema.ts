@@ -5,6 +5,7 @@ import {
   longestWindowMs,
   periodNames,
   quotaTypes,
+  restrictionModes,
   restrictionVerbs,
   systemQuotaId,
   wellKnownQuotaIds,
@@ -208,6 +209,17 @@ function restrictionSchema(catalog?: CatalogSource) {
       .enum(restrictionVerbs, { error: msg(`must be one of ${restrictionVerbs.join(', ')}`) })
       .optional()
       .meta({ description: 'Only requests with this verb; every verb when absent' }),
+    // `enforce` is the default and is answered as it is stored, absent, so that Axway clients see the
+    // restrictions they know; only a shadow restriction says so.
+    mode: z
+      .enum(restrictionModes, { error: msg(`must be one of ${restrictionModes.join(', ')}`) })
+      .optional()
+      .transform((mode) => (mode === 'shadow' ? mode : undefined))
+      .pipe(z.literal('shadow').optional())
+      .meta({
+        description:
+          'enforce (the default, answered absent): refuse what has no room; shadow: count exactly as enforce would, never refuse, and report what would have been refused',
+      }),
   };
   // The catalog rule runs even when the config has mistakes, so that one answer names them all.
   const references = {

@@ -13,6 +13,11 @@ export const longestApplicationId = 1024;
 
 export const quotaTypes = ['APPLICATION', 'API'] as const;
 export const restrictionTypes = ['throttle', 'throttlemb'] as const;
+/**
+ * What a restriction does with a request it has no room for: `enforce` refuses it, `shadow` lets it
+ * through and reports that it would have refused it. Stored and answered only when `shadow`.
+ */
+export const restrictionModes = ['enforce', 'shadow'] as const;
 /** Accepted on input, singular or plural (the seed shows `seconds`); stored as sent. */
 export const periods = ['second', 'minute', 'hour', 'day', 'week'] as const;
 export const periodNames = [

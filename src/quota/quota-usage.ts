@@ -7,6 +7,8 @@ export interface RestrictionUsage {
   type: 'throttle' | 'throttlemb';
   /** messages for throttle, bytes for throttlemb. */
   unit: 'messages' | 'bytes';
+  /** Only for a shadow restriction: its rejections are the requests it would have refused. */
+  mode?: 'shadow';
   limit: number;
   windowSeconds: number;
   /** API quotas: units counted for all traffic. */
@@ -43,6 +45,7 @@ export async function quotaUsage(
         index: i,
         type: restriction.type,
         unit: restriction.type === 'throttle' ? 'messages' : 'bytes',
+        ...(restriction.mode ? { mode: restriction.mode } : {}),
         limit: counter?.limit ?? 0,
         windowSeconds: (counter?.windowMs ?? 0) / 1000,
       };

@@ -20,7 +20,7 @@ import {
   newRestriction,
   type QuotaAnswer,
 } from '../../src/console/logic/quota-form.js';
-import { limitText, scopeText } from '../../src/console/logic/restriction-text.js';
+import { limitText, modeBadge, scopeText } from '../../src/console/logic/restriction-text.js';
 import { sparklinePoints } from '../../src/console/logic/sparkline.js';
 import { getPetMethodId, petsApiId, petsConfig } from '../helpers/test-gateway.js';
 
@@ -130,7 +130,13 @@ const quota: QuotaAnswer = {
       type: 'throttle',
       config: { messages: '1000', per: '1', period: 'minutes' },
     },
-    { api: '*', method: '*', type: 'throttlemb', config: { mb: '2.5', per: '7', period: 'day' } },
+    {
+      api: '*',
+      method: '*',
+      mode: 'shadow',
+      type: 'throttlemb',
+      config: { mb: '2.5', per: '7', period: 'day' },
+    },
   ],
 };
 
@@ -142,6 +148,7 @@ describe('the quota form', () => {
       method: getPetMethodId,
       verb: 'GET',
       type: 'throttle',
+      mode: 'enforce',
       amount: '1000',
       per: '1',
       period: 'minute',
@@ -158,7 +165,13 @@ describe('the quota form', () => {
           type: 'throttle',
           config: { messages: '1000', per: '1', period: 'minute' },
         },
-        { api: '*', method: '*', type: 'throttlemb', config: { mb: '2.5', per: '7', period: 'day' } },
+        {
+          api: '*',
+          method: '*',
+          mode: 'shadow',
+          type: 'throttlemb',
+          config: { mb: '2.5', per: '7', period: 'day' },
+        },
       ],
     });
   });
@@ -184,6 +197,7 @@ describe('the quota form', () => {
         'restrictions[1].config.mb: must be a number of megabytes',
         'restrictions[1].config: the window (per × period) must not exceed 366 days',
         "restrictions[0].method: API 'x' has no method with id 'y' (or use *)",
+        'restrictions[1].mode: must be one of enforce, shadow',
         'restrictions[7].api: beyond the form',
         'the quota store is unavailable',
       ],
@@ -195,6 +209,7 @@ describe('the quota form', () => {
       'restrictions[1].config.amount': ['must be a number of megabytes'],
       'restrictions[1].config.per': ['the window (per × period) must not exceed 366 days'],
       'restrictions[0].method': ["API 'x' has no method with id 'y' (or use *)"],
+      'restrictions[1].mode': ['must be one of enforce, shadow'],
     });
     expect(general).toEqual(['restrictions[7].api: beyond the form', 'the quota store is unavailable']);
   });
@@ -205,5 +220,7 @@ describe('the quota form', () => {
     expect(limitText(quota.restrictions[1]!)).toBe('2.5 MB per 7 days');
     expect(scopeText(quota.restrictions[0]!, read)).toBe('Pet Store › getPet · GET only');
     expect(scopeText(quota.restrictions[1]!, read)).toBe('every API');
+    expect(modeBadge(quota.restrictions[0]!)).toBeNull();
+    expect(modeBadge(quota.restrictions[1]!)).toMatchObject({ text: 'shadow' });
   });
 });

@@ -78,3 +78,42 @@ describe('rejections across a fleet on Redis', () => {
     expect(await rejected(a)).toBe(6);
   });
 });
+
+describe('a shadow restriction across a fleet on Redis', () => {
+  it('counts exactly the limit over both gateways, lets every request through, and both report what it would have refused', async () => {
+    const [a, b] = await fleetOfTwo();
+    await setQuota(
+      a,
+      { type: 'API', name: 'System', restrictions: [{ ...throttle(10, 1, 'hour'), mode: 'shadow' }] },
+      systemQuotaId,
+    );
+    await expect
+      .poll(async () => {
+        const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
+          headers: { authorization: userAuth(adminUser) },
+        });
+        return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
+      })
+      .toBe(1);
+    const statuses: number[] = [];
+    for (let i = 0; i < 15; i += 1) statuses.push(...(await requests(a, 1)), ...(await requests(b, 1)));
+    expect(statuses).toEqual(Array.from({ length: 30 }, () => 200));
+
+    const shadowRefusals = async (gateway: TestGateway) => {
+      const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+      return Number(
+        /^quotagate_shadow_refusals_total\{quota="System",restriction="0"\} (\d+)$/m.exec(text)?.[1] ?? 0,
+      );
+    };
+    expect((await shadowRefusals(a)) + (await shadowRefusals(b))).toBe(20);
+    const usage = await fetch(`${a.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
+      headers: { authorization: userAuth(adminUser) },
+    });
+    expect(((await usage.json()) as { restrictions: Array<{ used: number }> }).restrictions[0]!.used).toBe(
+      10,
+    );
+    // Every gateway's usage shows the fleet's "would have refused", once each has handed its own over.
+    await b.close();
+    expect(await rejected(a)).toBe(20);
+  });
+});

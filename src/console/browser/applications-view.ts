@@ -1,8 +1,8 @@
-import { limitText, scopeText } from '../logic/restriction-text.js';
+import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { ApiError, messageOf } from './api.js';
 import { applicationDefaultQuotaId, type Application, type View } from './context.js';
-import { h, replace } from './dom.js';
+import { badge, h, replace } from './dom.js';
 import { keepDrawing, usageBar, type QuotaUsage } from './usage-view.js';
 
 const quotaPath = (application: Application) => `/applications/${encodeURIComponent(application.id)}/quota`;
@@ -130,6 +130,7 @@ export const applicationsView: View = async (context, root) => {
               {},
               h('strong', { text: limitText(restriction) }),
               h('span', { class: 'muted', text: ` on ${scopeText(restriction, catalog)}` }),
+              badge(modeBadge(restriction)),
             ),
             counted
               ? usageBar({

@@ -56,11 +56,20 @@ function usedText({ used, limit, unit }: BarUsage): string {
 const svgNs = 'http://www.w3.org/2000/svg';
 
 /**
- * `<qg-sparkline>`: rejections per bucket over the last minutes, oldest first, with the total beside it.
- * Properties: `series = { counts, bucketSeconds }`.
+ * `<qg-sparkline>`: rejections per bucket over the last minutes, oldest first, with the total beside it;
+ * for a shadow restriction, the rejections it would have made.
+ * Properties: `series = { counts, bucketSeconds, shadow }`.
  */
 export class Sparkline extends HTMLElement {
-  set series({ counts, bucketSeconds }: { counts: number[]; bucketSeconds: number }) {
+  set series({
+    counts,
+    bucketSeconds,
+    shadow,
+  }: {
+    counts: number[];
+    bucketSeconds: number;
+    shadow: boolean;
+  }) {
     const width = 120;
     const height = 24;
     const total = counts.reduce((sum, count) => sum + count, 0);
@@ -79,10 +88,12 @@ export class Sparkline extends HTMLElement {
       svg,
       h('span', {
         class: 'total',
-        text: `${total.toLocaleString('en-US')} rejected in the last ${minutes} min`,
+        text: `${total.toLocaleString('en-US')} ${shadow ? 'would have been rejected' : 'rejected'} in the last ${minutes} min`,
       }),
     );
-    this.title = `Requests rejected by this restriction, per ${bucketSeconds} s`;
+    this.title = shadow
+      ? `Requests this shadow restriction would have rejected (each went through), per ${bucketSeconds} s`
+      : `Requests rejected by this restriction, per ${bucketSeconds} s`;
     this.dataset.total = String(total);
   }
 }

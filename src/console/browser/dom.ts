@@ -23,6 +23,11 @@ export function append(parent: Node, children: Child[]): void {
   }
 }
 
+/** A small rounded label (`.badge`), or null for none. */
+export function badge(label: { text: string; title: string } | null): HTMLElement | null {
+  return label ? h('span', { class: 'badge', text: label.text, title: label.title }) : null;
+}
+
 /** Replaces everything in `parent`. */
 export function replace(parent: Node, ...children: Array<Child | Child[]>): void {
   while (parent.firstChild) parent.removeChild(parent.firstChild);

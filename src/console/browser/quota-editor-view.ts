@@ -158,6 +158,20 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
           { name: at('config.period'), onchange: bind('period') },
         ),
       ),
+      h(
+        'label',
+        { class: 'field f-mode' },
+        h('input', {
+          type: 'checkbox',
+          name: at('mode'),
+          checked: restriction.mode === 'shadow',
+          onchange: (event: Event) => {
+            restriction.mode = (event.target as HTMLInputElement).checked ? 'shadow' : 'enforce';
+          },
+        }),
+        h('span', { text: 'Shadow: count and report what it would refuse, never refuse' }),
+        fieldError(at('mode')),
+      ),
     ];
     if (readOnly)
       for (const control of controls)

@@ -1,8 +1,8 @@
-import { limitText, scopeText } from '../logic/restriction-text.js';
+import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { messageOf } from './api.js';
 import { quotaRole, systemQuotaId, applicationDefaultQuotaId, type View } from './context.js';
-import { h, replace } from './dom.js';
+import { badge, h, replace } from './dom.js';
 
 const wellKnown = new Set([systemQuotaId, applicationDefaultQuotaId]);
 
@@ -41,6 +41,8 @@ export const quotasView: View = async (context, root) => {
               h('strong', { text: limitText(restriction) }),
               ' on ',
               scopeText(restriction, catalog),
+              ' ',
+              badge(modeBadge(restriction)),
             ),
           );
     const actions = h(

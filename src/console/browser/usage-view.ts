@@ -1,4 +1,4 @@
-import { limitText, scopeText } from '../logic/restriction-text.js';
+import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
 import { busiestFirst } from '../logic/busiest-first.js';
 import { nextRefreshMs, refreshMs } from '../logic/refresh.js';
 import type { Catalog } from '../logic/catalog.js';
@@ -6,13 +6,15 @@ import type { QuotaAnswer } from '../logic/quota-form.js';
 import { messageOf } from './api.js';
 import type { BarUsage, Sparkline, UsageBar } from './components.js';
 import { pause, quotaRole, type Context, type View } from './context.js';
-import { h, replace } from './dom.js';
+import { badge, h, replace } from './dom.js';
 
 export interface RestrictionUsage {
   index: number;
   unit: 'messages' | 'bytes';
   limit: number;
   windowSeconds: number;
+  /** Only for a shadow restriction, whose rejections are those it would have made. */
+  mode?: 'shadow';
   used?: number;
   resetSeconds?: number;
   applications?: Array<{ application: string; name: string; used: number; resetSeconds: number }>;
@@ -30,9 +32,9 @@ export function usageBar(usage: BarUsage): UsageBar {
   return bar;
 }
 
-export function sparkline(rejections: RestrictionUsage['rejections']): Sparkline {
+export function sparkline(rejections: RestrictionUsage['rejections'], shadow: boolean): Sparkline {
   const line = document.createElement('qg-sparkline') as Sparkline;
-  line.series = rejections;
+  line.series = { ...rejections, shadow };
   return line;
 }
 
@@ -89,7 +91,8 @@ function quotaUsageCard(quota: QuotaAnswer, usage: QuotaUsage, catalog: Catalog)
         {},
         h('strong', { text: definition ? limitText(definition) : `Restriction ${restriction.index + 1}` }),
         definition ? h('span', { class: 'muted', text: ` on ${scopeText(definition, catalog)}` }) : null,
-        sparkline(restriction.rejections),
+        definition ? badge(modeBadge(definition)) : null,
+        sparkline(restriction.rejections, restriction.mode === 'shadow'),
       ),
       bars,
     );

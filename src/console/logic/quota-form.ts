@@ -3,6 +3,7 @@
  * admin API checks them and its messages, which name the field, are shown next to it.
  */
 export type RestrictionType = 'throttle' | 'throttlemb';
+export type RestrictionMode = 'enforce' | 'shadow';
 
 export interface RestrictionForm {
   api: string;
@@ -10,6 +11,8 @@ export interface RestrictionForm {
   /** '' for every verb. */
   verb: string;
   type: RestrictionType;
+  /** `shadow` counts and reports, never refuses. */
+  mode: RestrictionMode;
   /** Messages (throttle) or megabytes (throttlemb), as typed. */
   amount: string;
   per: string;
@@ -34,6 +37,8 @@ export interface QuotaAnswer {
     api: string;
     method: string;
     verb?: string;
+    /** Absent for an enforced restriction. */
+    mode?: 'shadow';
     type: RestrictionType;
     config: { messages?: string; mb?: string; per: string; period: string };
   }>;
@@ -45,7 +50,16 @@ export interface QuotaAnswer {
 export const periodChoices = ['second', 'minute', 'hour', 'day', 'week'] as const;
 
 export function newRestriction(): RestrictionForm {
-  return { api: '*', method: '*', verb: '', type: 'throttle', amount: '', per: '1', period: 'minute' };
+  return {
+    api: '*',
+    method: '*',
+    verb: '',
+    type: 'throttle',
+    mode: 'enforce',
+    amount: '',
+    per: '1',
+    period: 'minute',
+  };
 }
 
 export function formOf(quota: QuotaAnswer): QuotaForm {
@@ -58,6 +72,7 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       method: restriction.method,
       verb: restriction.verb ?? '',
       type: restriction.type,
+      mode: restriction.mode ?? 'enforce',
       amount: (restriction.type === 'throttle' ? restriction.config.messages : restriction.config.mb) ?? '',
       per: restriction.config.per,
       // Stored as sent, singular or plural: the form offers the singular.
@@ -76,6 +91,7 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       api: restriction.api,
       method: restriction.api === '*' ? '*' : restriction.method,
       ...(restriction.verb ? { verb: restriction.verb } : {}),
+      ...(restriction.mode === 'shadow' ? { mode: 'shadow' } : {}),
       type: restriction.type,
       config: {
         [restriction.type === 'throttle' ? 'messages' : 'mb']: restriction.amount.trim(),
@@ -117,7 +133,16 @@ export function messagesByField(
 export function fieldNames(form: QuotaForm): Set<string> {
   const names = new Set(['name', 'type', 'description', 'restrictions']);
   form.restrictions.forEach((_restriction, i) => {
-    for (const field of ['api', 'method', 'verb', 'type', 'config.amount', 'config.per', 'config.period'])
+    for (const field of [
+      'api',
+      'method',
+      'verb',
+      'mode',
+      'type',
+      'config.amount',
+      'config.per',
+      'config.period',
+    ])
       names.add(`restrictions[${i}].${field}`);
     names.add(`restrictions[${i}]`);
   });

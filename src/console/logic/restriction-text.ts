@@ -16,6 +16,16 @@ export function limitText(restriction: Restriction): string {
   return `${amount} per ${window}`;
 }
 
+/** The badge of a shadow restriction and what it means, or null for an enforced one. */
+export function modeBadge(restriction: Restriction): { text: string; title: string } | null {
+  return restriction.mode === 'shadow'
+    ? {
+        text: 'shadow',
+        title: 'Counted exactly as if enforced; never refuses, reports what it would have refused',
+      }
+    : null;
+}
+
 /** "every API", "Pet Store › getPet", with " · GET" when the restriction counts one verb only. */
 export function scopeText(restriction: Restriction, catalog: Catalog): string {
   const api = apiName(catalog, restriction.api);
