@@ -65,6 +65,12 @@ class RequestRecord extends Exchange {
     this.plane = plane;
     this.fields.push('x-request-id', id);
   }
+
+  /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
+  addRefusal(restriction: ApplicableRestriction): void {
+    const name = `${restriction.quotaId}/${restriction.index}`;
+    this.refusedBy = this.refusedBy === null ? name : `${this.refusedBy},${name}`;
+  }
 }
 
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
@@ -250,9 +256,10 @@ export class Gateway {
   /** Step 5b, for an admitted request: its shadow restrictions count it, then it goes upstream. */
   private shadowsThenForward(record: RequestRecord, plan: QuotaPlan): Promise<void> | void {
     if (plan.shadows.length === 0) return this.forward(record);
-    const specs = plan.shadowSpecs(record.declaredBytes);
     // Each on its own: one that would refuse must not keep another from counting what it admits.
-    const verdicts = specs.map((spec) => this.parts.limiter.consume([spec]));
+    const verdicts = plan
+      .shadowChecks(record.declaredBytes)
+      .map((check) => this.parts.limiter.consume(check));
     if (verdicts.some(isPromise)) {
       return Promise.all(verdicts).then((settled) => {
         this.shadowed(record, plan, settled);
@@ -277,9 +284,8 @@ export class Gateway {
         continue;
       }
       this.parts.metrics.shadowRefusal(restriction);
-      const name = `${restriction.quotaId}/${restriction.index}`;
       record.quota = 'shadow_refused';
-      record.refusedBy = record.refusedBy === null ? name : `${record.refusedBy},${name}`;
+      record.addRefusal(restriction);
     }
   }
 
@@ -308,10 +314,7 @@ export class Gateway {
       const restriction = restrictions[i]!;
       const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
-      if (!verdict.allowed && full) {
-        const name = `${restriction.quotaId}/${restriction.index}`;
-        record.refusedBy = record.refusedBy === null ? name : `${record.refusedBy},${name}`;
-      }
+      if (!verdict.allowed && full) record.addRefusal(restriction);
     }
     appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';

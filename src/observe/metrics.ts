@@ -183,6 +183,8 @@ class AddedLatencyHistogram {
 /** Label values of statuses and restriction indexes, made once instead of per request. */
 const statusText = Array.from({ length: 600 }, (_, status) => String(status));
 const indexText = Array.from({ length: 64 }, (_, index) => String(index));
+/** A restriction index as a label value, without making a string for the usual few. */
+const indexLabel = (index: number): string => indexText[index] ?? String(index);
 
 export interface MetricsSources {
   /** Bytes this gateway's own counters reserve now, read on each scrape. */
@@ -313,7 +315,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     quotaDecision(restriction, allowed) {
       let tallies = decisionsOf.get(restriction);
       if (!tallies) {
-        const index = indexText[restriction.index] ?? String(restriction.index);
+        const index = indexLabel(restriction.index);
         tallies = {
           allowed: decisionTallies.get(restriction.quotaLabel, index, 'allowed'),
           rejected: decisionTallies.get(restriction.quotaLabel, index, 'rejected'),
@@ -330,7 +332,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     shadowRefusal(restriction) {
       shadowRefusals.inc({
         quota: restriction.quotaLabel,
-        restriction: indexText[restriction.index] ?? String(restriction.index),
+        restriction: indexLabel(restriction.index),
       });
       rejections.record(restriction.quotaId, restriction.index);
     },

@@ -80,6 +80,8 @@ export class QuotaPlan {
   readonly largestBody: number;
   /** The counter checks of a request that declares no body: a message each, room for a byte. */
   private readonly bodiless: readonly CounterSpec[];
+  /** The same for the shadow restrictions, one check each. */
+  private readonly bodilessShadows: ReadonlyArray<readonly CounterSpec[]>;
 
   constructor(readonly all: readonly ApplicableRestriction[]) {
     this.restrictions = all.filter((restriction) => !restriction.shadow);
@@ -87,6 +89,7 @@ export class QuotaPlan {
     this.byteRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttlemb');
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
     this.bodiless = checksOf(this.restrictions, 0);
+    this.bodilessShadows = this.shadowChecksOf(0);
   }
 
   /** The counter checks of the enforced restrictions for a request that declares `declaredBytes` of body. */
@@ -94,9 +97,13 @@ export class QuotaPlan {
     return declaredBytes === 0 ? this.bodiless : checksOf(this.restrictions, declaredBytes);
   }
 
-  /** The counter checks of the shadow restrictions, one each, as `specs` makes them. */
-  shadowSpecs(declaredBytes: number): CounterSpec[] {
-    return checksOf(this.shadows, declaredBytes);
+  /** The counter checks of the shadow restrictions, each alone in its list, as `specs` makes them. */
+  shadowChecks(declaredBytes: number): ReadonlyArray<readonly CounterSpec[]> {
+    return declaredBytes === 0 ? this.bodilessShadows : this.shadowChecksOf(declaredBytes);
+  }
+
+  private shadowChecksOf(declaredBytes: number): CounterSpec[][] {
+    return checksOf(this.shadows, declaredBytes).map((check) => [check]);
   }
 }
 
