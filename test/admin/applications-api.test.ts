@@ -12,6 +12,7 @@ import {
   throttle,
   userAuth,
   type TestGateway,
+  accessLines,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -84,7 +85,7 @@ describe('applications and keys through the portal API', () => {
     const { id, keyId, key } = await appWithKey(gateway);
     expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(await get(gateway, key)).toBe(200);
-    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+    expect(accessLines(gateway).at(-1)).toMatchObject({
       application: 'Partner portal',
       subject: id,
     });

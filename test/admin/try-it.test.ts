@@ -11,6 +11,7 @@ import {
   throttle,
   userAuth,
   type TestGateway,
+  accessLines,
 } from '../helpers/test-gateway.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -69,7 +70,7 @@ describe('try it', () => {
     expect(answer.text).not.toContain(Buffer.from(`${devKey}:`).toString('base64'));
     expect((answer.json.headers as Record<string, string>)['ratelimit']).toMatch(/;r=99;/);
     // Through the data plane: counted like any request, and logged.
-    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+    expect(accessLines(gateway).at(-1)).toMatchObject({
       path: '/pets/1',
       status: 200,
     });

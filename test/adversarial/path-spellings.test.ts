@@ -10,6 +10,7 @@ import {
   startGatewayOverUpstream,
   startTestGateway,
   type TestGateway,
+  accessLines,
 } from '../helpers/test-gateway.js';
 import type { TestUpstream } from '../helpers/upstream.js';
 
@@ -36,7 +37,7 @@ afterAll(() => setup.close());
 
 const lastAccessLine = async () => {
   await new Promise((resolve) => setImmediate(resolve));
-  return gateway.logs.filter((line) => line.msg === 'request').at(-1);
+  return accessLines(gateway).at(-1);
 };
 
 describe('path spellings that upstream stacks route differently', () => {
@@ -118,7 +119,7 @@ describe('a caseSensitive API', () => {
     expect(res.status).toBe(200);
     expect(JSON.parse(res.body).url).toBe('/v2/pets/findbystatus');
     await new Promise((resolve) => setImmediate(resolve));
-    const line = strict.logs.filter((entry) => entry.msg === 'request').at(-1);
+    const line = accessLines(strict).at(-1);
     expect(line).toMatchObject({ method: 'getPet' });
     expect((await request(strict.url, { path: '/PETS/1', headers: auth })).status).toBe(404);
   });

@@ -10,6 +10,7 @@ import {
   startTestGateway,
   writeSeedConfigDir,
   type TestGateway,
+  accessLines,
 } from '../helpers/test-gateway.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 
@@ -84,7 +85,7 @@ describe('an upstream status line the gateway cannot relay', () => {
     );
 
     expect(answer).toMatch(/^HTTP\/1\.1 502 /);
-    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+    expect(accessLines(gateway).at(-1)).toMatchObject({
       status: 502,
       outcome: 'invalid',
     });
@@ -100,7 +101,7 @@ describe('an upstream status line the gateway cannot relay', () => {
     defer(() => gateway.close());
     const answer = await rawExchange(gateway.url, getPet(new URL(gateway.url).host));
     expect(answer).toMatch(/^HTTP\/1\.1 502 /);
-    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+    expect(accessLines(gateway).at(-1)).toMatchObject({
       outcome: 'invalid',
     });
   });

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { rawExchange } from '../helpers/raw-http.js';
-import { accessLines, auth, nextTick, useProxyParts } from '../helpers/proxy-parts.js';
+import { auth, nextTick, useProxyParts } from '../helpers/proxy-parts.js';
+import { accessLines } from '../helpers/test-gateway.js';
 
 const { gatewayFor, upstreamWith } = useProxyParts();
 

@@ -4,10 +4,10 @@ import https from 'node:https';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { request } from '../helpers/raw-http.js';
-import { petsConfig } from '../helpers/test-gateway.js';
+import { petsConfig, accessLines } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
-import { accessLines, auth, nextTick, useProxyParts } from '../helpers/proxy-parts.js';
+import { auth, nextTick, useProxyParts } from '../helpers/proxy-parts.js';
 
 const { defer, gatewayFor, upstreamWith } = useProxyParts();
 

@@ -11,6 +11,7 @@ import {
   systemQuotaId,
   throttle,
   userAuth,
+  accessLines,
 } from '../helpers/test-gateway.js';
 import {
   get,
@@ -183,7 +184,7 @@ describe('quota enforcement: which restrictions apply', () => {
     // until their 10 ms sub-bucket has left the second, 1.005 s after they came, which rounds up to 2.
     expect(refused.headers['retry-after']).toBe('2');
     // The access line of the 429 names the restriction that refused, as RateLimit does; a 200's, none.
-    const lines = gateway.logs.filter((line) => line.msg === 'request');
+    const lines = accessLines(gateway);
     expect(lines.at(-1)).toMatchObject({ status: 429, quota: 'rejected', refusedBy: `${systemQuotaId}/0` });
     expect(lines.at(-2)).toMatchObject({ status: 200, quota: 'allowed' });
     expect(lines.at(-2)).not.toHaveProperty('refusedBy');

@@ -6,29 +6,20 @@ import {
   basicAuth,
   devKey,
   mb,
+  quotaUsage,
+  rejectedOf,
   setQuota,
   systemQuotaId,
   throttle,
   userAuth,
   type TestGateway,
+  accessLines,
 } from '../helpers/test-gateway.js';
 
 const { gatewayWith } = useEnforcementGateways();
 
 const shadow = <T extends Record<string, unknown>>(restriction: T) => ({ ...restriction, mode: 'shadow' });
-const accessLines = (gateway: TestGateway) =>
-  gateway.logs.filter((line) => line.component === 'access' || line.msg === 'request');
-
-async function systemUsage(gateway: TestGateway) {
-  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
-    headers: { authorization: userAuth(adminUser) },
-  });
-  return (await res.json()) as {
-    restrictions: Array<{ mode?: string; used: number; rejections: { counts: number[] } }>;
-  };
-}
-
-const sum = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
+const systemUsage = (gateway: TestGateway) => quotaUsage(gateway.adminUrl, systemQuotaId);
 
 describe.each([
   ['the memory store', () => ({})],
@@ -78,7 +69,7 @@ describe.each([
     expect(usage.restrictions[0]).not.toHaveProperty('mode');
     expect(usage.restrictions[0]).toMatchObject({ used: 5 });
     expect(usage.restrictions[1]).toMatchObject({ mode: 'shadow', used: 2 });
-    expect(sum(usage.restrictions[1]!.rejections.counts)).toBe(3);
+    expect(rejectedOf(usage.restrictions[1]!)).toBe(3);
   });
 
   it('keeps the counts when the mode changes: enforced, the restriction refuses at once what it had counted', async () => {

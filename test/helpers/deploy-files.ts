@@ -1,13 +1,14 @@
 import { execFile } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, expect } from 'vitest';
 import YAML from 'yaml';
 import { configSchema, type Config } from '../../src/config/schema.js';
+import { filesUnder } from './files-under.js';
 import { spawnCli, startedPorts, type CliProcess } from './run-cli.js';
+import { useTempDirs } from './temp-dirs.js';
 
 // The deployment files of deploy/, read as the tools that use them would: the Dockerfile's instructions,
 // compose's YAML with merge keys, the Kubernetes manifests, the systemd unit. The deploy/ tests check them
@@ -25,25 +26,11 @@ export const codeEnvNames = sourceEnvNames();
 
 function sourceEnvNames(): Set<string> {
   const names = new Set<string>();
-  const visit = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const file = path.join(dir, entry.name);
-      if (entry.isDirectory()) visit(file);
-      else if (file.endsWith('.ts')) {
-        for (const match of readFileSync(file, 'utf8').matchAll(/\benv(?:\.|\[')([A-Z][A-Z0-9_]*)/g))
-          names.add(match[1]!);
-      }
-    }
-  };
-  visit(path.resolve('src'));
+  for (const file of filesUnder(path.resolve('src')).filter((each) => each.endsWith('.ts'))) {
+    for (const match of readFileSync(file, 'utf8').matchAll(/\benv(?:\.|\[')([A-Z][A-Z0-9_]*)/g))
+      names.add(match[1]!);
+  }
   return names;
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const file = path.join(dir, entry.name);
-    return entry.isDirectory() ? filesUnder(file) : [file];
-  });
 }
 
 /** Every document of a YAML file; `<<` merge keys are resolved, as compose does. */
@@ -239,20 +226,19 @@ export const unitValue = (key: string) => unit.get(key)?.at(-1);
 
 /** Folders and `gateway start` processes of a suite, removed and killed after it. */
 export function useDeployRuns() {
-  const tempDirs: string[] = [];
+  // Registered first, so run last: vitest runs after-hooks newest first, and the folders outlive the processes.
+  const tempDirs = useTempDirs('quotagate-deploy-');
   const processes: CliProcess[] = [];
   afterAll(async () => {
     for (const cli of processes) {
       if (cli.child.exitCode === null && cli.child.signalCode === null) cli.child.kill('SIGKILL');
       await cli.exited;
     }
-    for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
   });
   return {
     /** A fresh folder holding `files`. */
     configDir(files: Record<string, string>): string {
-      const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-deploy-'));
-      tempDirs.push(dir);
+      const dir = tempDirs.make();
       for (const [name, text] of Object.entries(files)) writeFileSync(path.join(dir, name), text);
       return dir;
     },

@@ -26,8 +26,5 @@ export function useProxyParts() {
   };
 }
 
-/** The access lines a gateway logged. */
-export const accessLines = (gateway: TestGateway) => gateway.logs.filter((line) => line.msg === 'request');
-
 /** Resolves once the events already queued have run. */
 export const nextTick = () => new Promise((resolve) => setImmediate(resolve));

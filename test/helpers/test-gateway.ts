@@ -177,6 +177,30 @@ export async function startTestGateway(
   };
 }
 
+/** The access lines a gateway logged so far. */
+export const accessLines = (gateway: TestGateway) => gateway.logs.filter((line) => line.msg === 'request');
+
+/** A quota's usage as the admin API answers it to an administrator (the parts tests read). */
+export interface UsageAnswer {
+  restrictions: Array<{
+    mode?: string;
+    /** API quotas only. */
+    used?: number;
+    rejections: { bucketSeconds: number; counts: number[] };
+  }>;
+}
+
+export async function quotaUsage(adminUrl: string, quotaId: string): Promise<UsageAnswer> {
+  const res = await fetch(`${adminUrl}/api/portal/v1.3/quotas/${quotaId}/usage`, {
+    headers: { authorization: userAuth(adminUser) },
+  });
+  return (await res.json()) as UsageAnswer;
+}
+
+/** What a restriction's usage says it rejected over the last five minutes. */
+export const rejectedOf = (restriction: UsageAnswer['restrictions'][number]) =>
+  restriction.rejections.counts.reduce((sum, count) => sum + count, 0);
+
 export const basicAuth = (key: string) => `Basic ${Buffer.from(`${key}:`).toString('base64')}`;
 
 /** The Authorization header of an admin user. */

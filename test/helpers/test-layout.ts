@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { filesUnder } from './files-under.js';
 
 /**
  * The rules test/ keeps (docs/development.md#tests): its folders mirror src/, helpers live in one place,
@@ -50,11 +51,4 @@ export function testLayoutProblems(srcDir: string, testDir: string): string[] {
     }
   }
   return problems;
-}
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const file = path.join(dir, entry.name);
-    return entry.isDirectory() ? filesUnder(file) : [file];
-  });
 }

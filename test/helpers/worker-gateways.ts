@@ -9,6 +9,8 @@ import {
   basicAuth,
   devKey,
   petsConfig,
+  quotaUsage,
+  rejectedOf,
   systemQuotaId,
   throttle,
   userAuth,
@@ -229,15 +231,11 @@ export async function metricValue(gateway: WorkersGateway, pattern: RegExp): Pro
  * What the System quota's restriction has counted in its window, and what it rejected over the last five
  * minutes, as the admin port's usage says.
  */
-export async function systemUsage(gateway: WorkersGateway): Promise<{ used: number; rejected: number }> {
-  const res = await fetch(`${gateway.admin}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
-    headers: { authorization: userAuth(adminUser) },
-  });
-  const usage = (await res.json()) as {
-    restrictions: Array<{ used: number; rejections: { counts: number[] } }>;
-  };
-  const [restriction] = usage.restrictions;
-  return { used: restriction!.used, rejected: restriction!.rejections.counts.reduce((a, b) => a + b, 0) };
+export async function systemUsage(
+  gateway: WorkersGateway,
+): Promise<{ used: number | undefined; rejected: number }> {
+  const [restriction] = (await quotaUsage(gateway.admin, systemQuotaId)).restrictions;
+  return { used: restriction!.used, rejected: rejectedOf(restriction!) };
 }
 
 export const count = (statuses: number[], status: number) =>

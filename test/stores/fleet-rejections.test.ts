@@ -5,6 +5,8 @@ import {
   basicAuth,
   devKey,
   petsConfig,
+  quotaUsage,
+  rejectedOf,
   setQuota,
   startTestGateway,
   systemQuotaId,
@@ -44,28 +46,29 @@ async function requests(gateway: TestGateway, count: number): Promise<number[]> 
   return statuses;
 }
 
+/** The System quota's usage, as a gateway answers it. */
+const systemUsage = (gateway: TestGateway) => quotaUsage(gateway.adminUrl, systemQuotaId);
+
 /** The rejections of the System quota's restriction over the last five minutes, as a gateway's usage says. */
-async function rejected(gateway: TestGateway): Promise<number> {
-  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
-    headers: { authorization: userAuth(adminUser) },
-  });
-  const usage = (await res.json()) as { restrictions: Array<{ rejections: { counts: number[] } }> };
-  return usage.restrictions[0]!.rejections.counts.reduce((sum, count) => sum + count, 0);
+const rejected = async (gateway: TestGateway) => rejectedOf((await systemUsage(gateway)).restrictions[0]!);
+
+/** Gives the System quota one restriction through `a`'s admin port, and waits until `b` has it from Redis. */
+async function setSystemQuota(a: TestGateway, b: TestGateway, restriction: Record<string, unknown>) {
+  await setQuota(a, { type: 'API', name: 'System', restrictions: [restriction] }, systemQuotaId);
+  await expect
+    .poll(async () => {
+      const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
+        headers: { authorization: userAuth(adminUser) },
+      });
+      return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
+    })
+    .toBe(1);
 }
 
 describe('rejections across a fleet on Redis', () => {
   it("shows every gateway's rejections on any gateway, its own at once and the others' once handed over", async () => {
     const [a, b] = await fleetOfTwo();
-    await setQuota(a, { type: 'API', name: 'System', restrictions: [throttle(2, 1, 'hour')] }, systemQuotaId);
-    // b has the quota too once Redis has told it.
-    await expect
-      .poll(async () => {
-        const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
-          headers: { authorization: userAuth(adminUser) },
-        });
-        return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
-      })
-      .toBe(1);
+    await setSystemQuota(a, b, throttle(2, 1, 'hour'));
     expect(await requests(a, 4)).toEqual([200, 200, 429, 429]);
     expect(await requests(b, 3)).toEqual([429, 429, 429]);
     // a hands its own over before it answers; b's are b's until b hands them over.
@@ -82,19 +85,7 @@ describe('rejections across a fleet on Redis', () => {
 describe('a shadow restriction across a fleet on Redis', () => {
   it('counts exactly the limit over both gateways, lets every request through, and both report what it would have refused', async () => {
     const [a, b] = await fleetOfTwo();
-    await setQuota(
-      a,
-      { type: 'API', name: 'System', restrictions: [{ ...throttle(10, 1, 'hour'), mode: 'shadow' }] },
-      systemQuotaId,
-    );
-    await expect
-      .poll(async () => {
-        const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
-          headers: { authorization: userAuth(adminUser) },
-        });
-        return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
-      })
-      .toBe(1);
+    await setSystemQuota(a, b, { ...throttle(10, 1, 'hour'), mode: 'shadow' });
     const statuses: number[] = [];
     for (let i = 0; i < 15; i += 1) statuses.push(...(await requests(a, 1)), ...(await requests(b, 1)));
     expect(statuses).toEqual(Array.from({ length: 30 }, () => 200));
@@ -106,12 +97,7 @@ describe('a shadow restriction across a fleet on Redis', () => {
       );
     };
     expect((await shadowRefusals(a)) + (await shadowRefusals(b))).toBe(20);
-    const usage = await fetch(`${a.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}/usage`, {
-      headers: { authorization: userAuth(adminUser) },
-    });
-    expect(((await usage.json()) as { restrictions: Array<{ used: number }> }).restrictions[0]!.used).toBe(
-      10,
-    );
+    expect((await systemUsage(a)).restrictions[0]!.used).toBe(10);
     // Every gateway's usage shows the fleet's "would have refused", once each has handed its own over.
     await b.close();
     expect(await rejected(a)).toBe(20);
