@@ -28,6 +28,9 @@ function typeOf(schema: JsonSchema): string {
   return `${Array.isArray(schema.type) ? schema.type.join(' \\| ') : (schema.type ?? 'any')}${range}`;
 }
 
+/** The alternatives of a type cell: `"a" \\| "b"` → `"a"`, `"b"`. */
+const alternatives = (type: string) => type.split(' \\| ');
+
 /** A default as one short cell: scalars as they are, objects and lists named by their shape. */
 function defaultOf(schema: JsonSchema): string {
   const value = schema.default;
@@ -50,9 +53,10 @@ function rowsOf(
   for (const [key, value] of Object.entries(schema.properties ?? {})) {
     const path = prefix ? `${prefix}.${key}` : key;
     const known = rows.get(path);
-    // A key of several variants (APIKeyAuthType's settings): its types are listed once each.
+    // A key of several variants (APIKeyAuthType's settings): each of its types is listed once.
     if (!known) rows.set(path, { type: typeOf(value), default: defaultOf(value) });
-    else if (!known.type.split(' \\| ').includes(typeOf(value))) known.type += ` \\| ${typeOf(value)}`;
+    else
+      known.type = [...new Set([...alternatives(known.type), ...alternatives(typeOf(value))])].join(' \\| ');
     const objects = [value, value.items, ...(value.anyOf ?? []), ...(value.oneOf ?? [])].filter(
       (candidate): candidate is JsonSchema => candidate?.properties !== undefined,
     );

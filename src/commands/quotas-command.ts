@@ -130,7 +130,8 @@ export const quotasCommand: Command = {
 
 export   writes every quota of the config's store (the memory store's file, or Redis) to standard
          output as a \`quotas\` list: the QuotaDTO of each, with its id and, for an application's own
-         quota, its application. It is what \`quotas\` in conf/ and \`import\` read. With
+         quota, its application; an application on a plan as its record's id, application and plan.
+         It is what \`quotas\` in conf/ and \`import\` read. With
          --from-file, from that memory store's file instead (to move to Redis): no config is read.
 import   reads FILE (YAML or JSON: a \`quotas\` list, or the list alone), checks every quota against
          the catalog and the applications of the config (all mistakes at once), and writes those that

@@ -5,6 +5,7 @@ import { generateApiKey } from '../init/generate-api-key.js';
 import { LogSecrets, createLogger } from '../observe/log.js';
 import { isPasswordHash } from '../kit/password-hash.js';
 import { projectApplicationId } from '../applications/application-ids.js';
+import { isMembership, type DeclaredDefinition } from '../quota/declared-quotas.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../kit/pid-file.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { startGateway, type RunningGateway } from '../server.js';
@@ -45,7 +46,10 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
       ]
     : [];
   // A quota declared for the project's own key (the shipped config has one): a loop that reaches its 429.
-  const projectQuota = config.quotas.find((quota) => quota.application === projectApplicationId);
+  const projectQuota = config.quotas.find(
+    (quota): quota is DeclaredDefinition =>
+      !isMembership(quota) && quota.application === projectApplicationId,
+  );
   const limit = projectQuota?.restrictions.find((restriction) => restriction.type === 'throttle');
   const quotaLines =
     projectQuota && limit?.type === 'throttle'

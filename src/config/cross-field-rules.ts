@@ -1,7 +1,7 @@
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { applicationIdOf } from '../applications/application-ids.js';
 import type { Environment } from '../applications/application-schema.js';
-import { declaredListProblems } from '../quota/declared-quotas.js';
+import { declaredListProblems, declaredPlanProblem, isMembership } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../kit/password-hash.js';
 import type { Config } from './schema.js';
 
@@ -162,12 +162,26 @@ function quotaProblems(config: Config): Problem[] {
     path: ['quotas', ...path],
     message,
   }));
+  config.applications.forEach((application, i) => {
+    if (application.plan === undefined) return;
+    const own = config.quotas.findIndex((quota) => quota.application === application.id);
+    const problem =
+      own === -1
+        ? declaredPlanProblem(config.quotas, application.plan)
+        : `the application already has a quota at quotas[${own}]`;
+    if (problem) problems.push({ path: ['applications', i, 'plan'], message: problem });
+  });
   config.quotas.forEach((quota, i) => {
     if (quota.application !== undefined && applicationIdOf(config, quota.application) === null)
       problems.push({
         path: ['quotas', i, 'application'],
         message: `no application of the config has id '${quota.application}'`,
       });
+    if (isMembership(quota)) {
+      const problem = declaredPlanProblem(config.quotas, quota.plan);
+      if (problem) problems.push({ path: ['quotas', i, 'plan'], message: problem });
+      return;
+    }
     quota.restrictions.forEach((restriction, j) => {
       const path = ['quotas', i, 'restrictions', j];
       const apiMethods = methods.get(restriction.api);

@@ -132,6 +132,8 @@ const applicationSchema = z.strictObject({
   description: z.string().optional(),
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),
+  /** Puts the application on this plan (see README, "Plans"), written into the store as quotas are. */
+  plan: uuid.optional(),
 });
 
 const adminUserSchema = z.strictObject({

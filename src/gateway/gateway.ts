@@ -14,7 +14,7 @@ import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy
 import type { CounterSpec } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
-import type { ApplicableRestriction, QuotaIndex, QuotaPlan } from '../quota/quota-index.js';
+import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
 
@@ -82,7 +82,7 @@ const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states:
 /**
  * The per-request pipeline of the data plane, as the steps of DESIGN.md's "One proxied request": identify
  * (request id), route (normalize the path, match the catalog), authenticate, select the restrictions
- * (the quota plan of api, method, verb and application), check them (the limiter), forward; then, once
+ * (the quota checks of api, method, verb and application), check them (the limiter), forward; then, once
  * the response has closed, account (the byte charge, one access-log line, the metrics). Work that can
  * finish at once does: no promise is awaited that is not pending, and a request is one object whose
  * listeners are shared by all requests.
@@ -231,42 +231,42 @@ export class Gateway {
 
     const route = record.route!;
     const verb = req.method ?? 'GET';
-    const plan = this.parts
+    const checks = this.parts
       .quotas()
-      .planFor(
+      .checksFor(
         route.api.config.id,
         route.method?.id ?? null,
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
-    if (plan.all.length === 0) return this.forward(record);
+    if (checks.all.length === 0) return this.forward(record);
     record.declaredBytes = declaredLength(req);
     // A body larger than a whole window's bytes can never fit: no Retry-After would help.
-    if (record.declaredBytes > plan.largestBody) return this.refuse(record, 'payload_too_large');
-    const specs = plan.specs(record.declaredBytes);
+    if (record.declaredBytes > checks.largestBody) return this.refuse(record, 'payload_too_large');
+    const specs = checks.specs(record.declaredBytes);
     const verdict = specs.length === 0 ? nothingToCheck : this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
       return verdict.then((settled) => {
-        if (this.admitted(record, plan, specs, settled)) return this.shadowsThenForward(record, plan);
+        if (this.admitted(record, checks, specs, settled)) return this.shadowsThenForward(record, checks);
       });
     }
-    if (this.admitted(record, plan, specs, verdict)) return this.shadowsThenForward(record, plan);
+    if (this.admitted(record, checks, specs, verdict)) return this.shadowsThenForward(record, checks);
   }
 
   /** Step 5b, for an admitted request: its shadow restrictions count it, then it goes upstream. */
-  private shadowsThenForward(record: RequestRecord, plan: QuotaPlan): Promise<void> | void {
-    if (plan.shadows.length === 0) return this.forward(record);
+  private shadowsThenForward(record: RequestRecord, checks: QuotaChecks): Promise<void> | void {
+    if (checks.shadows.length === 0) return this.forward(record);
     // Each on its own: one that would refuse must not keep another from counting what it admits.
-    const verdicts = plan
+    const verdicts = checks
       .shadowChecks(record.declaredBytes)
       .map((check) => this.parts.limiter.consume(check));
     if (verdicts.some(isPromise)) {
       return Promise.all(verdicts).then((settled) => {
-        this.shadowed(record, plan, settled);
+        this.shadowed(record, checks, settled);
         this.forward(record);
       });
     }
-    this.shadowed(record, plan, verdicts as LimiterVerdict[]);
+    this.shadowed(record, checks, verdicts as LimiterVerdict[]);
     this.forward(record);
   }
 
@@ -274,10 +274,10 @@ export class Gateway {
    * Applies the verdicts of the shadow restrictions: what one would have refused is logged and counted,
    * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent.
    */
-  private shadowed(record: RequestRecord, plan: QuotaPlan, verdicts: readonly LimiterVerdict[]): void {
+  private shadowed(record: RequestRecord, checks: QuotaChecks, verdicts: readonly LimiterVerdict[]): void {
     for (let i = 0; i < verdicts.length; i += 1) {
       const verdict = verdicts[i]!;
-      const restriction = plan.shadows[i]!;
+      const restriction = checks.shadows[i]!;
       if (verdict === 'unavailable' || verdict.outOfRoom) continue;
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
@@ -292,7 +292,7 @@ export class Gateway {
   /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
   private admitted(
     record: RequestRecord,
-    plan: QuotaPlan,
+    checks: QuotaChecks,
     specs: readonly CounterSpec[],
     verdict: LimiterVerdict,
   ): boolean {
@@ -309,7 +309,7 @@ export class Gateway {
       return false;
     }
     const { metrics } = this.parts;
-    const { restrictions } = plan;
+    const { restrictions } = checks;
     for (let i = 0; i < restrictions.length; i += 1) {
       const restriction = restrictions[i]!;
       const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
@@ -318,7 +318,7 @@ export class Gateway {
     }
     appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
-    if (verdict.allowed) record.byteCounters = plan.byteRestrictions;
+    if (verdict.allowed) record.byteCounters = checks.byteRestrictions;
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
       this.refuse(record, 'quota_exceeded', ['retry-after', retryAfter]);

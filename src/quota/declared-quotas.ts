@@ -1,52 +1,126 @@
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { ConfigError } from '../kit/config-error.js';
 import type { Logger } from '../observe/log.js';
 import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
 import type { QuotaRepository } from './quota-repository.js';
-import { quotaDtoSchema, type CatalogSource } from './quota-schema.js';
+import { membershipRecord, notAPlan } from './plans.js';
+import { quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
 
 /**
  * A quota as a file declares it (`quotas` in conf/, and what `gateway quotas export` writes and `import`
- * reads): the QuotaDTO with the id the file fixes and, for an application's own quota, the application.
+ * reads): the QuotaDTO with the id the file fixes and, for an application's own quota, the application;
+ * or, for an application put on a plan, the id of its record, the application and the plan alone.
  */
 export function declaredQuotaSchema(catalog?: CatalogSource) {
   const dto = quotaDtoSchema(catalog);
+  const onlyWithoutPlan = ' (left out with a plan)';
   return dto
     .omit({ system: true })
     .extend({
-      id: z
-        .string({ error: 'is required' })
-        .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
-          error: 'must be a UUID',
-        })
-        .transform((id) => id.toLowerCase())
-        .meta({
-          description:
-            'The id the file fixes (the well-known ids set the System and Application Default quotas)',
-        }),
+      id: uuid('The id the file fixes (the well-known ids set the System and Application Default quotas)'),
+      type: dto.shape.type.optional().meta({ description: `The quota's type${onlyWithoutPlan}` }),
+      name: dto.shape.name.optional().meta({ description: `The quota's name${onlyWithoutPlan}` }),
+      restrictions: dto.shape.restrictions
+        .optional()
+        .meta({ description: `The quota's restrictions${onlyWithoutPlan}` }),
       application: z
         .string({ error: 'must be a string' })
         .min(1, { error: `must be 1 to ${longestApplicationId} characters` })
         .max(longestApplicationId, { error: `must be 1 to ${longestApplicationId} characters` })
         .optional()
-        .meta({ description: 'The application whose own quota this is (type APPLICATION)' }),
+        .meta({
+          description: 'The application whose own quota this is (type APPLICATION), or whom `plan` is for',
+        }),
+      plan: uuid(
+        'Puts `application` on this plan (an APPLICATION quota no application owns) instead of giving it a quota',
+      ).optional(),
     })
     .superRefine((quota, ctx) => {
+      const issue = (path: string, message: string) =>
+        ctx.addIssue({ code: 'custom', path: [path], message });
+      const quotaFields = ['type', 'name', 'restrictions'] as const;
+      if (quota.plan !== undefined) {
+        if (quota.application === undefined) issue('application', 'is required with a plan');
+        for (const field of quotaFields)
+          if (quota[field] !== undefined) issue(field, "must be left out with a plan: the plan's is used");
+        return;
+      }
+      for (const field of quotaFields) if (quota[field] === undefined) issue(field, 'is required');
       if (
         quota.application !== undefined &&
+        quota.type !== undefined &&
         (quota.type !== 'APPLICATION' || wellKnownQuotaIds.has(quota.id))
       )
-        ctx.addIssue({
-          code: 'custom',
-          path: ['application'],
-          message:
-            'only a quota of type APPLICATION that is not a well-known quota can belong to an application',
-        });
-    });
+        issue(
+          'application',
+          'only a quota of type APPLICATION that is not a well-known quota can belong to an application',
+        );
+    })
+    .transform(
+      ({ id, type, name, description, restrictions, application, plan }): DeclaredQuota =>
+        plan === undefined
+          ? {
+              id,
+              type: type!,
+              name: name!,
+              description,
+              restrictions: restrictions!,
+              ...(application === undefined ? {} : { application }),
+            }
+          : { id, application: application!, plan },
+    );
 }
 
-export type DeclaredQuota = z.output<ReturnType<typeof declaredQuotaSchema>>;
+const uuid = (description: string) =>
+  z
+    .string({ error: 'is required' })
+    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
+      error: 'must be a UUID',
+    })
+    .transform((id) => id.toLowerCase())
+    .meta({ description });
+
+/** A declared quota, with the application it belongs to when it is an application's own. */
+export interface DeclaredDefinition {
+  id: string;
+  type: QuotaDto['type'];
+  name: string;
+  description: string;
+  restrictions: QuotaDto['restrictions'];
+  application?: string;
+}
+
+/** A declared membership: `application` is on plan `plan`, by its record `id`. */
+export interface DeclaredMembership {
+  id: string;
+  application: string;
+  plan: string;
+}
+
+export type DeclaredQuota = DeclaredDefinition | DeclaredMembership;
+
+export const isMembership = (declared: DeclaredQuota): declared is DeclaredMembership => 'plan' in declared;
+
+/**
+ * The memberships of the applications of conf/ that name a plan (`applications[].plan`), each under an
+ * id made from its application's, so that every start and reload declares the same record.
+ */
+export function declaredMemberships(
+  applications: ReadonlyArray<{ id: string; plan?: string | undefined }>,
+): DeclaredMembership[] {
+  return applications.flatMap(({ id, plan }) =>
+    plan === undefined ? [] : [{ id: membershipIdOf(id), application: id, plan: plan.toLowerCase() }],
+  );
+}
+
+/** A UUID (version 5 layout) made from the SHA-1 of the application id. */
+function membershipIdOf(application: string): string {
+  const hex = createHash('sha1').update(`quotagate plan membership:${application}`).digest('hex');
+  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
 
 /**
  * Rules across the quotas of one list: an id once, an application's own quota once.
@@ -80,8 +154,18 @@ export interface QuotaChange {
   application?: string;
 }
 
+/**
+ * Why plan `plan`, when `declared` declares it, cannot be one; undefined when it can, or when the list
+ * does not declare it (the store may hold it: it is checked as it is written).
+ */
+export function declaredPlanProblem(declared: readonly DeclaredQuota[], plan: string): string | undefined {
+  const quota = declared.find((candidate) => candidate.id === plan.toLowerCase());
+  return quota && notAPlan(plan, recordOf(quota));
+}
+
 /** The record a declaration stores: a well-known id keeps its type and is a system quota. */
 function recordOf(declared: DeclaredQuota): QuotaRecord {
+  if (isMembership(declared)) return membershipRecord(declared.id, declared.application, declared.plan);
   const { id, type, name, description, restrictions, application } = declared;
   return {
     quota: { id, type, name, description, restrictions, system: wellKnownQuotaIds.has(id) },
@@ -99,6 +183,11 @@ export function planQuotas(
   wanted: readonly DeclaredQuota[],
 ): { changes: QuotaChange[]; problems: string[] } {
   const byId = new Map(current.map((record) => [record.quota.id, record]));
+  // A membership may name a plan the same list declares: it is written first (see applyQuotas).
+  const after = new Map<string, QuotaRecord>([
+    ...byId,
+    ...wanted.map((declared) => [declared.id, recordOf(declared)] as const),
+  ]);
   const changes: QuotaChange[] = [];
   const problems: string[] = [];
   for (const declared of wanted) {
@@ -106,10 +195,15 @@ export function planQuotas(
     const record = recordOf(declared);
     const named = {
       id: declared.id,
-      name: declared.name,
+      name: isMembership(declared) ? `on plan ${declared.plan}` : declared.name,
       ...(declared.application ? { application: declared.application } : {}),
     };
-    if (stored && wellKnownQuotaIds.has(declared.id) && stored.quota.type !== declared.type) {
+    const notPlan = isMembership(declared) ? notAPlan(declared.plan, after.get(declared.plan)) : undefined;
+    if (notPlan) {
+      problems.push(`quota '${declared.id}': plan: ${notPlan}`);
+      continue;
+    }
+    if (stored && wellKnownQuotaIds.has(declared.id) && stored.quota.type !== record.quota.type) {
       problems.push(
         `quota '${declared.id}': type must stay ${stored.quota.type} for the well-known quota '${stored.quota.name}'`,
       );
@@ -133,7 +227,8 @@ export function planQuotas(
       }
     }
     if (!stored) changes.push({ action: 'create', ...named });
-    else if (isDeepStrictEqual(stored.quota, record.quota)) changes.push({ action: 'unchanged', ...named });
+    else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan)
+      changes.push({ action: 'unchanged', ...named });
     else changes.push({ action: 'replace', ...named });
   }
   return { changes, problems };
@@ -150,7 +245,10 @@ export async function applyQuotas(
   changes: readonly QuotaChange[],
 ): Promise<void> {
   const byId = new Map(wanted.map((declared) => [declared.id, declared]));
-  const writes = changes.filter((change) => change.action !== 'unchanged');
+  // Plans before the memberships that name them.
+  const writes = changes
+    .filter((change) => change.action !== 'unchanged')
+    .sort((a, b) => Number(isMembership(byId.get(a.id)!)) - Number(isMembership(byId.get(b.id)!)));
   for (const [written, change] of writes.entries()) {
     const record = recordOf(byId.get(change.id)!);
     try {
@@ -168,10 +266,11 @@ export async function applyQuotas(
 export function declarationsOf(records: readonly StoredQuota[]): Array<Record<string, unknown>> {
   return [...records]
     .sort((a, b) => Number(b.quota.system) - Number(a.quota.system) || a.quota.id.localeCompare(b.quota.id))
-    .map(({ quota: { system: _system, ...quota }, application }) => ({
-      ...quota,
-      ...(application === undefined ? {} : { application }),
-    }));
+    .map(({ quota: { system: _system, ...quota }, application, plan }) =>
+      plan === undefined
+        ? { ...quota, ...(application === undefined ? {} : { application }) }
+        : { id: quota.id, application, plan },
+    );
 }
 
 /** The quotas of conf/, checked against the store and ready to be written. */
@@ -182,13 +281,18 @@ export interface DeclaredQuotasPlan {
 }
 
 /**
- * Plans writing the `quotas` of conf/ into the store (at start and at each reload).
+ * Plans writing the `quotas` of conf/, and the plans its applications are put on, into the store (at
+ * start and at each reload).
  * @throws ConfigError when one cannot be written without taking away what the admin API made
  */
 export function planDeclaredQuotas(
   repository: Pick<QuotaRepository, 'all' | 'create' | 'replace'>,
-  declared: readonly DeclaredQuota[],
+  config: {
+    quotas: readonly DeclaredQuota[];
+    applications: ReadonlyArray<{ id: string; plan?: string | undefined }>;
+  },
 ): DeclaredQuotasPlan {
+  const declared = [...config.quotas, ...declaredMemberships(config.applications)];
   const before = repository.all();
   const { changes, problems } = planQuotas(before, declared);
   if (problems.length > 0) throw new ConfigError(problems.map((problem) => `quotas: ${problem}`));

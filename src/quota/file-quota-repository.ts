@@ -11,11 +11,18 @@ import {
   QuotaWriteFailed,
   type QuotaRepository,
 } from './quota-repository.js';
+import { notAPlan, planRuleBroken } from './plans.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
 import { claimStoreFile } from './store-owner.js';
 import { parseRecord, serializeRecord, stored } from './stored-records.js';
 
 const formatVersion = 1;
+
+/** @throws QuotaConflict when the write breaks a rule of plans (see plans.ts). */
+function keepPlanRules(records: ReadonlyMap<string, QuotaRecord>, id: string, next: QuotaRecord | undefined) {
+  const broken = planRuleBroken(records, id, next);
+  if (broken) throw new QuotaConflict(broken);
+}
 
 /**
  * `store.type: "memory"`: definitions in this process, persisted to one JSON file. Writes are
@@ -63,6 +70,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       ) {
         throw new QuotaConflict(`application '${record.application}' already has a quota`);
       }
+      keepPlanRules(records, record.quota.id, record);
       const created = stored(record);
       records.set(record.quota.id, created);
       return created;
@@ -75,7 +83,9 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       const replaced = stored({
         quota: record.quota,
         ...(current.application ? { application: current.application } : {}),
+        ...(record.plan === undefined ? {} : { plan: record.plan }),
       });
+      keepPlanRules(records, record.quota.id, replaced);
       records.set(record.quota.id, replaced);
       return replaced;
     });
@@ -84,6 +94,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
   remove(id: string, ifMatch?: string): Promise<void> {
     return this.write((records) => {
       this.current(records, id, ifMatch);
+      keepPlanRules(records, id, undefined);
       records.delete(id);
     });
   }
@@ -166,6 +177,11 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       }
       seen.add(quota.id);
       records.push(parsed.record);
+    });
+    const byId = new Map(records.map((record) => [record.quota.id, record]));
+    records.forEach((record, i) => {
+      const problem = record.plan === undefined ? undefined : notAPlan(record.plan, byId.get(record.plan));
+      if (problem) problems.push(`quotas[${i}] (id '${record.quota.id}'): plan: ${problem}`);
     });
     if (problems.length > 0) throw refuse(problems.join('; '));
     return records;

@@ -69,7 +69,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
  * restrictions are checked together, all or nothing; each shadow restriction is checked on its own once
  * they admit the request, so that it counts exactly what it would admit if it were enforced.
  */
-export class QuotaPlan {
+export class QuotaChecks {
   /** The enforced restrictions, whose checks decide the request. */
   readonly restrictions: readonly ApplicableRestriction[];
   /** The shadow restrictions, which count and report but never refuse. */
@@ -121,16 +121,16 @@ function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes:
   });
 }
 
-const noRestrictions = new QuotaPlan([]);
+const noRestrictions = new QuotaChecks([]);
 
-/** The plans of one (api, method, verb): the API-wide one, and one per application seen. */
-interface PlansOfRoute {
-  apiWide: QuotaPlan;
-  byApplication: Map<string, QuotaPlan>;
+/** The checks of one (api, method, verb): the API-wide ones, and those of each application seen. */
+interface ChecksOfRoute {
+  apiWide: QuotaChecks;
+  byApplication: Map<string, QuotaChecks>;
 }
 
-/** Plans kept per route for recent applications: beyond it they are made again. */
-const applicationPlansKept = 10_000;
+/** Checks kept per route for recent applications: beyond it they are made again. */
+const applicationChecksKept = 10_000;
 
 /** The restrictions of `list` that apply to a request of `api` and `method` (catalog ids, any case) and `verb`. */
 function matching(
@@ -204,8 +204,8 @@ export class QuotaIndex {
   private readonly apiWide: CompiledRestriction[];
   private readonly byApplication: Map<string, CompiledRestriction[]>;
   private readonly applicationDefault: CompiledRestriction[];
-  /** Plans by api id, method id ('' for none) and verb, as the router spells them: three map lookups. */
-  private readonly plans = new Map<string, Map<string, Map<string, PlansOfRoute>>>();
+  /** Checks by api id, method id ('' for none) and verb, as the router spells them: three map lookups. */
+  private readonly routes = new Map<string, Map<string, Map<string, ChecksOfRoute>>>();
 
   constructor(records: readonly StoredQuota[]) {
     const labels = uniqueLabels(records.map((record) => record.quota));
@@ -214,67 +214,81 @@ export class QuotaIndex {
     this.apiWide = records
       .filter((record) => record.quota.type === 'API')
       .flatMap((record) => compiled(record, false));
-    this.byApplication = new Map(
-      records
-        .filter((record) => record.application)
-        .map((record) => [record.application!, compiled(record, true)]),
-    );
+    // A plan's restrictions are compiled once, for all the applications on it; a membership whose plan
+    // is not in `records` (refused as stored) leaves its application to the Application Default.
+    const byId = new Map(records.map((record) => [record.quota.id, record]));
+    const plans = new Map<string, CompiledRestriction[]>();
+    const restrictionsOf = (record: StoredQuota): CompiledRestriction[] | undefined => {
+      if (record.plan === undefined) return compiled(record, true);
+      const plan = byId.get(record.plan);
+      if (!plan) return undefined;
+      let restrictions = plans.get(plan.quota.id);
+      if (!restrictions) plans.set(plan.quota.id, (restrictions = compiled(plan, true)));
+      return restrictions;
+    };
+    this.byApplication = new Map();
+    for (const record of records) {
+      const restrictions = record.application === undefined ? undefined : restrictionsOf(record);
+      if (restrictions) this.byApplication.set(record.application!, restrictions);
+    }
     const fallback = records.find((record) => record.quota.id === applicationDefaultQuotaId);
     this.applicationDefault = fallback ? compiled(fallback, true) : [];
   }
 
   /**
-   * The plan of a request: the restrictions of every API-type quota that match (all traffic counts
-   * together), and those of the application's own quota, or else of the Application Default (counted
-   * per application). Without an application, only the API-type ones. Made on first use, then reused.
+   * The checks of a request: the restrictions of every API-type quota that match (all traffic counts
+   * together), and those of the application's own quota or of the plan it is on, or else of the
+   * Application Default (counted per application). Without an application, only the API-type ones. Made on first use, then reused.
    * @param api the catalog api id
    * @param method the catalog method id, or null for a path no method declares
    * @param verb the verb as routed (HEAD counts as GET)
    */
-  planFor(api: string, method: string | null, verb: string, application: string | undefined): QuotaPlan {
-    let byMethod = this.plans.get(api);
-    if (!byMethod) this.plans.set(api, (byMethod = new Map()));
+  checksFor(api: string, method: string | null, verb: string, application: string | undefined): QuotaChecks {
+    let byMethod = this.routes.get(api);
+    if (!byMethod) this.routes.set(api, (byMethod = new Map()));
     let byVerb = byMethod.get(method ?? '');
     if (!byVerb) byMethod.set(method ?? '', (byVerb = new Map()));
     let route = byVerb.get(verb);
-    if (!route) byVerb.set(verb, (route = this.plansOf(api, method, verb)));
+    if (!route) byVerb.set(verb, (route = this.checksOfRoute(api, method, verb)));
     if (application === undefined) return route.apiWide;
-    let plan = route.byApplication.get(application);
-    if (!plan) {
-      if (route.byApplication.size >= applicationPlansKept) route.byApplication.clear();
-      plan = this.applicationPlan(route.apiWide, api, method, verb, application);
-      route.byApplication.set(application, plan);
+    let checks = route.byApplication.get(application);
+    if (!checks) {
+      if (route.byApplication.size >= applicationChecksKept) route.byApplication.clear();
+      checks = this.applicationChecks(route.apiWide, api, method, verb, application);
+      route.byApplication.set(application, checks);
     }
-    return plan;
+    return checks;
   }
 
-  private plansOf(api: string, method: string | null, verb: string): PlansOfRoute {
+  private checksOfRoute(api: string, method: string | null, verb: string): ChecksOfRoute {
     const restrictions = matching(this.apiWide, api, method, verb).map((restriction) =>
       applicable(restriction),
     );
     return {
-      apiWide: restrictions.length === 0 ? noRestrictions : new QuotaPlan(restrictions),
+      apiWide: restrictions.length === 0 ? noRestrictions : new QuotaChecks(restrictions),
       byApplication: new Map(),
     };
   }
 
-  private applicationPlan(
-    apiWide: QuotaPlan,
+  private applicationChecks(
+    apiWide: QuotaChecks,
     api: string,
     method: string | null,
     verb: string,
     application: string,
-  ): QuotaPlan {
+  ): QuotaChecks {
     const own = this.byApplication.get(application) ?? this.applicationDefault;
     const perApplication = matching(own, api, method, verb).map((restriction) =>
       applicable(restriction, application),
     );
-    return perApplication.length === 0 ? apiWide : new QuotaPlan([...apiWide.all, ...perApplication]);
+    return perApplication.length === 0 ? apiWide : new QuotaChecks([...apiWide.all, ...perApplication]);
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */
   countersOf(quotaId: string): Array<{ index: number; keyBase: string; windowMs: number; limit: number }> {
-    const all = [...this.apiWide, ...this.applicationDefault, ...[...this.byApplication.values()].flat()];
+    // Applications on one plan share its restrictions: each is listed once.
+    const lists = new Set([this.apiWide, this.applicationDefault, ...this.byApplication.values()]);
+    const all = [...lists].flat();
     return all
       .filter((restriction) => restriction.quotaId === quotaId)
       .map(({ index, keyBase, windowMs: window, limit }) => ({ index, keyBase, windowMs: window, limit }));

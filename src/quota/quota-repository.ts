@@ -17,14 +17,19 @@ export interface QuotaRepository {
    * store, which refuses to open with one.
    */
   refused(): RefusedQuota[];
-  /** @throws QuotaConflict when the record's application already has a quota. */
+  /**
+   * @throws QuotaConflict when the record's application already has a quota, or when it names a plan
+   * that is none (plans.ts).
+   */
   create(record: QuotaRecord): Promise<StoredQuota>;
   /**
-   * Replaces the quota with the record's id, keeping the application it belongs to.
-   * @throws QuotaNotFound, QuotaPreconditionFailed when `ifMatch` is given and is not the current ETag.
+   * Replaces the quota with the record's id, keeping the application it belongs to; the plan is the
+   * record's (none turns a membership into an own quota).
+   * @throws QuotaNotFound, QuotaPreconditionFailed when `ifMatch` is given and is not the current ETag,
+   * QuotaConflict when the write breaks a rule of plans (a plan in use made into no plan).
    */
   replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota>;
-  /** @throws QuotaNotFound, QuotaPreconditionFailed */
+  /** @throws QuotaNotFound, QuotaPreconditionFailed, QuotaConflict for a plan applications are on */
   remove(id: string, ifMatch?: string): Promise<void>;
   /** Called with the whole set after every change this process learns of. */
   onChange(listener: (quotas: StoredQuota[]) => void): void;

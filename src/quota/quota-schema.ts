@@ -300,10 +300,35 @@ export function quotaDtoSchema(catalog?: CatalogSource) {
  */
 export function applicationQuotaDtoSchema(catalog?: CatalogSource) {
   const dto = quotaDtoSchema(catalog);
-  return dto.extend({
-    type: dto.shape.type.optional().meta({ description: 'APPLICATION (the default)' }),
-    name: dto.shape.name.optional().meta({ description: "Default: the application's name and ' quota'" }),
-  });
+  return dto
+    .extend({
+      type: dto.shape.type.optional().meta({ description: 'APPLICATION (the default)' }),
+      name: dto.shape.name.optional().meta({ description: "Default: the application's name and ' quota'" }),
+      restrictions: dto.shape.restrictions
+        .optional()
+        .meta({ description: 'The restrictions of its own quota; required unless `plan` is given' }),
+      plan: z
+        .string({ error: msg('must be a string') })
+        .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
+          error: 'must be the id (a UUID) of a plan',
+        })
+        .transform((id) => id.toLowerCase())
+        .optional()
+        .meta({
+          description:
+            'Puts the application on this plan (the id of an APPLICATION quota that no application owns) instead of giving it restrictions of its own',
+        }),
+    })
+    .superRefine((body, ctx) => {
+      if (body.plan === undefined && body.restrictions === undefined)
+        ctx.addIssue({ code: 'custom', path: ['restrictions'], message: 'is required (or give a plan)' });
+      if (body.plan !== undefined && body.restrictions !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['restrictions'],
+          message: "must be left out with a plan: an application on a plan has the plan's restrictions",
+        });
+    });
 }
 
 const quotaId = z
@@ -331,9 +356,21 @@ export const quotaAnswerSchema = quotaSchema.extend({
   declared: z.literal(true).optional().meta({
     description: 'Declared in conf/ (quotas): read-only through the API, changed there and reloaded',
   }),
+  plan: z
+    .strictObject({ id: z.string(), name: z.string() })
+    .optional()
+    .meta({ description: "An application's quota when the application is on a plan: the plan it is on" }),
+  applicationCount: z.int().min(0).optional().meta({
+    description: 'A plan (an APPLICATION quota no application owns): how many applications are on it',
+  }),
 });
 
-/** A quota as the stores keep it: its fields in this order, and the application it belongs to. */
+/**
+ * A quota as the stores keep it: its fields in this order, the application it belongs to and, for an
+ * application put on a plan, the plan. That membership is the application's own record, so that the
+ * one-record-per-application rule of the stores covers it and every gateway follows it as it follows
+ * quotas; its restrictions are the plan's, never its own (see plans.ts).
+ */
 export const storedRecordSchema = quotaSchema
   .extend({
     application: z
@@ -341,8 +378,16 @@ export const storedRecordSchema = quotaSchema
       .min(1, { error: `must be 1 to ${longestApplicationId} characters` })
       .max(longestApplicationId, { error: `must be 1 to ${longestApplicationId} characters` })
       .optional(),
+    plan: quotaId.optional(),
   })
   .superRefine((record, ctx) => {
+    if (record.plan !== undefined && (record.application === undefined || record.restrictions.length > 0)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['plan'],
+        message: "only an application's record without restrictions of its own can name a plan",
+      });
+    }
     const wellKnown = wellKnownQuotaIds.has(record.id);
     if (record.system !== wellKnown) {
       ctx.addIssue({
@@ -377,10 +422,14 @@ export type Quota = z.output<typeof quotaSchema>;
 export type Restriction = Quota['restrictions'][number];
 export type RestrictionConfig = Restriction['config'];
 
-/** A quota as stored: with the application it belongs to, when it is an application's own quota. */
+/**
+ * A quota as stored: with the application it belongs to, when it is an application's own quota, and the
+ * plan (the id of an APPLICATION quota no application owns) when it puts the application on one.
+ */
 export interface QuotaRecord {
   quota: Quota;
   application?: string;
+  plan?: string;
 }
 
 /** A stored quota and its entity tag (`ETag`), the SHA-1 of its stored JSON. */

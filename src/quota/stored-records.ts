@@ -8,7 +8,11 @@ import { problemsOf } from './schema-problems.js';
  * @throws Error naming the problems when the record breaks the quota schema.
  */
 export function serializeRecord(record: QuotaRecord): string {
-  const parsed = storedRecordSchema.safeParse({ ...record.quota, application: record.application });
+  const parsed = storedRecordSchema.safeParse({
+    ...record.quota,
+    application: record.application,
+    plan: record.plan,
+  });
   if (!parsed.success) {
     throw new Error(`not a storable quota: ${problemsOf(parsed.error.issues, 'record').join('; ')}`);
   }
@@ -24,8 +28,14 @@ export function etagOf(json: string): string {
 export function parseRecord(value: unknown): { record: QuotaRecord } | { problems: string[] } {
   const parsed = storedRecordSchema.safeParse(value);
   if (!parsed.success) return { problems: problemsOf(parsed.error.issues, 'record') };
-  const { application, ...quota } = parsed.data;
-  return { record: application === undefined ? { quota } : { quota, application } };
+  const { application, plan, ...quota } = parsed.data;
+  return {
+    record: {
+      quota,
+      ...(application === undefined ? {} : { application }),
+      ...(plan === undefined ? {} : { plan }),
+    },
+  };
 }
 
 /** A record with the ETag of its stored form. */

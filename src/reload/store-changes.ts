@@ -17,7 +17,7 @@ export function planStoreChanges(
   stores: { quotas: QuotaRepository; applications: ApplicationRepository } | null,
 ): { apply(logger: Logger): Promise<void> } {
   if (!stores) return { apply: () => Promise.resolve() };
-  const declared = planDeclaredQuotas(stores.quotas, next.config.quotas);
+  const declared = planDeclaredQuotas(stores.quotas, next.config);
   const shared = sharedIdProblems(next.config.applications, stores.applications.all());
   if (shared.length > 0) throw new ConfigError(shared);
   return declared;

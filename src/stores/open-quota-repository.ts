@@ -42,7 +42,7 @@ export async function openQuotaRepository(
     throw error;
   }
   try {
-    if (context.declare) await planDeclaredQuotas(repository, config.quotas).apply(logger);
+    if (context.declare) await planDeclaredQuotas(repository, config).apply(logger);
   } catch (error) {
     await repository.close();
     throw error;

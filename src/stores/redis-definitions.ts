@@ -4,8 +4,18 @@ import type { DefinitionSet } from '../quota/definition-set.js';
 import type { QuotaRecord } from '../quota/model.js';
 import { serializeRecord } from '../quota/stored-records.js';
 
-/** A write's answer: EMPTY when Redis has lost the whole set, which must be restored first. */
-export type WriteReply = 'OK' | 'CONFLICT' | 'NOT_FOUND' | 'PRECONDITION' | 'EMPTY';
+/**
+ * A write's answer: EMPTY when Redis has lost the whole set, which must be restored first; NO_PLAN and
+ * IN_USE (with how many applications are on the plan) when it breaks a rule of plans (plan-rules.lua).
+ */
+export type WriteReply =
+  | 'OK'
+  | 'CONFLICT'
+  | 'NOT_FOUND'
+  | 'PRECONDITION'
+  | 'EMPTY'
+  | 'NO_PLAN'
+  | `IN_USE:${number}`;
 
 interface DefinitionScripts {
   quotaLoad(defs: string, apps: string, version: string): Promise<[string[], string[], string, string]>;
@@ -39,13 +49,15 @@ interface DefinitionScripts {
   ): Promise<WriteReply>;
 }
 
-const scripts: Array<[name: keyof DefinitionScripts, file: string, numberOfKeys: number]> = [
+const scripts: Array<
+  [name: keyof DefinitionScripts, file: string, numberOfKeys: number, preludes?: string[]]
+> = [
   ['quotaLoad', 'quota-load', 3],
   ['quotaRestore', 'quota-restore', 3],
   ['quotaEnsure', 'quota-ensure', 1],
-  ['quotaCreate', 'quota-create', 3],
-  ['quotaReplace', 'quota-replace', 2],
-  ['quotaRemove', 'quota-remove', 3],
+  ['quotaCreate', 'quota-create', 3, ['plan-rules']],
+  ['quotaReplace', 'quota-replace', 2, ['plan-rules']],
+  ['quotaRemove', 'quota-remove', 3, ['plan-rules']],
 ];
 
 /**
@@ -68,8 +80,8 @@ export class RedisDefinitions {
       version: `${prefix}{quotas}:version`,
     };
     this.channel = `${prefix}quotas:changes`;
-    for (const [name, file, numberOfKeys] of scripts) {
-      redis.defineCommand(name, { numberOfKeys, lua: readLuaScript(import.meta.url, file) });
+    for (const [name, file, numberOfKeys, preludes] of scripts) {
+      redis.defineCommand(name, { numberOfKeys, lua: readLuaScript(import.meta.url, file, preludes) });
     }
   }
 

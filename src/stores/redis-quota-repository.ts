@@ -19,9 +19,18 @@ import {
   type RefusedQuota,
 } from '../quota/quota-repository.js';
 import { QuotaSnapshot } from '../quota/quota-snapshot.js';
-import { RedisDefinitions } from './redis-definitions.js';
+import { planInUse } from '../quota/plans.js';
+import { RedisDefinitions, type WriteReply } from './redis-definitions.js';
 import { ReloadLoop, type Timers } from '../quota/reload-loop.js';
 import { etagOf, serializeRecord, stored } from '../quota/stored-records.js';
+
+/** @throws QuotaConflict when Redis refused a write of quota `id` for a rule of plans (plan-rules.lua). */
+function refuseBrokenPlanRule(reply: WriteReply, id: string, plan: string | undefined): void {
+  if (reply === 'NO_PLAN')
+    throw new QuotaConflict(`quota '${plan}' is not a plan (an APPLICATION quota that no application owns)`);
+  if (reply.startsWith('IN_USE:'))
+    throw new QuotaConflict(planInUse(id, Number(reply.slice('IN_USE:'.length))));
+}
 
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
 const casAttempts = 5;
@@ -129,6 +138,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       if (reply === 'OK') return this.applied(record);
       if (reply === 'CONFLICT')
         throw new QuotaConflict(`application '${record.application}' already has a quota`);
+      refuseBrokenPlanRule(reply, record.quota.id, record.plan);
       // EMPTY: Redis lost the set; put it back before adding to it.
       await this.reloadNow();
     }
@@ -143,9 +153,11 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       const next: QuotaRecord = {
         quota: record.quota,
         ...(current.application ? { application: current.application } : {}),
+        ...(record.plan === undefined ? {} : { plan: record.plan }),
       };
       const reply = await this.run(() => this.store.replace(id, serializeRecord(next), current.etag));
       if (reply === 'OK') return this.applied(next);
+      refuseBrokenPlanRule(reply, id, record.plan);
       if (reply === 'PRECONDITION' && ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
       // Gone since the read (removed, or Redis lost the set): the next read tells which.
     }
@@ -157,6 +169,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
       const current = await this.current(id);
       if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
       const reply = await this.run(() => this.store.remove(id, current.etag, current.application));
+      refuseBrokenPlanRule(reply, id, undefined);
       if (reply === 'OK') {
         const next = new Map(this.records);
         next.delete(id);

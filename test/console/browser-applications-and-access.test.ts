@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import type { Page } from 'puppeteer-core';
 import {
   api,
   logIn,
@@ -30,6 +31,16 @@ const secret = 'a-long-shared-secret-0123456789';
 
 const { browser, defer, start, page } = useConsoleBrowser();
 
+/** Puts the mobile application back on the Application Default from the Applications tab. */
+async function backToTheDefault(browserPage: Page, adminUrl: string): Promise<void> {
+  await browserPage.goto(`${adminUrl}/#/applications`);
+  browserPage.once('dialog', (dialog) => void dialog.accept());
+  await (await browserPage.waitForSelector(
+    `article[data-application="${mobile.id}"] [data-action=default-quota]`,
+  ))!.click();
+  await waitForText(browserPage, '.notice', '"Mobile app" is on the Application Default again.');
+}
+
 describe('the admin console in a browser', () => {
   it('gives an application a quota of its own from the Applications tab, and takes it back', async () => {
     const gateway = await start({ applications: [mobile] });
@@ -53,14 +64,37 @@ describe('the admin console in a browser', () => {
     expect(own.restrictions[0]?.config.messages).toBe('4');
     await waitForText(browserPage, 'h2', 'Edit “Mobile app quota”');
 
-    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
-    browserPage.once('dialog', (dialog) => void dialog.accept());
-    await (await browserPage.waitForSelector(
-      `article[data-application="${mobile.id}"] [data-action=default-quota]`,
-    ))!.click();
-    await waitForText(browserPage, '.notice', '"Mobile app" is on the Application Default again.');
+    await backToTheDefault(browserPage, gateway.adminUrl);
     expect((await ownQuota()).id).toBe(applicationDefaultQuotaId);
     await browserPage.waitForSelector(`article[data-application="${mobile.id}"] [data-action=own-quota]`);
+  });
+
+  it('puts an application on a plan from the Applications tab, shows the plan with its members, and takes it off', async () => {
+    const gateway = await start({ applications: [mobile] });
+    const goldId = await setQuota(gateway, {
+      type: 'APPLICATION',
+      name: 'Gold',
+      restrictions: [throttle(9, 1, 'minute')],
+    });
+    const quotaOfMobile = async () =>
+      (await (await api(gateway, `/applications/${mobile.id}/quota`)).json()) as Quota & {
+        plan?: { id: string };
+      };
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/applications`);
+    const choice = `article[data-application="${mobile.id}"] select[data-action=plan]`;
+    await browserPage.waitForSelector(choice);
+    await browserPage.select(choice, goldId);
+    await waitForText(browserPage, '.notice', '"Mobile app" is on the plan "Gold".');
+    expect((await quotaOfMobile()).plan?.id).toBe(goldId);
+    await waitForText(browserPage, `article[data-application="${mobile.id}"] p`, 'On the plan Gold.');
+
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas`);
+    await browserPage.waitForSelector(`article[data-quota="${goldId}"] [data-plan-members="1"]`);
+
+    await backToTheDefault(browserPage, gateway.adminUrl);
+    expect((await quotaOfMobile()).id).toBe(applicationDefaultQuotaId);
   });
 
   it('shows a quota declared in conf/ read-only, and says where to change it', async () => {

@@ -244,20 +244,22 @@ describe('the admin console in a browser', () => {
     await logIn(browserPage, gateway.adminUrl, adminUser);
     await browserPage.goto(`${gateway.adminUrl}/#/docs`);
     await browserPage.waitForSelector('main h2');
-    // The quota list is held at the browser until the Applications tab has been drawn.
+    // The Quotas tab's quota list is held at the browser until the Applications tab has been drawn (which
+    // reads the list too, for its plans: that later request goes through).
     let release = () => {};
     const held = new Promise<void>((resolve) => (release = resolve));
+    let heldRequest: unknown = null;
     await browserPage.setRequestInterception(true);
     browserPage.on('request', (request) => {
-      if (request.url().endsWith('/api/portal/v1.3/quotas')) void held.then(() => request.continue());
-      else void request.continue();
+      if (heldRequest === null && request.url().endsWith('/api/portal/v1.3/quotas')) {
+        heldRequest = request;
+        void held.then(() => request.continue());
+      } else void request.continue();
     });
     await browserPage.evaluate(() => (location.hash = '#/quotas'));
     await browserPage.evaluate(() => (location.hash = '#/applications'));
     await browserPage.waitForSelector(`article[data-application="${mobile.id}"]`);
-    const listed = browserPage.waitForResponse((response) =>
-      response.url().endsWith('/api/portal/v1.3/quotas'),
-    );
+    const listed = browserPage.waitForResponse((response) => response.request() === heldRequest);
     release();
     await listed;
     // Two frames for the late answer to be parsed and drawn, had it anywhere to go.

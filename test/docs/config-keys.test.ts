@@ -21,4 +21,13 @@ describe('the key table of docs/configuration.md', () => {
         .join('|');
     expect(shown.map(cells)).toEqual(configKeyTable().split('\n').map(cells));
   });
+
+  it('names each type of a key once, however many variants of the schema the key is in', () => {
+    const row = (key: string) =>
+      configKeyTable()
+        .split('\n')
+        .find((line) => line.startsWith(`| \`${key}\` |`));
+    expect(row('workers')).toBe('| `workers` | "auto" \\| integer 1–1024 | `1` |');
+    expect(row('admin.users[].role')).toBe('| `admin.users[].role` | "admin" \\| "member" |  |');
+  });
 });

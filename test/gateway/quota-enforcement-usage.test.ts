@@ -15,6 +15,7 @@ import {
   useEnforcementGateways,
   webId,
   webKey,
+  eachStore,
 } from '../helpers/enforcement-gateways.js';
 
 const { clock, gatewayWith } = useEnforcementGateways();
@@ -100,15 +101,7 @@ describe('quota enforcement: usage and metrics', () => {
   });
 });
 
-describe.each([
-  ['the memory store', () => ({})],
-  [
-    'the Redis store',
-    () => ({
-      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:${Date.now()}:${Math.random()}:` },
-    }),
-  ],
-])('the RateLimit fields on %s', (_store, store) => {
+describe.each(eachStore)('the RateLimit fields on %s', (_store, store) => {
   it("say t within w on every answer, and on every refusal the refusing restriction's t is the Retry-After", async () => {
     const gateway = await gatewayWith(store());
     await setQuota(

@@ -1,5 +1,5 @@
-import { describe, expect, inject, it } from 'vitest';
-import { get, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
+import { describe, expect, it } from 'vitest';
+import { get, useEnforcementGateways, eachStore } from '../helpers/enforcement-gateways.js';
 import { request } from '../helpers/raw-http.js';
 import {
   adminUser,
@@ -21,15 +21,7 @@ const { gatewayWith } = useEnforcementGateways();
 const shadow = <T extends Record<string, unknown>>(restriction: T) => ({ ...restriction, mode: 'shadow' });
 const systemUsage = (gateway: TestGateway) => quotaUsage(gateway.adminUrl, systemQuotaId);
 
-describe.each([
-  ['the memory store', () => ({})],
-  [
-    'the Redis store',
-    () => ({
-      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:${Date.now()}:${Math.random()}:` },
-    }),
-  ],
-])('shadow restrictions on %s', (_store, store) => {
+describe.each(eachStore)('shadow restrictions on %s', (_store, store) => {
   it('count what an enforced one would admit and never refuse; the access line, the metric and usage say what they would have refused', async () => {
     const gateway = await gatewayWith(store());
     await setQuota(

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll } from 'vitest';
+import { afterAll, afterEach, beforeAll, inject } from 'vitest';
 import { request } from './raw-http.js';
 import { basicAuth, devKey, petsConfig, startTestGateway, type TestGateway } from './test-gateway.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
@@ -57,3 +57,17 @@ export function useEnforcementGateways(): EnforcementGateways {
 /** GET through the data plane with a key as Basic credentials. */
 export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
   request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
+
+/**
+ * The two stores a behaviour is shown on, for `describe.each`: its name, and the config overrides that
+ * choose it (a Redis prefix of its own per call, so that tests never see each other's counters).
+ */
+export const eachStore: Array<[string, () => Record<string, unknown>]> = [
+  ['the memory store', () => ({})],
+  [
+    'the Redis store',
+    () => ({
+      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:${Date.now()}:${Math.random()}:` },
+    }),
+  ],
+];

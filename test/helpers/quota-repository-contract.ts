@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   applicationDefaultQuotaId,
@@ -5,6 +6,7 @@ import {
   type Quota,
   type StoredQuota,
 } from '../../src/quota/model.js';
+import { membershipRecord } from '../../src/quota/plans.js';
 import { etagOf, serializeRecord } from '../../src/quota/stored-records.js';
 import {
   QuotaConflict,
@@ -119,6 +121,49 @@ export function describeQuotaRepositoryContract(name: string, open: () => Promis
         expect(repository.ofApplication('tv')).toBeUndefined();
         await expect(repository.remove(quota.id)).rejects.toBeInstanceOf(QuotaNotFound);
         await repository.create({ quota: sampleQuota({ type: 'APPLICATION' }), application: 'tv' });
+      }),
+    );
+
+    it(
+      'keeps the rules of plans: a membership names a plan, and a plan in use is neither deleted nor made into another type',
+      withRepository(async ({ repository, reopen }) => {
+        const plan = sampleQuota({ type: 'APPLICATION', name: 'Gold' });
+        const apiQuota = sampleQuota();
+        await repository.create({ quota: plan });
+        await repository.create({ quota: apiQuota });
+        const membership = await repository.create(membershipRecord(randomUUID(), 'gold-app', plan.id));
+        await repository.create(membershipRecord(randomUUID(), 'silver-app', plan.id));
+        expect(repository.ofApplication('gold-app')).toMatchObject({
+          plan: plan.id,
+          application: 'gold-app',
+        });
+
+        for (const notAPlan of [apiQuota.id, applicationDefaultQuotaId, membership.quota.id, randomUUID()]) {
+          await expect(
+            repository.create(membershipRecord(randomUUID(), 'bronze-app', notAPlan)),
+          ).rejects.toBeInstanceOf(QuotaConflict);
+        }
+        expect(repository.ofApplication('bronze-app')).toBeUndefined();
+
+        const inUse = /is a plan that 2 applications are on/;
+        await expect(repository.remove(plan.id)).rejects.toThrow(inUse);
+        await expect(repository.replace({ quota: { ...plan, type: 'API' } })).rejects.toThrow(inUse);
+        expect(repository.get(plan.id)?.quota.type).toBe('APPLICATION');
+        await repository.replace({ quota: { ...plan, name: 'Gold v2' } });
+
+        // Off the plan (an own quota in its place), then gone: the plan is free to go.
+        await repository.replace({ quota: sampleQuota({ type: 'APPLICATION', id: membership.quota.id }) });
+        expect(repository.ofApplication('gold-app')?.plan).toBeUndefined();
+        await expect(repository.remove(plan.id)).rejects.toThrow(/is a plan that 1 application is on/);
+        const next = await reopen();
+        try {
+          expect(next.ofApplication('silver-app')).toMatchObject({ plan: plan.id });
+        } finally {
+          await next.close();
+        }
+        await repository.remove(repository.ofApplication('silver-app')!.quota.id);
+        await repository.remove(plan.id);
+        expect(repository.get(plan.id)).toBeUndefined();
       }),
     );
 

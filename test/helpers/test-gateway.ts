@@ -186,6 +186,8 @@ export interface UsageAnswer {
     mode?: string;
     /** API quotas only. */
     used?: number;
+    /** Application quotas only: each application that has units counted. */
+    applications?: Array<{ application: string; name: string; used: number }>;
     rejections: { bucketSeconds: number; counts: number[] };
   }>;
 }
@@ -206,6 +208,14 @@ export const basicAuth = (key: string) => `Basic ${Buffer.from(`${key}:`).toStri
 /** The Authorization header of an admin user. */
 export const userAuth = (user: { username: string; password: string }) =>
   `Basic ${Buffer.from(`${user.username}:${user.password}`).toString('base64')}`;
+
+/** Calls the portal API at `/api/portal/v1.3<path>` of `gateway` as the administrator, with a JSON body. */
+export const adminCall = (gateway: TestGateway, method: string, path: string, body?: unknown) =>
+  fetch(`${gateway.adminUrl}/api/portal/v1.3${path}`, {
+    method,
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
 
 /** Sets a quota through the admin API, as an administrator would: PUT for a well-known id, else POST. */
 export async function setQuota(

@@ -2,14 +2,13 @@ import { describe, expect, it } from 'vitest';
 import type { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import {
-  adminUser,
+  adminCall,
   basicAuth,
   petsApiId,
   petsConfig,
   startTestGateway,
   systemQuotaId,
   throttle,
-  userAuth,
   writeConfigDir,
   type TestGateway,
 } from '../helpers/test-gateway.js';
@@ -53,19 +52,12 @@ async function start(quotas: unknown[]): Promise<{ gateway: TestGateway; config:
 const get = (gateway: TestGateway) =>
   fetch(`${gateway.url}/pets/1`, { headers: { authorization: basicAuth(appKey) } }).then((res) => res.status);
 
-const admin = (gateway: TestGateway, method: string, path: string, body?: unknown) =>
-  fetch(`${gateway.adminUrl}/api/portal/v1.3${path}`, {
-    method,
-    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-
 describe('quotas declared in conf/', () => {
   it('are written into the store at start and enforced, an application quota as its own', async () => {
     const { gateway } = await start([system(10), mobileQuota]);
     expect(await get(gateway)).toBe(200);
     expect(await get(gateway)).toBe(429);
-    const own = (await (await admin(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as {
+    const own = (await (await adminCall(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as {
       id: string;
       application: unknown;
     };
@@ -75,7 +67,7 @@ describe('quotas declared in conf/', () => {
 
   it('are read-only through the admin API, which says where to change them', async () => {
     const { gateway } = await start([system(10), mobileQuota]);
-    const put = await admin(gateway, 'PUT', `/quotas/${systemQuotaId}`, { ...system(99), id: undefined });
+    const put = await adminCall(gateway, 'PUT', `/quotas/${systemQuotaId}`, { ...system(99), id: undefined });
     expect(put.status).toBe(403);
     expect(await put.json()).toMatchObject({
       errors: [
@@ -84,16 +76,16 @@ describe('quotas declared in conf/', () => {
         }),
       ],
     });
-    expect((await admin(gateway, 'DELETE', `/applications/${mobile.id}/quota`)).status).toBe(403);
+    expect((await adminCall(gateway, 'DELETE', `/applications/${mobile.id}/quota`)).status).toBe(403);
     expect(
-      (await admin(gateway, 'PUT', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
+      (await adminCall(gateway, 'PUT', `/applications/${mobile.id}/quota`, { restrictions: [] })).status,
     ).toBe(403);
     // Quotas the file does not declare stay the admin API's.
     expect(
-      (await admin(gateway, 'POST', '/quotas', { type: 'API', name: 'Extra', restrictions: [] })).status,
+      (await adminCall(gateway, 'POST', '/quotas', { type: 'API', name: 'Extra', restrictions: [] })).status,
     ).toBe(201);
     // Answers say which are declared (the console shows them read-only).
-    const list = (await (await admin(gateway, 'GET', '/quotas')).json()) as Array<{
+    const list = (await (await adminCall(gateway, 'GET', '/quotas')).json()) as Array<{
       name: string;
       declared?: boolean;
     }>;
@@ -105,7 +97,7 @@ describe('quotas declared in conf/', () => {
         ['System', true],
       ].sort(),
     );
-    expect(await (await admin(gateway, 'GET', `/quotas/${systemQuotaId}`)).json()).toMatchObject({
+    expect(await (await adminCall(gateway, 'GET', `/quotas/${systemQuotaId}`)).json()).toMatchObject({
       declared: true,
     });
   });
@@ -125,7 +117,7 @@ describe('quotas declared in conf/', () => {
 
   it('refuse a reload whose declaration would take away a quota the admin API made', async () => {
     const { gateway, config } = await start([]);
-    const made = await admin(gateway, 'POST', `/applications/${mobile.id}/quota`, {
+    const made = await adminCall(gateway, 'POST', `/applications/${mobile.id}/quota`, {
       restrictions: [throttle(7, 1, 'hour')],
     });
     expect(made.status).toBe(201);
@@ -138,7 +130,8 @@ describe('quotas declared in conf/', () => {
       ],
     });
     expect(
-      ((await (await admin(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as { id: string }).id,
+      ((await (await adminCall(gateway, 'GET', `/applications/${mobile.id}/quota`)).json()) as { id: string })
+        .id,
     ).toBe(id);
   });
 

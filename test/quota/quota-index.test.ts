@@ -57,80 +57,80 @@ const definitions = () =>
     ),
   ]);
 
-describe('QuotaIndex plans', () => {
+describe('QuotaIndex checks', () => {
   it('selects the API-wide restrictions that match the api, method and verb', () => {
-    const plan = definitions().planFor(petStore, getPet, 'GET', undefined);
-    expect(plan.restrictions.map((restriction) => [restriction.index, restriction.limit])).toEqual([
+    const checks = definitions().checksFor(petStore, getPet, 'GET', undefined);
+    expect(checks.restrictions.map((restriction) => [restriction.index, restriction.limit])).toEqual([
       [0, 1000],
       [1, 10],
       [3, 1_048_576],
     ]);
-    const post = definitions().planFor(petStore, addPet, 'POST', undefined);
+    const post = definitions().checksFor(petStore, addPet, 'POST', undefined);
     expect(post.restrictions.map((restriction) => restriction.index)).toEqual([0, 2, 3]);
   });
 
   it('matches catalog ids in any case, as the router spells them', () => {
-    const plan = definitions().planFor(petStore.toUpperCase(), getPet.toUpperCase(), 'GET', undefined);
-    expect(plan.restrictions.map((restriction) => restriction.index)).toEqual([0, 1, 3]);
+    const checks = definitions().checksFor(petStore.toUpperCase(), getPet.toUpperCase(), 'GET', undefined);
+    expect(checks.restrictions.map((restriction) => restriction.index)).toEqual([0, 1, 3]);
   });
 
-  it('hands every request of the same api, method, verb and application the same plan and the same bodiless checks', () => {
+  it('hands every request of the same api, method, verb and application the same checks and the same bodiless checks', () => {
     const index = definitions();
-    const first = index.planFor(petStore, getPet, 'GET', 'app-a');
-    expect(index.planFor(petStore, getPet, 'GET', 'app-a')).toBe(first);
+    const first = index.checksFor(petStore, getPet, 'GET', 'app-a');
+    expect(index.checksFor(petStore, getPet, 'GET', 'app-a')).toBe(first);
     expect(first.specs(0)).toBe(first.specs(0));
-    expect(index.planFor(petStore, getPet, 'GET', undefined)).toBe(
-      index.planFor(petStore, getPet, 'GET', undefined),
+    expect(index.checksFor(petStore, getPet, 'GET', undefined)).toBe(
+      index.checksFor(petStore, getPet, 'GET', undefined),
     );
-    expect(index.planFor(petStore, getPet, 'GET', 'app-b')).not.toBe(first);
+    expect(index.checksFor(petStore, getPet, 'GET', 'app-b')).not.toBe(first);
   });
 
   it('charges a message per throttle and the declared body per throttlemb, needing room for a byte', () => {
-    const plan = definitions().planFor(petStore, getPet, 'GET', undefined);
-    expect(plan.specs(0).map(({ cost, need }) => [cost, need])).toEqual([
+    const checks = definitions().checksFor(petStore, getPet, 'GET', undefined);
+    expect(checks.specs(0).map(({ cost, need }) => [cost, need])).toEqual([
       [1, 1],
       [1, 1],
       [0, 1],
     ]);
-    expect(plan.specs(300).map(({ cost, need }) => [cost, need])).toEqual([
+    expect(checks.specs(300).map(({ cost, need }) => [cost, need])).toEqual([
       [1, 1],
       [1, 1],
       [300, 300],
     ]);
-    expect(plan.byteRestrictions.map((restriction) => restriction.index)).toEqual([3]);
-    expect(plan.largestBody).toBe(1_048_576);
+    expect(checks.byteRestrictions.map((restriction) => restriction.index)).toEqual([3]);
+    expect(checks.largestBody).toBe(1_048_576);
   });
 
   it('has no byte limit on a body where no throttlemb applies', () => {
     const index = new QuotaIndex([stored(systemQuotaId, 'API', [throttle('*', '*', '5')])]);
-    expect(index.planFor(petStore, getPet, 'GET', undefined).largestBody).toBe(Infinity);
-    expect(index.planFor(petStore, getPet, 'GET', undefined).byteRestrictions).toEqual([]);
+    expect(index.checksFor(petStore, getPet, 'GET', undefined).largestBody).toBe(Infinity);
+    expect(index.checksFor(petStore, getPet, 'GET', undefined).byteRestrictions).toEqual([]);
   });
 
   it("adds the application's own quota, else the Application Default, counted per application", () => {
     const index = definitions();
-    const gold = index.planFor(petStore, addPet, 'POST', 'gold-app');
-    const other = index.planFor(petStore, addPet, 'POST', 'other-app');
+    const gold = index.checksFor(petStore, addPet, 'POST', 'gold-app');
+    const other = index.checksFor(petStore, addPet, 'POST', 'other-app');
     expect(gold.restrictions.at(-1)!.limit).toBe(2);
     expect(other.restrictions.at(-1)!.limit).toBe(5);
     expect(gold.restrictions.at(-1)!.counterKey).toMatch(/:app:\{app:[0-9a-f]{16}\}:gold-app$/);
     expect(other.restrictions.at(-1)!.counterKey).toMatch(/:other-app$/);
-    // The gold application's own quota names only addPet: on getPet it has the API-wide plan alone.
-    expect(index.planFor(petStore, getPet, 'GET', 'gold-app')).toBe(
-      index.planFor(petStore, getPet, 'GET', undefined),
+    // The gold application's own quota names only addPet: on getPet it has the API-wide checks alone.
+    expect(index.checksFor(petStore, getPet, 'GET', 'gold-app')).toBe(
+      index.checksFor(petStore, getPet, 'GET', undefined),
     );
   });
 
-  it('keeps plans right for applications beyond those it keeps', () => {
+  it('keeps checks right for applications beyond those it keeps', () => {
     const index = definitions();
-    for (let i = 0; i < 10_050; i += 1) index.planFor(petStore, getPet, 'GET', `caller-${i}`);
-    const plan = index.planFor(petStore, getPet, 'GET', 'caller-3');
-    expect(plan.restrictions.at(-1)!.counterKey).toMatch(/:caller-3$/);
-    expect(plan.restrictions.at(-1)!.limit).toBe(5);
+    for (let i = 0; i < 10_050; i += 1) index.checksFor(petStore, getPet, 'GET', `caller-${i}`);
+    const checks = index.checksFor(petStore, getPet, 'GET', 'caller-3');
+    expect(checks.restrictions.at(-1)!.counterKey).toMatch(/:caller-3$/);
+    expect(checks.restrictions.at(-1)!.limit).toBe(5);
   });
 
-  it('plans nothing where no restriction matches', () => {
+  it('checks nothing where no restriction matches', () => {
     const index = new QuotaIndex([stored(systemQuotaId, 'API', [throttle(petStore, getPet, '5')])]);
-    expect(index.planFor(petStore, addPet, 'POST', 'app-a').restrictions).toEqual([]);
+    expect(index.checksFor(petStore, addPet, 'POST', 'app-a').restrictions).toEqual([]);
   });
 });

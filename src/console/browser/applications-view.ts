@@ -2,14 +2,15 @@ import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { ApiError, messageOf } from './api.js';
 import { applicationDefaultQuotaId, type Application, type View } from './context.js';
-import { badge, h, replace } from './dom.js';
+import { badge, h, replace, select } from './dom.js';
 import { keepDrawing, usageBar, type QuotaUsage } from './usage-view.js';
 
 const quotaPath = (application: Application) => `/applications/${encodeURIComponent(application.id)}/quota`;
 
 /**
  * The applications (those of conf/ and those made through the API), each with the quota that applies
- * to it (its own, or the Application Default) and what it has used of each restriction.
+ * to it (its own, the plan it is on, or the Application Default) and what it has used of each
+ * restriction.
  */
 export const applicationsView: View = async (context, root) => {
   const catalog = await context.catalog();
@@ -19,7 +20,7 @@ export const applicationsView: View = async (context, root) => {
     h('div', { class: 'toolbar' }, h('h2', { text: 'Applications' })),
     h('p', {
       class: 'lead',
-      text: 'Each application is counted under its own quota when it has one, else under the Application Default. Applications come from conf/ (read-only here) or from the portal API (POST /api/portal/v1.3/applications).',
+      text: 'Each application is counted under its own quota when it has one, else under the plan it is on, else under the Application Default. Applications come from conf/ (read-only here) or from the portal API (POST /api/portal/v1.3/applications).',
     }),
     list,
   );
@@ -34,16 +35,58 @@ export const applicationsView: View = async (context, root) => {
     );
     return;
   }
-  // Each application's quota, with the entity tag a change sends back in If-Match.
+  // Each application's quota, with the entity tag a change sends back in If-Match; and the plans.
   const quotaOf = new Map<string, QuotaAnswer>();
   const etagOf = new Map<string, string>();
-  await Promise.all(
-    applications.map(async (application) => {
+  const [quotas] = await Promise.all([
+    context.api.get<QuotaAnswer[]>('/quotas'),
+    ...applications.map(async (application) => {
       const { data, etag } = await context.api.call<QuotaAnswer>('GET', quotaPath(application));
       quotaOf.set(application.id, data);
       etagOf.set(application.id, etag);
     }),
-  );
+  ]);
+  const plans = quotas.filter((quota) => quota.applicationCount !== undefined);
+
+  /** Puts the application on a plan: one write, from its own quota or another plan too. */
+  const putOnPlan = async (application: Application, plan: QuotaAnswer, control: HTMLSelectElement) => {
+    control.disabled = true;
+    const current = quotaOf.get(application.id)!;
+    const hasRecord = current.id !== applicationDefaultQuotaId;
+    try {
+      await context.api.call('PUT', quotaPath(application), {
+        body: { plan: plan.id },
+        ...(hasRecord ? { ifMatch: etagOf.get(application.id) ?? '' } : {}),
+      });
+      context.notify(`"${application.name}" is on the plan "${plan.name}".`);
+      context.reload();
+    } catch (error) {
+      control.disabled = false;
+      context.notify(messageOf(error), 'error');
+    }
+  };
+
+  const planChoice = (application: Application, quota: QuotaAnswer) =>
+    context.isAdmin && plans.length > 0
+      ? select(
+          [
+            ['', quota.plan ? 'Move it to another plan…' : 'Put it on a plan…'],
+            ...plans
+              .filter((plan) => plan.id !== quota.plan?.id)
+              .map((plan) => [plan.id, plan.name] as const),
+          ],
+          '',
+          {
+            'data-action': 'plan',
+            'aria-label': `Plan of ${application.name}`,
+            onchange: (event: Event) => {
+              const control = event.currentTarget as HTMLSelectElement;
+              const plan = plans.find((candidate) => candidate.id === control.value);
+              if (plan) void putOnPlan(application, plan, control);
+            },
+          },
+        )
+      : null;
 
   /** Gives the application a quota of its own, a copy of the Application Default, and opens it. */
   const giveOwn = async (application: Application, button: HTMLButtonElement) => {
@@ -61,12 +104,13 @@ export const applicationsView: View = async (context, root) => {
     }
   };
 
-  /** Deletes the application's own quota: the Application Default applies again. */
+  /** Deletes the application's own quota, or takes it off its plan: the Application Default applies again. */
   const backToDefault = async (application: Application, button: HTMLButtonElement) => {
-    if (
-      !confirm(`Delete the own quota of "${application.name}"? The Application Default applies to it then.`)
-    )
-      return;
+    const { plan } = quotaOf.get(application.id)!;
+    const question = plan
+      ? `Take "${application.name}" off the plan "${plan.name}"? The Application Default applies to it then.`
+      : `Delete the own quota of "${application.name}"? The Application Default applies to it then.`;
+    if (!confirm(question)) return;
     button.disabled = true;
     try {
       await context.api.call('DELETE', quotaPath(application), { ifMatch: etagOf.get(application.id) ?? '' });
@@ -92,7 +136,9 @@ export const applicationsView: View = async (context, root) => {
             type: 'button',
             class: 'link',
             'data-action': 'default-quota',
-            text: 'Back to the Application Default',
+            text: quotaOf.get(application.id)?.plan
+              ? 'Take it off the plan'
+              : 'Back to the Application Default',
             onclick: (event: Event) =>
               void backToDefault(application, event.currentTarget as HTMLButtonElement),
           })
@@ -157,10 +203,12 @@ export const applicationsView: View = async (context, root) => {
           h(
             'p',
             {},
-            own ? 'Its own quota: ' : 'No quota of its own: the ',
+            quota.plan ? 'On the plan ' : own ? 'Its own quota: ' : 'No quota of its own: the ',
             h('a', { href: `#/quotas/${quota.id}`, text: quota.name }),
             own ? '. ' : ' applies. ',
             ownQuotaAction(application, own),
+            ' ',
+            planChoice(application, quota),
           ),
           rows.length > 0
             ? rows

@@ -59,6 +59,11 @@ export function quotaRole(quota: QuotaAnswer): string {
   if (quota.id === applicationDefaultQuotaId)
     return 'Application Default: each application without a quota of its own';
   if (quota.application) return `Own quota of ${quota.application.name}`;
+  if (quota.applicationCount !== undefined) {
+    const on =
+      quota.applicationCount === 1 ? '1 application is' : `${quota.applicationCount} applications are`;
+    return `Plan: ${on} on it, each counted on its own`;
+  }
   return quota.type === 'API'
     ? 'API quota: all traffic together'
     : 'Application quota: counted per application';

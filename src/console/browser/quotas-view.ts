@@ -17,6 +17,13 @@ export const quotasView: View = async (context, root) => {
   );
 
   const remove = async (quota: QuotaAnswer, button: HTMLButtonElement) => {
+    if (quota.applicationCount) {
+      context.notify(
+        `"${quota.name}" is the plan of ${quota.applicationCount} application(s): take them off it first (Applications tab).`,
+        'error',
+      );
+      return;
+    }
     if (!confirm(`Delete the quota "${quota.name}"? Its restrictions stop applying at once.`)) return;
     button.disabled = true;
     try {
@@ -74,6 +81,14 @@ export const quotasView: View = async (context, root) => {
         quota.declared
           ? h('span', { class: 'badge', text: 'conf/', title: 'Declared in conf/: read-only here' })
           : null,
+        quota.applicationCount !== undefined
+          ? h('span', {
+              class: 'badge',
+              'data-plan-members': String(quota.applicationCount),
+              text: `plan · ${quota.applicationCount} on it`,
+              title: 'A plan: applications are put on it from the Applications tab',
+            })
+          : null,
         actions,
       ),
       h('p', { class: 'muted', text: quota.description || quotaRole(quota) }),
@@ -91,7 +106,7 @@ export const quotasView: View = async (context, root) => {
     ),
     h('p', {
       class: 'lead',
-      text: 'A quota is a set of restrictions: so many messages or megabytes per window, on every API or on one API or method. API quotas count all traffic together; application quotas count each application on its own.',
+      text: 'A quota is a set of restrictions: so many messages or megabytes per window, on every API or on one API or method. API quotas count all traffic together; application quotas count each application on its own. An application quota that no application owns is a plan: many applications can be put on it.',
     }),
     rows.length > 0
       ? rows

@@ -45,6 +45,10 @@ export interface QuotaAnswer {
   application?: { id: string; name: string };
   /** Declared in conf/ (`quotas`): read-only through the API. */
   declared?: true;
+  /** An application's quota when the application is on a plan: the plan. */
+  plan?: { id: string; name: string };
+  /** A plan (an APPLICATION quota no application owns): how many applications are on it. */
+  applicationCount?: number;
 }
 
 export const periodChoices = ['second', 'minute', 'hour', 'day', 'week'] as const;

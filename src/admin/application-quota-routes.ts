@@ -1,0 +1,231 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import {
+  applicationDefaultQuotaId,
+  longestApplicationId,
+  type Quota,
+  type StoredQuota,
+} from '../quota/model.js';
+import { membershipRecord, notAPlan } from '../quota/plans.js';
+import { applicationQuotaDtoSchema, type ApplicationQuotaDto } from '../quota/quota-schema.js';
+import { AdminError, errorResponses } from './admin-errors.js';
+import {
+  ifMatchHeaders,
+  quotaAnswer,
+  requireAdmin,
+  unreadable,
+  type IdRequest,
+  type QuotaRouteKit,
+  type WriteTarget,
+} from './quota-route-kit.js';
+import { documentedAs } from './zod-route-schemas.js';
+
+/** An application id may be a whole LDAP DN, percent-encoded in the path. */
+const applicationParams = z.object({
+  id: z
+    .string()
+    .max(longestApplicationId, { error: `must be at most ${longestApplicationId} characters` })
+    .meta({
+      description: `The application id (at most ${longestApplicationId} characters; an LDAP DN, percent-encoded, is one)`,
+    }),
+});
+
+type ApplicationBodyRequest = FastifyRequest<{ Params: { id: string }; Body: ApplicationQuotaDto }>;
+
+/**
+ * The ETag of an application's quota when the application is on a plan: it changes when the
+ * membership or the plan changes, as the answer does.
+ */
+const onPlanEtag = (membership: StoredQuota, plan: StoredQuota) =>
+  createHash('sha1').update(`${membership.etag}:${plan.etag}`).digest('hex');
+
+/**
+ * An application's quota (`/applications/{id}/quota`): its own, the plan it is on, or the Application
+ * Default. A PUT gives it restrictions of its own or puts it on a plan (`{"plan": "<id>"}`); a DELETE
+ * returns it to the Application Default.
+ */
+export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaRouteKit): void {
+  const { repository } = kit;
+  const applicationQuotaBody = documentedAs(
+    applicationQuotaDtoSchema(() => kit.catalog),
+    'ApplicationQuotaDTO',
+  );
+
+  /** An application's own quota: always of type APPLICATION, named after the application unless named. */
+  const buildOwn = (dto: ApplicationQuotaDto, id: string, applicationId: string): Quota => {
+    const type = dto.type ?? 'APPLICATION';
+    if (type !== 'APPLICATION')
+      throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
+    const name = dto.name ?? `${kit.names.nameOf(applicationId)} quota`.slice(0, 200);
+    return kit.build({ ...dto, type, name, restrictions: dto.restrictions ?? [] }, id, false);
+  };
+
+  /** The plan a body puts the application on: 400 when the id names no plan. */
+  const planOf = (dto: ApplicationQuotaDto): string | undefined => {
+    if (dto.plan === undefined) return undefined;
+    const problem = notAPlan(dto.plan, repository.get(dto.plan));
+    if (problem) throw new AdminError(400, [`plan: ${problem}`]);
+    if (dto.type !== undefined && dto.type !== 'APPLICATION')
+      throw new AdminError(400, ["type: must be APPLICATION for an application's quota"]);
+    return dto.plan;
+  };
+
+  /** The plan a membership names, as stored: a plan the schema refuses is a 500 that says so. */
+  const planOfMembership = (membership: StoredQuota): StoredQuota => {
+    const refused = kit.refusedWith((candidate) => candidate.id === membership.plan);
+    if (refused) throw unreadable(refused);
+    const plan = repository.get(membership.plan!);
+    if (!plan) throw new AdminError(500, [`the plan '${membership.plan}' of this application is missing`]);
+    return plan;
+  };
+
+  /** What an application's quota is answered as: its own or the Application Default, or the plan it is on. */
+  const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {
+    if (record.plan === undefined) return kit.answer(reply, record, status);
+    const plan = planOfMembership(record);
+    reply.header('etag', `"${onPlanEtag(record, plan)}"`);
+    return reply
+      .code(status)
+      .send({ ...kit.shown(plan), plan: { id: plan.quota.id, name: plan.quota.name } });
+  };
+
+  /** An application put on a plan in conf/ changes there: no reload could undo a change then. */
+  const requireUndeclaredPlan = (applicationId: string) => {
+    const at = kit.parts.live.config.applications.findIndex(
+      (declared) => declared.id === applicationId && declared.plan !== undefined,
+    );
+    if (at !== -1)
+      throw new AdminError(403, [
+        `application '${applicationId}' is put on a plan in conf/ (applications[${at}].plan): change it there and reload`,
+      ]);
+  };
+
+  /** The application's own record, to replace or delete: a stored definition the schema refuses is one too. */
+  const ownQuota = async (applicationId: string): Promise<WriteTarget> => {
+    const refused = kit.refusedWith((candidate) => candidate.application === applicationId);
+    if (refused) return kit.refusedTarget(refused);
+    const own = repository.ofApplication(applicationId);
+    if (!own)
+      throw new AdminError(404, [`application '${applicationId}' has no quota of its own; POST creates one`]);
+    const target = kit.targetOf(own);
+    return own.plan === undefined ? target : { ...target, etag: onPlanEtag(own, planOfMembership(own)) };
+  };
+
+  /** The record a body stores for the application under `id`: a membership, or its own quota. */
+  const recordOf = (dto: ApplicationQuotaDto, id: string, applicationId: string) => {
+    const plan = planOf(dto);
+    return plan === undefined
+      ? { quota: buildOwn(dto, id, applicationId), application: applicationId }
+      : membershipRecord(id, applicationId, plan);
+  };
+
+  const applicationSchema = (
+    operationId: string,
+    summary: string,
+    success: Record<string, unknown>,
+    { body = false, ifMatch = false } = {},
+  ) => ({
+    schema: {
+      summary,
+      operationId,
+      tags: ['applications'],
+      params: applicationParams,
+      ...(ifMatch ? { headers: ifMatchHeaders } : {}),
+      ...(body ? { body: applicationQuotaBody } : {}),
+      response: { ...success, ...errorResponses },
+    },
+  });
+
+  app.get(
+    '/applications/:id/quota',
+    applicationSchema(
+      'getApplicationQuota',
+      "An application's quota: its own, else the plan it is on (with `plan`), else the Application Default",
+      { 200: quotaAnswer('The quota') },
+    ),
+    async (request: IdRequest, reply) => {
+      const applicationId = await kit.application(request.params.id);
+      const refused = kit.refusedWith((candidate) => candidate.application === applicationId);
+      if (refused) throw unreadable(refused);
+      return answer(reply, repository.ofApplication(applicationId) ?? kit.found(applicationDefaultQuotaId));
+    },
+  );
+
+  app.post(
+    '/applications/:id/quota',
+    applicationSchema(
+      'createApplicationQuota',
+      'Give an application a quota of its own, or put it on a plan (`{"plan": "<id>"}`)',
+      { 201: quotaAnswer('Created') },
+      { body: true },
+    ),
+    async (request: ApplicationBodyRequest, reply) => {
+      requireAdmin(request);
+      const applicationId = await kit.application(request.params.id);
+      requireUndeclaredPlan(applicationId);
+      const record = recordOf(request.body, randomUUID(), applicationId);
+      if (
+        repository.ofApplication(applicationId) ||
+        kit.refusedWith((candidate) => candidate.application === applicationId)
+      ) {
+        throw new AdminError(409, [`application '${applicationId}' already has a quota; PUT updates it`]);
+      }
+      return answer(reply, await repository.create(record), 201);
+    },
+  );
+
+  app.put(
+    '/applications/:id/quota',
+    applicationSchema(
+      'updateApplicationQuota',
+      'Give an application restrictions of its own (201 when it had none), or put it on a plan with `{"plan": "<id>"}` (200)',
+      { 200: quotaAnswer('Updated, or put on the plan'), 201: quotaAnswer('Created') },
+      { body: true, ifMatch: true },
+    ),
+    async (request: ApplicationBodyRequest, reply) => {
+      requireAdmin(request);
+      const applicationId = await kit.application(request.params.id);
+      requireUndeclaredPlan(applicationId);
+      // The plan's quota already exists: putting an application on it creates nothing a client can address.
+      const status = (created: boolean) => (created && request.body.plan === undefined ? 201 : 200);
+      const hasOwn =
+        repository.ofApplication(applicationId) ??
+        kit.refusedWith((candidate) => candidate.application === applicationId);
+      if (!hasOwn) {
+        // If-Match, even `*`, asks for a quota that exists (RFC 9110 §13.1.1).
+        if (request.headers['if-match'] !== undefined)
+          throw new AdminError(412, [`application '${applicationId}' has no quota of its own to match`]);
+        const record = recordOf(request.body, randomUUID(), applicationId);
+        return answer(reply, await repository.create(record), status(true));
+      }
+      const current = await ownQuota(applicationId);
+      kit.requireUndeclared(current.id);
+      const record = recordOf(request.body, current.id, applicationId);
+      return answer(
+        reply,
+        await repository.replace(record, kit.storedIfMatch(request, current)),
+        status(false),
+      );
+    },
+  );
+
+  app.delete(
+    '/applications/:id/quota',
+    applicationSchema(
+      'deleteApplicationQuota',
+      'Return an application to the Application Default quota (from its own quota, or off its plan)',
+      { 204: { description: 'Deleted', type: 'null' } },
+      { ifMatch: true },
+    ),
+    async (request: IdRequest, reply) => {
+      requireAdmin(request);
+      const applicationId = await kit.application(request.params.id);
+      requireUndeclaredPlan(applicationId);
+      const current = await ownQuota(applicationId);
+      kit.requireUndeclared(current.id);
+      await repository.remove(current.id, kit.storedIfMatch(request, current));
+      return reply.code(204).send();
+    },
+  );
+}

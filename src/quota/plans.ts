@@ -1,0 +1,78 @@
+import type { QuotaRecord } from './quota-schema.js';
+
+/**
+ * Plans (tiers): an APPLICATION quota that no application owns is a plan, and an application is put on
+ * one by a record of its own that names the plan instead of holding restrictions. Every application on a
+ * plan is counted on its own against the plan's restrictions, so a change of the plan changes them all.
+ * The stores keep the rules below atomic with their writes: a membership names a plan that exists, and
+ * a plan that applications are on is neither deleted nor made into something else.
+ */
+
+/** Whether `record` can be a plan: APPLICATION, owned by no application, not a well-known quota. */
+export function isPlan(record: QuotaRecord): boolean {
+  return (
+    record.quota.type === 'APPLICATION' &&
+    record.application === undefined &&
+    record.plan === undefined &&
+    !record.quota.system
+  );
+}
+
+/** Why quota `id` (stored as `record`, or missing) cannot be a plan; undefined when it can. */
+export function notAPlan(id: string, record: QuotaRecord | undefined): string | undefined {
+  if (!record) return `no quota with id '${id}'`;
+  if (record.quota.system) return `quota '${id}' is a well-known quota, not a plan`;
+  if (record.quota.type !== 'APPLICATION') return `quota '${id}' is of type ${record.quota.type}, not a plan`;
+  if (record.application !== undefined)
+    return `quota '${id}' is the own quota of application '${record.application}', not a plan`;
+  if (record.plan !== undefined) return `'${id}' puts an application on a plan; it is no plan itself`;
+  return undefined;
+}
+
+/** The record that puts `application` on plan `plan`: no restrictions of its own. */
+export function membershipRecord(id: string, application: string, plan: string): QuotaRecord {
+  return {
+    quota: {
+      id,
+      type: 'APPLICATION',
+      name: 'Plan membership',
+      description: `Counts the application by the restrictions of the plan ${plan}`,
+      restrictions: [],
+      system: false,
+    },
+    application,
+    plan,
+  };
+}
+
+/** How many of `records` put an application on plan `id`. */
+export function membersOf(records: Iterable<QuotaRecord>, id: string): number {
+  let members = 0;
+  for (const record of records) if (record.plan === id) members += 1;
+  return members;
+}
+
+/** What a write that would leave applications on no plan is told. */
+export function planInUse(id: string, members: number): string {
+  const applications = members === 1 ? '1 application is' : `${members} applications are`;
+  return `quota '${id}' is a plan that ${applications} on; take them off it first (DELETE /applications/{id}/quota, or put them on another plan)`;
+}
+
+/**
+ * Why writing `next` under `id` into `records` (or removing `id`, when `next` is undefined) breaks the
+ * rules of plans: undefined when it keeps them. The memory store asks this; Redis's scripts ask the same
+ * in plan-rules.lua.
+ */
+export function planRuleBroken(
+  records: ReadonlyMap<string, QuotaRecord>,
+  id: string,
+  next: QuotaRecord | undefined,
+): string | undefined {
+  if (next?.plan !== undefined) {
+    const problem = notAPlan(next.plan, records.get(next.plan));
+    if (problem) return problem;
+  }
+  if (next !== undefined && isPlan(next)) return undefined;
+  const members = membersOf(records.values(), id);
+  return members > 0 ? planInUse(id, members) : undefined;
+}
