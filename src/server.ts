@@ -232,6 +232,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     logger: logger.child({ component: 'gateway' }),
     accessLog,
     metrics,
+    ...(options.clock ? { now: options.clock } : {}),
   });
 
   let draining = false;

@@ -1,4 +1,6 @@
 import { createAuthenticator } from '../auth/create-authenticator.js';
+import { compileCatalog } from '../catalog/router.js';
+import { UsagePath } from '../gateway/usage-endpoint.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { LogSecrets, createLogger } from '../observe/log.js';
 import { secretValues } from '../kit/secret-redaction.js';
@@ -10,6 +12,7 @@ import { secretValues } from '../kit/secret-redaction.js';
  */
 export async function checkConfig(configDir: string): Promise<LoadedConfig> {
   const loaded = await loadConfig({ configDir });
+  UsagePath.of(loaded.config.usagePath, compileCatalog(loaded.config.apis));
   const logger = createLogger({
     level: 'warn',
     destination: process.stderr,

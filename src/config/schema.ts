@@ -407,6 +407,21 @@ const commonSchema = z.object({
   shutdownTimeout: milliseconds.default(10_000),
   trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),
   forwardCredentials: z.boolean({ error: msg('must be true or false') }).default(false),
+  /**
+   * Where a caller reads its own quotas on the data plane (see docs/quotas.md, "Your own usage"), or
+   * false for nowhere; it must not be a path of the catalog.
+   */
+  usagePath: z
+    .union(
+      [
+        z.literal(false),
+        absolutePath(isLiteral, 'must be an absolute path like /_quotagate/usage, or false'),
+      ],
+      {
+        error: msg('must be an absolute path like /_quotagate/usage, or false'),
+      },
+    )
+    .default('/_quotagate/usage'),
   accessLog: accessLogSchema,
   /**
    * Quotas kept in git: written into the store at start and at each reload, read-only through the admin

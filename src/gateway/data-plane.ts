@@ -7,6 +7,7 @@ import type { Logger } from '../observe/log.js';
 import { forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
 import { hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
+import { CatalogNames, UsagePath } from './usage-endpoint.js';
 
 /**
  * What the data plane decides a request by that a reload may change: the catalog, the authenticator
@@ -31,6 +32,10 @@ export class DataPlane {
     readonly applications: ApplicationNames,
     /** One of every this many access lines of 429 answers is written. */
     readonly sample429: number,
+    /** Where callers read their own usage; null when `usagePath` is false. */
+    readonly usage: UsagePath | null,
+    /** The catalog's names of the APIs and methods restrictions name, for that answer. */
+    readonly catalogNames: CatalogNames,
     forwardCredentials: boolean,
     private readonly logger: Logger,
   ) {
@@ -50,16 +55,20 @@ export class DataPlane {
   /**
    * Builds the data plane of a config: the authenticator as `start` builds it (an auth plugin loaded
    * and constructed).
-   * @throws ConfigError when the plugin cannot be loaded or constructed.
+   * @throws ConfigError when the plugin cannot be loaded or constructed, or `usagePath` is a catalog path.
    */
   static async build(loaded: LoadedConfig, context: AuthenticatorContext): Promise<DataPlane> {
     const { config } = loaded;
+    const router = compileCatalog(config.apis);
+    const usage = UsagePath.of(config.usagePath, router);
     return new DataPlane(
-      compileCatalog(config.apis),
+      router,
       await createAuthenticator(loaded, context),
       new TrustedPeers(config.trustProxy),
       new ApplicationNames(config.applications, context.applications),
       config.accessLog.sample429,
+      usage,
+      new CatalogNames(config.apis),
       config.forwardCredentials,
       context.logger,
     );

@@ -42,8 +42,20 @@ export function sendError(
   fields: readonly string[] = [],
 ): number {
   if (res.headersSent) return 0;
-  const body = errorBody(code);
-  res.writeHead(dataPlaneErrors[code].status, [
+  return sendJson(res, dataPlaneErrors[code].status, fields, errorBody(code));
+}
+
+/**
+ * Ends `res` with a JSON answer of the gateway's own, never cached.
+ * @returns the body bytes sent: none to a HEAD
+ */
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  fields: readonly string[],
+  body: string,
+): number {
+  res.writeHead(status, [
     ...fields,
     'content-type',
     'application/json',

@@ -5,7 +5,7 @@ import type { AuthResult, Principal } from '../auth/authenticator.js';
 import { normalizeTarget } from '../kit/normalize-path.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
-import { sendError, type DataPlaneErrorCode } from './errors.js';
+import { sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
@@ -17,6 +17,7 @@ import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
+import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 
 export interface GatewayParts {
   /** The catalog, authenticator and header rules to start with; `swap` replaces them. */
@@ -29,6 +30,8 @@ export interface GatewayParts {
   /** Where the access lines go; null when the log level leaves them out. */
   accessLog: AccessLog | null;
   metrics: Metrics;
+  /** The clock of the usage path's budgets (the system's unless a test moves it). */
+  now?: () => number;
 }
 
 /**
@@ -94,6 +97,8 @@ export class Gateway {
   private plane: DataPlane;
   /** Access lines of 429 answers so far, for `accessLog.sample429`. */
   private rejectedLines = 0;
+  /** The usage path's read budget of each caller (kept across reloads). */
+  private readonly usageBudget = new UsageBudget();
 
   constructor(private readonly parts: GatewayParts) {
     this.plane = parts.dataPlane;
@@ -191,6 +196,7 @@ export class Gateway {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(record, 'bad_request');
     }
+    if (record.plane.usage?.is(target.segments)) return this.usageRead(record);
     const route = record.plane.router.match(
       req.method ?? 'GET',
       target.segments,
@@ -209,6 +215,59 @@ export class Gateway {
     // Authentication (an auth plugin's matchURL among it) sees the path that was routed and goes upstream.
     req.url = route.path;
     return this.authenticate(record);
+  }
+
+  /**
+   * The usage path instead of steps 3 to 6: authenticated as any request, then the caller's own
+   * restrictions read from their counters, nothing charged, within the caller's read budget.
+   */
+  private usageRead(record: RequestRecord): Promise<void> | void {
+    const verb = record.req.method;
+    if (verb !== 'GET' && verb !== 'HEAD')
+      return this.refuse(record, 'method_not_allowed', ['allow', 'GET, HEAD']);
+    const auth = record.plane.authenticator.authenticate(record.req, record.res);
+    if (isPromise(auth)) return auth.then((result) => this.answerUsage(record, result));
+    return this.answerUsage(record, auth);
+  }
+
+  private async answerUsage(record: RequestRecord, auth: AuthResult): Promise<void> {
+    const { req, res, plane } = record;
+    if (res.headersSent || res.writableEnded) return;
+    if (!auth.ok) {
+      const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
+      return this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
+    }
+    record.principal = auth.principal;
+    const application = auth.principal?.application;
+    const caller = application ?? `client ${clientAddress(req, plane.trustedPeers)}`;
+    const waitMs = this.usageBudget.take(caller, (this.parts.now ?? Date.now)());
+    if (waitMs > 0)
+      return this.refuse(record, 'quota_exceeded', ['retry-after', String(Math.ceil(waitMs / 1000))]);
+    const restrictions = this.parts.quotas().restrictionsFor(application);
+    let states;
+    try {
+      states = await this.parts.limiter.peek(
+        restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs })),
+      );
+    } catch (error) {
+      this.parts.logger.warn(
+        { err: { message: (error as Error).message } },
+        'cannot read usage from the store',
+      );
+      return this.refuse(record, 'service_unavailable');
+    }
+    if (res.destroyed) return;
+    const body = JSON.stringify({
+      application:
+        application === undefined ? null : { id: application, name: plane.applications.nameOf(application) },
+      restrictions: readings(restrictions, states, plane.catalogNames),
+    });
+    // A body the client announced is never read: the connection closes rather than parse it as a request.
+    const fields = [...record.fields];
+    if (announcesBody(req) && !fields.includes('connection')) fields.push('connection', 'close');
+    const at = tightest(restrictions, states);
+    if (at !== -1) appendRateLimitFields(fields, [restrictions[at]!], [states[at]!]);
+    record.answeredBytes += sendJson(res, 200, fields, body);
   }
 
   /** Step 3: the authenticator of APIKeyAuthType; a promise only when it has to wait. */

@@ -21,6 +21,12 @@ export interface CounterState {
   resetMs: number;
 }
 
+/** One counter to read without charging it: its key and window. */
+export interface CounterRef {
+  key: string;
+  windowMs: number;
+}
+
 /** What one counter holds now, as the admin API's usage shows it. */
 export interface CounterUsage extends CounterState {
   key: string;
@@ -63,6 +69,8 @@ export interface CounterStore {
   add(additions: readonly CounterAddition[]): Promise<void> | void;
   /** Units now counted by every counter whose key starts with `keyPrefix` (those holding any). */
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]>;
+  /** What each of `counters` holds now (0 for one that holds nothing), without charging or creating it. */
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]>;
   close(): Promise<void>;
 }
 

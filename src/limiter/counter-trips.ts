@@ -1,4 +1,10 @@
-import type { CounterAddition, CounterSpec, CounterUsage } from './counter-store.js';
+import type {
+  CounterAddition,
+  CounterRef,
+  CounterSpec,
+  CounterState,
+  CounterUsage,
+} from './counter-store.js';
 
 /** A counter to check and charge in a trip, with the units this gateway would like to lease. */
 export interface TripCheck extends CounterSpec {
@@ -61,4 +67,5 @@ export interface CounterTrips {
    */
   trip(trip: Trip): Promise<TripReply>;
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]>;
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]>;
 }

@@ -2,7 +2,15 @@ import { systemClock, type Clock } from '../kit/clock.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { CounterAddition, CounterSpec, CounterStore, CounterUsage, Decision } from './counter-store.js';
+import type {
+  CounterAddition,
+  CounterRef,
+  CounterSpec,
+  CounterState,
+  CounterStore,
+  CounterUsage,
+  Decision,
+} from './counter-store.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
 
 /** What the gateway does while the shared counters cannot decide (`store.onError`). */
@@ -106,6 +114,12 @@ export class Limiter {
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
     return store.usage(keyPrefix, windowMs);
+  }
+
+  /** What each of `counters` holds now, from the store that currently decides; nothing is charged. */
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
+    return store.peek(counters);
   }
 
   /** Stops probing, and hands back leases and measured units still held by the shared store. */

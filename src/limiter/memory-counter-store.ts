@@ -2,6 +2,7 @@ import {
   bucketMsOf,
   bucketsPerWindow,
   type CounterAddition,
+  type CounterRef,
   type CounterSpec,
   type CounterState,
   type CounterStore,
@@ -159,6 +160,14 @@ export class MemoryCounterStore implements CounterStore {
       .filter((key) => key.startsWith(keyPrefix))
       .map((key) => ({ key, ...this.state(this.current(key, windowMs, now), windowMs, now) }))
       .filter(({ used }) => used > 0);
+  }
+
+  async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    const now = this.now();
+    return counters.map(({ key, windowMs }) => {
+      const counter = this.counters.get(key);
+      return counter ? this.state(this.current(key, windowMs, now), windowMs, now) : { used: 0, resetMs: 0 };
+    });
   }
 
   /** Adds measured units at `now`. Never refused: these are bytes of requests already admitted. */

@@ -1,6 +1,6 @@
 import type { CounterTrips, Trip, TripReply } from './counter-trips.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
-import type { CounterUsage } from './counter-store.js';
+import type { CounterRef, CounterState, CounterUsage } from './counter-store.js';
 
 /**
  * The counters of the primary process of `workers: N` (`store.type: "memory"`), as its workers reach
@@ -16,5 +16,9 @@ export class MemoryCounterTrips implements CounterTrips {
 
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.store.usage(keyPrefix, windowMs);
+  }
+
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    return this.store.peek(counters);
   }
 }

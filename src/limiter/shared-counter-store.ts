@@ -1,6 +1,7 @@
 import type { Clock } from '../kit/clock.js';
 import type {
   CounterAddition,
+  CounterRef,
   CounterSpec,
   CounterState,
   CounterStore,
@@ -66,6 +67,10 @@ export class SharedCounterStore implements CounterStore {
 
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.options.trips.usage(keyPrefix, windowMs);
+  }
+
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    return this.options.trips.peek(counters);
   }
 
   /** Gives every unspent lease back and sends the measured units still held, then stops its timer. */

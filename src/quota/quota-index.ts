@@ -21,6 +21,15 @@ export interface ApplicableRestriction {
   shadow: boolean;
 }
 
+/** A restriction as the caller's usage lists it: what it counts, and what it names. */
+export interface NamedRestriction extends ApplicableRestriction {
+  quotaName: string;
+  /** Catalog ids (lower case), or `*`. */
+  api: string;
+  method: string;
+  verb: string | undefined;
+}
+
 interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> {
   /**
    * Counter key of an API-type restriction, or the key prefix of an application quota's counters (one
@@ -30,6 +39,7 @@ interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> 
   api: string;
   method: string;
   verb: string | undefined;
+  quotaName: string;
 }
 
 /** @param perApplication whether the restrictions count each application apart */
@@ -59,6 +69,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
       api: restriction.api,
       method: restriction.method,
       verb: restriction.verb,
+      quotaName: record.quota.name,
     };
   });
 }
@@ -149,7 +160,7 @@ function matching(
 }
 
 const applicable = (restriction: CompiledRestriction, application?: string): ApplicableRestriction => {
-  const { keyBase, api: _api, method: _method, verb: _verb, ...rest } = restriction;
+  const { keyBase, api: _api, method: _method, verb: _verb, quotaName: _name, ...rest } = restriction;
   return {
     ...rest,
     counterKey: application === undefined ? keyBase : applicationCounterKey(keyBase, application),
@@ -282,6 +293,28 @@ export class QuotaIndex {
       applicable(restriction, application),
     );
     return perApplication.length === 0 ? apiWide : new QuotaChecks([...apiWide.all, ...perApplication]);
+  }
+
+  /**
+   * Every restriction that can apply to a request of `application` (none: a caller without one), on any
+   * route: those of every API-type quota, and those of its own quota, its plan or the Application
+   * Default, with the counters they keep for it.
+   */
+  restrictionsFor(application: string | undefined): NamedRestriction[] {
+    const named = (restriction: CompiledRestriction, counted?: string): NamedRestriction => ({
+      ...applicable(restriction, counted),
+      quotaName: restriction.quotaName,
+      api: restriction.api,
+      method: restriction.method,
+      verb: restriction.verb,
+    });
+    const own =
+      application === undefined
+        ? []
+        : (this.byApplication.get(application) ?? this.applicationDefault).map((restriction) =>
+            named(restriction, application),
+          );
+    return [...this.apiWide.map((restriction) => named(restriction)), ...own];
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */

@@ -5,6 +5,8 @@ import {
   bucketMsOf,
   bucketsPerWindow,
   type CounterAddition,
+  type CounterRef,
+  type CounterState,
   type CounterUsage,
 } from '../limiter/counter-store.js';
 import type {
@@ -99,6 +101,20 @@ export class RedisCounterTrips implements CounterTrips {
         return { key: key.slice(this.keyPrefix.length), used: Number(used), resetMs: Number(resetMs) };
       })
       .filter(({ used }) => used > 0);
+  }
+
+  async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    const states = await Promise.all(
+      counters.map(({ key, windowMs }) =>
+        this.scripts.quotagateUsage(
+          this.keyPrefix + key,
+          String(bucketsPerWindow),
+          String(bucketMsOf(windowMs)),
+          this.now(),
+        ),
+      ),
+    );
+    return states.map(([used = 0, resetMs = 0]) => ({ used: Number(used), resetMs: Number(resetMs) }));
   }
 
   private async send(trip: Trip): Promise<TripReply> {

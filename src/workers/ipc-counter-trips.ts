@@ -1,5 +1,5 @@
 import type { IpcPeer } from './ipc-peer.js';
-import type { CounterUsage } from '../limiter/counter-store.js';
+import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-store.js';
 import type { CounterTrips, Trip, TripReply } from '../limiter/counter-trips.js';
 
 /**
@@ -18,10 +18,15 @@ export class IpcCounterTrips implements CounterTrips {
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.primary.request('usage', { keyPrefix, windowMs });
   }
+
+  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    return this.primary.request('peek', [...counters]);
+  }
 }
 
 /** Answers the trips of the worker at the other end of `worker` with `trips` (in the primary). */
 export function serveCounterTrips(worker: IpcPeer, trips: CounterTrips): void {
   worker.answer('trip', (trip) => trips.trip(trip));
   worker.answer('usage', ({ keyPrefix, windowMs }) => trips.usage(keyPrefix, windowMs));
+  worker.answer('peek', (counters) => trips.peek(counters));
 }

@@ -1,7 +1,7 @@
 import type { Worker } from 'node:cluster';
 import type { EncodedLatency } from '../observe/added-latency.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { CounterUsage } from '../limiter/counter-store.js';
+import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
@@ -53,6 +53,8 @@ export interface IpcRequests {
   trip: [Trip, TripReply];
   /** Worker → primary: usage of the counters the primary holds. */
   usage: [{ keyPrefix: string; windowMs: number }, CounterUsage[]];
+  /** Worker → primary: what some counters the primary holds count now (the data plane's usage path). */
+  peek: [CounterRef[], CounterState[]];
   /** Primary → worker: its metrics, for the admin listener's `/metrics`. */
   metrics: [null, MetricsJson];
   /** Primary → worker: the time it added to exchanges, for the admin listener's `/latency`. */

@@ -32,6 +32,10 @@ describe('gateway check-config', () => {
       'plugin-constructor-fails',
       /^APIKeyAuthPlugin: constructing '\.\/test\/fixtures\/plugins\/failing-constructor\.js' failed: missing settings\n$/,
     ],
+    [
+      'usage-path-in-catalog',
+      /^usagePath: '\/store\/inventory' is a path of API 'Store' \(GET, its method 'getInventory'\): choose another path, or false\n$/,
+    ],
   ])('refuses %s with exit 2, as start does', async (fixture, problem) => {
     const dir = `test/fixtures/bad-config/${fixture}`;
     const checked = await runCli(['check-config', '--config-dir', dir]);

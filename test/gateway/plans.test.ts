@@ -1,4 +1,4 @@
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import {
   get,
@@ -8,18 +8,16 @@ import {
   webId,
   webKey,
   eachStore,
+  startFleetOfTwo,
 } from '../helpers/enforcement-gateways.js';
 import {
   adminUser,
   quotaUsage,
   setQuota,
-  startTestGateway,
-  petsConfig,
   throttle,
   userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { startUpstream } from '../helpers/upstream.js';
 
 const { gatewayWith } = useEnforcementGateways();
 const defer = cleanupAfterEach();
@@ -74,16 +72,7 @@ describe.each(eachStore)('plans on %s', (_store, store) => {
 
 describe('plans across a fleet on Redis', () => {
   it('puts an application on a plan, and changes the plan, on both gateways within a second', async () => {
-    const upstream = await startUpstream();
-    defer(() => upstream.close());
-    const config = petsConfig(`${upstream.url}/pets`, {
-      store: { type: 'redis', url: inject('redisUrl'), prefix: `test:plans:${Date.now()}:${Math.random()}:` },
-      applications: [{ id: mobileId, name: 'Mobile', apikey_development: mobileKey }],
-    });
-    const a = await startTestGateway(config);
-    defer(() => a.close());
-    const b = await startTestGateway(config);
-    defer(() => b.close());
+    const [a, b] = await startFleetOfTwo(defer);
 
     const plan = await setQuota(a, gold(1));
     await putOnPlan(a, mobileId, plan);

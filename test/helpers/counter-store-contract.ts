@@ -204,5 +204,27 @@ export function describeCounterStoreContract(name: string, open: () => Promise<S
         ]);
       }),
     );
+
+    it(
+      'reads named counters without charging them, and an unknown one as empty',
+      withStore(async ({ store, clock }) => {
+        const counted = throttle(key(), 3, 60 * second);
+        await store.consume([counted]);
+        await store.consume([counted]);
+        const bucketMs = 600;
+        const firstBucket = Math.floor(clock.now / bucketMs);
+        const refs = [
+          { key: counted.key, windowMs: 60 * second },
+          { key: key(), windowMs: 60 * second },
+        ];
+        for (let i = 0; i < 3; i += 1) {
+          expect(await store.peek(refs)).toEqual([
+            { used: 2, resetMs: (firstBucket + 101) * bucketMs - clock.now },
+            { used: 0, resetMs: 0 },
+          ]);
+        }
+        expect((await store.consume([counted])).states[0]!.used).toBe(3);
+      }),
+    );
   });
 }

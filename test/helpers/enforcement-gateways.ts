@@ -54,6 +54,28 @@ export function useEnforcementGateways(): EnforcementGateways {
   };
 }
 
+/**
+ * Two gateways on one Redis (a prefix of their own) over an upstream of their own, with the mobile
+ * application of conf/: a fleet, stopped by `defer` after the test.
+ */
+export async function startFleetOfTwo(
+  defer: (cleanup: () => Promise<void> | void) => void,
+  overrides: Record<string, unknown> = {},
+): Promise<[TestGateway, TestGateway]> {
+  const upstream = await startUpstream();
+  defer(() => upstream.close());
+  const config = petsConfig(`${upstream.url}/pets`, {
+    store: { type: 'redis', url: inject('redisUrl'), prefix: `test:fleet:${Date.now()}:${Math.random()}:` },
+    applications: [applications[0]],
+    ...overrides,
+  });
+  const a = await startTestGateway(config);
+  defer(() => a.close());
+  const b = await startTestGateway(config);
+  defer(() => b.close());
+  return [a, b];
+}
+
 /** GET through the data plane with a key as Basic credentials. */
 export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
   request(gateway.url, { path, headers: { authorization: basicAuth(key) } });

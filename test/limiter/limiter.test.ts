@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type {
   CounterAddition,
   CounterSpec,
+  CounterState,
   CounterUsage,
   Decision,
 } from '../../src/limiter/counter-store.js';
@@ -41,6 +42,10 @@ class FakeSharedStore implements SharedCounters {
   }
 
   async usage(): Promise<CounterUsage[]> {
+    return [];
+  }
+
+  async peek(): Promise<CounterState[]> {
     return [];
   }
 
