@@ -190,7 +190,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                   properties: {
                     index: { type: 'integer' },
                     type: { type: 'string' },
-                    unit: { type: 'string', enum: ['messages', 'bytes'] },
+                    unit: { type: 'string', enum: ['messages', 'bytes', 'units'] },
                     mode: {
                       type: 'string',
                       enum: ['shadow'],

@@ -11,7 +11,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import type { CounterSpec } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterSpec } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
@@ -54,6 +54,8 @@ class RequestRecord extends Exchange {
   refusedBy: string | null = null;
   /** The byte restrictions that admitted it: charged with what the exchange moved beyond the declared body. */
   byteCounters: readonly ApplicableRestriction[] = noRestrictions;
+  /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
+  unitCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
 
   constructor(
@@ -340,6 +342,7 @@ export class Gateway {
       if (verdict === 'unavailable' || verdict.outOfRoom) continue;
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
+        if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];
         continue;
       }
       this.parts.metrics.shadowRefusal(restriction);
@@ -377,7 +380,10 @@ export class Gateway {
     }
     appendRateLimitFields(record.fields, restrictions, verdict.states);
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
-    if (verdict.allowed) record.byteCounters = checks.byteRestrictions;
+    if (verdict.allowed) {
+      record.byteCounters = checks.byteRestrictions;
+      record.unitCounters = checks.unitRestrictions;
+    }
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
       this.refuse(record, 'quota_exceeded', ['retry-after', retryAfter]);
@@ -425,6 +431,7 @@ export class Gateway {
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
+    if (record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
     const status = record.status || res.statusCode;
     const { accessLog, metrics } = this.parts;
     if (accessLog && this.sampled(record, status)) {
@@ -479,13 +486,42 @@ export class Gateway {
       windowMs: restriction.windowMs,
       amount,
     }));
-    const charged = this.parts.limiter.add(additions);
+    this.charge(record, additions, 'bytes');
+  }
+
+  /**
+   * What the upstream's answer says the exchange cost, charged to each throttleunits restriction that
+   * admitted it: the whole number in its trailer, else in its header; else its default, counted.
+   */
+  private chargeUnits(record: RequestRecord): void {
+    const additions = record.unitCounters.map((restriction) => {
+      const field = restriction.unitHeader!;
+      const said = wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
+      if (said === null) this.parts.metrics.unitsUnreadable(restriction);
+      return {
+        key: restriction.counterKey,
+        windowMs: restriction.windowMs,
+        amount: said ?? restriction.unitDefault,
+      };
+    });
+    this.charge(record, additions, 'units');
+  }
+
+  private charge(record: RequestRecord, additions: CounterAddition[], what: string): void {
+    const charged = this.parts.limiter.add(additions.filter((addition) => addition.amount > 0));
     if (charged) {
       charged.catch((error: unknown) => {
-        this.parts.logger.error({ err: error, requestId: record.id }, 'charging measured bytes failed');
+        this.parts.logger.error({ err: error, requestId: record.id }, `charging measured ${what} failed`);
       });
     }
   }
+}
+
+/** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */
+function wholeUnits(value: string | string[] | undefined): number | null {
+  if (typeof value !== 'string') return null;
+  const text = value.trim();
+  return /^\d{1,15}$/.test(text) ? Number(text) : null;
 }
 
 /** Paths in the access log: without the query (it may carry tokens), and at most this long. */

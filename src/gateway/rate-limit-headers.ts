@@ -22,7 +22,11 @@ function policyOf(restriction: ApplicableRestriction): Policy {
   let known = policies.get(restriction);
   if (!known) {
     const name = `"${restriction.quotaId}/${restriction.index}"`;
-    const unit = restriction.type === 'throttlemb' ? ';qu="content-bytes"' : '';
+    // `units` is a vendor value of the draft's `qu`: what the upstream says each exchange cost.
+    const unit =
+      restriction.type === 'throttle'
+        ? ''
+        : `;qu="${restriction.type === 'throttlemb' ? 'content-bytes' : 'units'}"`;
     const windowSeconds = Math.ceil(restriction.windowMs / 1000);
     known = { name, policy: `${name};q=${restriction.limit};w=${windowSeconds}${unit}`, windowSeconds };
     policies.set(restriction, known);

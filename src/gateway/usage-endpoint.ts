@@ -4,6 +4,7 @@ import { ConfigError } from '../kit/config-error.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import type { CounterState } from '../limiter/counter-store.js';
 import type { NamedRestriction } from '../quota/quota-index.js';
+import { unitOf, type RestrictionUnit } from '../quota/quota-terms.js';
 
 /**
  * The data plane's usage path (`usagePath`, default `/_quotagate/usage`): a caller reads its own quotas,
@@ -105,7 +106,7 @@ export interface RestrictionReading {
   verb?: string;
   type: NamedRestriction['type'];
   mode: 'enforce' | 'shadow';
-  unit: 'messages' | 'bytes';
+  unit: RestrictionUnit;
   limit: number;
   used: number;
   remaining: number;
@@ -130,7 +131,7 @@ export function readings(
       ...(restriction.verb ? { verb: restriction.verb } : {}),
       type: restriction.type,
       mode: restriction.shadow ? 'shadow' : 'enforce',
-      unit: restriction.type === 'throttlemb' ? 'bytes' : 'messages',
+      unit: unitOf(restriction.type),
       limit: restriction.limit,
       used: state.used,
       remaining: Math.max(0, restriction.limit - state.used),

@@ -24,6 +24,8 @@ export interface Metrics {
   quotaDecision(restriction: { quotaId: string; quotaLabel: string; index: number }, allowed: boolean): void;
   /** Counts a request a shadow restriction would have refused (it also goes into `rejections`). */
   shadowRefusal(restriction: { quotaId: string; quotaLabel: string; index: number }): void;
+  /** Counts an exchange whose answer held no whole number of units where a throttleunits restriction reads one. */
+  unitsUnreadable(restriction: { quotaLabel: string; index: number }): void;
   /** Recent rejections per restriction, for the console's sparklines. */
   rejections: RejectionHistory;
 }
@@ -237,6 +239,12 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     labelNames: ['quota', 'restriction'],
     registers: [registry],
   });
+  const unitsUnreadable = new Counter({
+    name: 'quotagate_units_unreadable_total',
+    help: 'Exchanges whose answer held no whole number of units in the header or trailer a throttleunits restriction reads (charged its default), by quota name (id where names repeat) and restriction index',
+    labelNames: ['quota', 'restriction'],
+    registers: [registry],
+  });
   // The tallies of a restriction, found through the restriction itself: one lookup per decision.
   const decisionsOf = new WeakMap<object, { allowed: Tally; rejected: Tally }>();
   new Counter({
@@ -335,6 +343,9 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
         restriction: indexLabel(restriction.index),
       });
       rejections.record(restriction.quotaId, restriction.index);
+    },
+    unitsUnreadable(restriction) {
+      unitsUnreadable.inc({ quota: restriction.quotaLabel, restriction: indexLabel(restriction.index) });
     },
     rejections,
   };

@@ -14,11 +14,15 @@ export interface ApplicableRestriction {
   /** Position of the restriction in its quota. */
   index: number;
   type: Restriction['type'];
-  /** Messages for throttle, bytes for throttlemb. */
+  /** Messages for throttle, bytes for throttlemb, units for throttleunits. */
   limit: number;
   windowMs: number;
   /** Counted as if enforced, never refusing (`mode: shadow`). */
   shadow: boolean;
+  /** throttleunits: the response header or trailer (lower case) that says what an exchange cost. */
+  unitHeader: string | null;
+  /** throttleunits: what an exchange costs when that field holds no whole number. */
+  unitDefault: number;
 }
 
 /** A restriction as the caller's usage lists it: what it counts, and what it names. */
@@ -66,6 +70,8 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
       limit,
       windowMs: window,
       shadow: restriction.mode === 'shadow',
+      unitHeader: restriction.config.header ?? null,
+      unitDefault: Number(restriction.config.default ?? 0),
       api: restriction.api,
       method: restriction.method,
       verb: restriction.verb,
@@ -87,6 +93,8 @@ export class QuotaChecks {
   readonly shadows: readonly ApplicableRestriction[];
   /** The enforced throttlemb ones: charged the declared body up front and the measured bytes at the end. */
   readonly byteRestrictions: readonly ApplicableRestriction[];
+  /** The enforced throttleunits ones: charged, at the end, what the upstream's answer says it cost. */
+  readonly unitRestrictions: readonly ApplicableRestriction[];
   /** The smallest enforced byte limit: a declared body larger than it never fits (Infinity without one). */
   readonly largestBody: number;
   /** The counter checks of a request that declares no body: a message each, room for a byte. */
@@ -98,6 +106,7 @@ export class QuotaChecks {
     this.restrictions = all.filter((restriction) => !restriction.shadow);
     this.shadows = all.filter((restriction) => restriction.shadow);
     this.byteRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttlemb');
+    this.unitRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttleunits');
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
     this.bodiless = checksOf(this.restrictions, 0);
     this.bodilessShadows = this.shadowChecksOf(0);
@@ -118,7 +127,10 @@ export class QuotaChecks {
   }
 }
 
-/** A throttle charges one message; a throttlemb charges the declared body and needs room for a byte. */
+/**
+ * A throttle charges one message; a throttlemb charges the declared body and needs room for a byte; a
+ * throttleunits charges nothing yet (the answer says what the exchange cost) and needs room for a unit.
+ */
 function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
   return restrictions.map(({ counterKey, limit, windowMs, type }) => {
     const bytes = type === 'throttlemb';
@@ -126,7 +138,7 @@ function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes:
       key: counterKey,
       limit,
       windowMs,
-      cost: bytes ? declaredBytes : 1,
+      cost: bytes ? declaredBytes : type === 'throttleunits' ? 0 : 1,
       need: bytes ? Math.max(declaredBytes, 1) : 1,
     };
   });

@@ -42,13 +42,19 @@ export const amountRules = {
   messages: 'must be a whole number from 1 to 1000000000000',
   per: 'must be a whole number from 1 to 1000000',
   mb: 'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals',
+  units: 'must be a whole number from 1 to 999999999999999',
+  default: 'must be a whole number from 0 to 999999999999999',
 } as const;
 type AmountField = keyof typeof amountRules;
 const largest: Record<AmountField, bigint> = {
   messages: 1_000_000_000_000n,
   per: 1_000_000n,
   mb: BigInt(largestUnits),
+  units: BigInt(largestUnits),
+  default: BigInt(largestUnits),
 };
+/** The least of each field: only a charge when the upstream says nothing may be 0. */
+const least = (field: AmountField) => (field === 'default' ? 0n : 1n);
 
 /** A number as JSON.parse read it, spelt without an exponent: 1e-7 → "0.0000001", 1e21 → "1" and 21 zeros. */
 function plainDecimal(value: number): string | undefined {
@@ -85,12 +91,17 @@ export function canonicalAmount(value: unknown, field: AmountField): string | un
   const fraction = (match[2] ?? '').replace(/0+$/, '');
   const canonical = fraction ? `${integer}.${fraction}` : integer;
   const units = field === 'mb' ? bytesOf(canonical) : BigInt(integer);
-  return units >= 1n && units <= largest[field] ? canonical : undefined;
+  return units >= least(field) && units <= largest[field] ? canonical : undefined;
 }
 
-/** The limit a restriction enforces: messages for `throttle`, whole bytes for `throttlemb`. */
+/**
+ * The limit a restriction enforces: messages for `throttle`, whole bytes for `throttlemb`, units for
+ * `throttleunits`.
+ */
 export function unitsOf(config: RestrictionConfig): number {
-  return config.messages !== undefined ? Number(config.messages) : Number(bytesOf(config.mb));
+  if (config.messages !== undefined) return Number(config.messages);
+  if (config.units !== undefined) return Number(config.units);
+  return Number(bytesOf(config.mb));
 }
 
 /** How the canonical strings look, for the OpenAPI document. */
@@ -98,6 +109,8 @@ const canonicalPatterns: Record<AmountField, RegExp> = {
   messages: /^[1-9]\d{0,12}$/,
   per: /^[1-9]\d{0,6}$/,
   mb: /^(0|[1-9]\d{0,8})(\.\d{0,5}[1-9])?$/,
+  units: /^[1-9]\d{0,14}$/,
+  default: /^(0|[1-9]\d{0,14})$/,
 };
 
 /** An error map: "is required" for a missing value, `message` for any other mistake. */
@@ -140,6 +153,9 @@ const throttleConfig = z
       per: amount('per', 'Number of periods in the window'),
       period,
       mb: notFor('throttle'),
+      units: notFor('throttle'),
+      header: notFor('throttle'),
+      default: notFor('throttle'),
     },
     { error: msg('must be an object') },
   )
@@ -152,6 +168,36 @@ const throttlembConfig = z
       per: amount('per', 'Number of periods in the window'),
       period,
       messages: notFor('throttlemb'),
+      units: notFor('throttlemb'),
+      header: notFor('throttlemb'),
+      default: notFor('throttlemb'),
+    },
+    { error: msg('must be an object') },
+  )
+  .superRefine(windowRule);
+
+/** An HTTP field name (RFC 9110 §5.1), compared in lower case as Node and undici give them. */
+const fieldName = z
+  .string({ error: msg('must be an HTTP field name') })
+  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/, {
+    error: 'must be an HTTP field name of at most 64 characters',
+  })
+  .toLowerCase()
+  .meta({ description: 'The response header or trailer that says what the exchange cost, in units' });
+
+const throttleunitsConfig = z
+  .strictObject(
+    {
+      units: amount('units', 'Units allowed per window'),
+      per: amount('per', 'Number of periods in the window'),
+      period,
+      header: fieldName,
+      default: amount(
+        'default',
+        'Units charged when the upstream sends no whole number in the header (default: 0)',
+      ).optional(),
+      messages: notFor('throttleunits'),
+      mb: notFor('throttleunits'),
     },
     { error: msg('must be an object') },
   )
@@ -237,6 +283,9 @@ function restrictionSchema(catalog?: CatalogSource) {
       z
         .strictObject({ ...fields, type: z.literal('throttlemb'), config: throttlembConfig })
         .superRefine(referencesRule(catalog), references),
+      z
+        .strictObject({ ...fields, type: z.literal('throttleunits'), config: throttleunitsConfig })
+        .superRefine(referencesRule(catalog), references),
     ],
     {
       // A restriction that is no object at all comes here too, as an invalid_type issue.
@@ -245,7 +294,7 @@ function restrictionSchema(catalog?: CatalogSource) {
           return issue.input === undefined ? 'is required' : 'must be an object';
         return isRecord(issue.input) && issue.input.type === undefined
           ? 'is required'
-          : 'must be one of throttle, throttlemb';
+          : 'must be one of throttle, throttlemb, throttleunits';
       },
     },
   );

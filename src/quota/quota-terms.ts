@@ -12,7 +12,7 @@ export const wellKnownQuotaIds: ReadonlySet<string> = new Set([systemQuotaId, ap
 export const longestApplicationId = 1024;
 
 export const quotaTypes = ['APPLICATION', 'API'] as const;
-export const restrictionTypes = ['throttle', 'throttlemb'] as const;
+export const restrictionTypes = ['throttle', 'throttlemb', 'throttleunits'] as const;
 /**
  * What a restriction does with a request it has no room for: `enforce` refuses it, `shadow` lets it
  * through and reports that it would have refused it. Stored and answered only when `shadow`.
@@ -36,6 +36,15 @@ export const restrictionVerbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 
 export type QuotaType = (typeof quotaTypes)[number];
 export type RestrictionType = (typeof restrictionTypes)[number];
+
+/** What a restriction counts: messages (`throttle`), body bytes (`throttlemb`), units the upstream says. */
+export type RestrictionUnit = 'messages' | 'bytes' | 'units';
+const unitsByType: Record<RestrictionType, RestrictionUnit> = {
+  throttle: 'messages',
+  throttlemb: 'bytes',
+  throttleunits: 'units',
+};
+export const unitOf = (type: RestrictionType): RestrictionUnit => unitsByType[type];
 export type Period = (typeof periods)[number];
 
 const secondsPer: Record<Period, number> = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 };

@@ -1,12 +1,13 @@
 import type { Limiter } from '../limiter/limiter.js';
 import { applicationOfCounter, type QuotaIndex } from './quota-index.js';
 import type { QuotaRepository } from './quota-repository.js';
+import { unitOf, type RestrictionType, type RestrictionUnit } from './quota-terms.js';
 
 export interface RestrictionUsage {
   index: number;
-  type: 'throttle' | 'throttlemb';
-  /** messages for throttle, bytes for throttlemb. */
-  unit: 'messages' | 'bytes';
+  type: RestrictionType;
+  /** messages for throttle, bytes for throttlemb, units for throttleunits. */
+  unit: RestrictionUnit;
   /** Only for a shadow restriction: its rejections are the requests it would have refused. */
   mode?: 'shadow';
   limit: number;
@@ -44,7 +45,7 @@ export async function quotaUsage(
       const base: RestrictionUsage = {
         index: i,
         type: restriction.type,
-        unit: restriction.type === 'throttle' ? 'messages' : 'bytes',
+        unit: unitOf(restriction.type),
         ...(restriction.mode ? { mode: restriction.mode } : {}),
         limit: counter?.limit ?? 0,
         windowSeconds: (counter?.windowMs ?? 0) / 1000,

@@ -17,7 +17,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
       [
         'an unknown restriction type',
         quotaDto({ restrictions: [getPetThrottle({ type: 'burst' })] }),
-        'restrictions[0].type: must be one of throttle, throttlemb',
+        'restrictions[0].type: must be one of throttle, throttlemb, throttleunits',
       ],
       [
         'an unknown period',
@@ -73,6 +73,51 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
           restrictions: [getPetThrottle({ type: 'throttlemb', config: { per: 1, period: 'second' } })],
         }),
         'restrictions[0].config.mb: is required',
+      ],
+      [
+        'a throttleunits without its header',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({ type: 'throttleunits', config: { units: 10, per: 1, period: 'hour' } }),
+          ],
+        }),
+        'restrictions[0].config.header: is required',
+      ],
+      [
+        'a header that is no field name',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, per: 1, period: 'hour', header: 'x tokens' },
+            }),
+          ],
+        }),
+        'restrictions[0].config.header: must be an HTTP field name of at most 64 characters',
+      ],
+      [
+        'a negative default of throttleunits',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, per: 1, period: 'hour', header: 'x-tokens', default: -1 },
+            }),
+          ],
+        }),
+        'restrictions[0].config.default: must be a whole number from 0 to 999999999999999',
+      ],
+      [
+        'messages on a throttleunits',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, messages: 1, per: 1, period: 'hour', header: 'x-tokens' },
+            }),
+          ],
+        }),
+        'restrictions[0].config.messages: not allowed for type throttleunits',
       ],
       [
         'an api id not in the catalog',

@@ -152,6 +152,8 @@ describe('the quota form', () => {
       amount: '1000',
       per: '1',
       period: 'minute',
+      header: '',
+      fallback: '',
     });
     expect(dtoOf(form)).toEqual({
       type: 'API',
@@ -212,6 +214,36 @@ describe('the quota form', () => {
       'restrictions[1].mode': ['must be one of enforce, shadow'],
     });
     expect(general).toEqual(['restrictions[7].api: beyond the form', 'the quota store is unavailable']);
+  });
+
+  it('edits a throttleunits restriction: its units, the field it reads and its default', () => {
+    const units = {
+      api: '*',
+      method: '*',
+      type: 'throttleunits' as const,
+      config: { units: '10000', per: '1', period: 'day', header: 'x-tokens', default: '5' },
+    };
+    const form = formOf({ ...quota, restrictions: [units] });
+    expect(form.restrictions[0]).toMatchObject({ amount: '10000', header: 'x-tokens', fallback: '5' });
+    expect(dtoOf(form).restrictions).toEqual([units]);
+    expect(
+      dtoOf({ ...form, restrictions: [{ ...form.restrictions[0]!, fallback: ' ' }] }).restrictions,
+    ).toEqual([{ ...units, config: { units: '10000', per: '1', period: 'day', header: 'x-tokens' } }]);
+    expect(limitText(units)).toBe('10,000 units (x-tokens) per 1 day');
+    expect(amountText(1, 'units')).toBe('1 unit');
+    const { byField } = messagesByField(
+      [
+        'restrictions[0].config.units: must be a whole number from 1 to 999999999999999',
+        'restrictions[0].config.header: is required',
+        'restrictions[0].config.default: must be a whole number from 0 to 999999999999999',
+      ],
+      fieldNames(form),
+    );
+    expect([...byField.keys()]).toEqual([
+      'restrictions[0].config.amount',
+      'restrictions[0].config.header',
+      'restrictions[0].config.fallback',
+    ]);
   });
 
   it('says a restriction in words, with names from the catalog', () => {

@@ -10,7 +10,7 @@ import { h, replace } from './dom.js';
 export interface BarUsage {
   used: number;
   limit: number;
-  unit: 'messages' | 'bytes';
+  unit: 'messages' | 'bytes' | 'units';
   windowSeconds: number;
   resetSeconds: number;
   /** Whose usage it is (an application's name), when the bar needs saying. */

@@ -123,22 +123,48 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
           [
             ['throttle', 'Messages'],
             ['throttlemb', 'Megabytes'],
+            ['throttleunits', 'Units the upstream says'],
           ],
           restriction.type,
           { name: at('type'), onchange: bind('type', true) },
         ),
       ),
       labelled(
-        restriction.type === 'throttle' ? 'Messages' : 'Megabytes',
+        { throttle: 'Messages', throttlemb: 'Megabytes', throttleunits: 'Units' }[restriction.type],
         'config.amount',
         h('input', {
           name: at('config.amount'),
           inputmode: 'decimal',
           value: restriction.amount,
-          placeholder: restriction.type === 'throttle' ? 'e.g. 100' : 'e.g. 2.5',
+          placeholder: restriction.type === 'throttlemb' ? 'e.g. 2.5' : 'e.g. 100',
           oninput: bind('amount'),
         }),
       ),
+      ...(restriction.type === 'throttleunits'
+        ? [
+            labelled(
+              'from the header or trailer',
+              'config.header',
+              h('input', {
+                name: at('config.header'),
+                value: restriction.header,
+                placeholder: 'e.g. x-tokens',
+                oninput: bind('header'),
+              }),
+            ),
+            labelled(
+              'when it says nothing',
+              'config.fallback',
+              h('input', {
+                name: at('config.fallback'),
+                inputmode: 'numeric',
+                value: restriction.fallback,
+                placeholder: '0',
+                oninput: bind('fallback'),
+              }),
+            ),
+          ]
+        : []),
       labelled(
         'per',
         'config.per',

@@ -10,7 +10,7 @@ import { badge, h, replace } from './dom.js';
 
 export interface RestrictionUsage {
   index: number;
-  unit: 'messages' | 'bytes';
+  unit: 'messages' | 'bytes' | 'units';
   limit: number;
   windowSeconds: number;
   /** Only for a shadow restriction, whose rejections are those it would have made. */

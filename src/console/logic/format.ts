@@ -39,9 +39,12 @@ export function durationText(seconds: number): string {
 
 const bytesPerMb = 1_048_576;
 
-/** An amount of a restriction's unit: "1,234 messages", "1.5 MB", "512 bytes". */
-export function amountText(amount: number, unit: 'messages' | 'bytes'): string {
-  if (unit === 'messages') return `${amount.toLocaleString('en-US')} message${amount === 1 ? '' : 's'}`;
+/** An amount of a restriction's unit: "1,234 messages", "1.5 MB", "512 bytes", "10,000 units". */
+export function amountText(amount: number, unit: 'messages' | 'bytes' | 'units'): string {
+  if (unit !== 'bytes') {
+    const word = unit === 'messages' ? 'message' : 'unit';
+    return `${amount.toLocaleString('en-US')} ${word}${amount === 1 ? '' : 's'}`;
+  }
   if (amount < 1024) return `${amount} byte${amount === 1 ? '' : 's'}`;
   if (amount < bytesPerMb)
     return `${(amount / 1024).toLocaleString('en-US', { maximumFractionDigits: 1 })} KB`;

@@ -2,7 +2,14 @@
  * The quota form's model and its mapping to and from a QuotaDTO. Amounts stay the text typed: the
  * admin API checks them and its messages, which name the field, are shown next to it.
  */
-export type RestrictionType = 'throttle' | 'throttlemb';
+export type RestrictionType = 'throttle' | 'throttlemb' | 'throttleunits';
+
+/** The field of `config` each type's amount is: messages, megabytes, units. */
+const amountField: Record<RestrictionType, 'messages' | 'mb' | 'units'> = {
+  throttle: 'messages',
+  throttlemb: 'mb',
+  throttleunits: 'units',
+};
 export type RestrictionMode = 'enforce' | 'shadow';
 
 export interface RestrictionForm {
@@ -13,10 +20,14 @@ export interface RestrictionForm {
   type: RestrictionType;
   /** `shadow` counts and reports, never refuses. */
   mode: RestrictionMode;
-  /** Messages (throttle) or megabytes (throttlemb), as typed. */
+  /** Messages (throttle), megabytes (throttlemb) or units (throttleunits), as typed. */
   amount: string;
   per: string;
   period: string;
+  /** throttleunits: the response header or trailer that says what an exchange cost. */
+  header: string;
+  /** throttleunits: units charged when it says nothing, as typed ('' for none). */
+  fallback: string;
 }
 
 export interface QuotaForm {
@@ -40,7 +51,15 @@ export interface QuotaAnswer {
     /** Absent for an enforced restriction. */
     mode?: 'shadow';
     type: RestrictionType;
-    config: { messages?: string; mb?: string; per: string; period: string };
+    config: {
+      messages?: string;
+      mb?: string;
+      units?: string;
+      header?: string;
+      default?: string;
+      per: string;
+      period: string;
+    };
   }>;
   application?: { id: string; name: string };
   /** Declared in conf/ (`quotas`): read-only through the API. */
@@ -63,6 +82,8 @@ export function newRestriction(): RestrictionForm {
     amount: '',
     per: '1',
     period: 'minute',
+    header: '',
+    fallback: '',
   };
 }
 
@@ -77,10 +98,12 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       verb: restriction.verb ?? '',
       type: restriction.type,
       mode: restriction.mode ?? 'enforce',
-      amount: (restriction.type === 'throttle' ? restriction.config.messages : restriction.config.mb) ?? '',
+      amount: restriction.config[amountField[restriction.type]] ?? '',
       per: restriction.config.per,
       // Stored as sent, singular or plural: the form offers the singular.
       period: restriction.config.period.replace(/s$/, ''),
+      header: restriction.config.header ?? '',
+      fallback: restriction.config.default ?? '',
     })),
   };
 }
@@ -98,9 +121,15 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       ...(restriction.mode === 'shadow' ? { mode: 'shadow' } : {}),
       type: restriction.type,
       config: {
-        [restriction.type === 'throttle' ? 'messages' : 'mb']: restriction.amount.trim(),
+        [amountField[restriction.type]]: restriction.amount.trim(),
         per: restriction.per.trim(),
         period: restriction.period,
+        ...(restriction.type === 'throttleunits'
+          ? {
+              header: restriction.header.trim(),
+              ...(restriction.fallback.trim() ? { default: restriction.fallback.trim() } : {}),
+            }
+          : {}),
       },
     })),
   };
@@ -121,9 +150,11 @@ export function messagesByField(
     const match = /^([A-Za-z0-9_.[\]]+): (.*)$/s.exec(message);
     let field = match?.[1];
     if (field && !fields.has(field) && /^restrictions\[\d+\]\.config$/.test(field)) field += '.per';
-    if (field && /^restrictions\[\d+\]\.config\.(messages|mb)$/.test(field)) {
-      field = field.replace(/(messages|mb)$/, 'amount');
+    if (field && /^restrictions\[\d+\]\.config\.(messages|mb|units)$/.test(field)) {
+      field = field.replace(/(messages|mb|units)$/, 'amount');
     }
+    if (field && /^restrictions\[\d+\]\.config\.default$/.test(field))
+      field = field.replace(/default$/, 'fallback');
     if (match && field && fields.has(field)) {
       byField.set(field, [...(byField.get(field) ?? []), match[2]!]);
     } else {
@@ -146,6 +177,8 @@ export function fieldNames(form: QuotaForm): Set<string> {
       'config.amount',
       'config.per',
       'config.period',
+      'config.header',
+      'config.fallback',
     ])
       names.add(`restrictions[${i}].${field}`);
     names.add(`restrictions[${i}]`);

@@ -3,7 +3,10 @@ import type { QuotaAnswer } from './quota-form.js';
 
 type Restriction = QuotaAnswer['restrictions'][number];
 
-/** "100 messages per 1 minute", "2.5 MB per 1 day": the limit of a restriction in words. */
+/**
+ * "100 messages per 1 minute", "2.5 MB per 1 day", "10,000 units (x-tokens) per 1 day": the limit of a
+ * restriction in words.
+ */
 export function limitText(restriction: Restriction): string {
   const { config } = restriction;
   const per = Number(config.per);
@@ -12,7 +15,9 @@ export function limitText(restriction: Restriction): string {
   const amount =
     restriction.type === 'throttle'
       ? `${Number(config.messages).toLocaleString('en-US')} message${config.messages === '1' ? '' : 's'}`
-      : `${config.mb} MB`;
+      : restriction.type === 'throttleunits'
+        ? `${Number(config.units).toLocaleString('en-US')} unit${config.units === '1' ? '' : 's'} (${config.header})`
+        : `${config.mb} MB`;
   return `${amount} per ${window}`;
 }
 

@@ -52,6 +52,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   bytesOut = 0;
   /** Body bytes of an answer the gateway made itself (an error), which no byte quota is charged. */
   answeredBytes = 0;
+  /** The upstream's response fields (lower-case names), once they came. */
+  responseHeaders: IncomingHttpHeaders | null = null;
+  /** The upstream's trailer fields, once its answer ended with any. */
+  responseTrailers: IncomingHttpHeaders | null = null;
   /** Milliseconds from forwarding until the upstream's response headers arrived; null when none did. */
   upstreamMs: number | null = null;
   /** How the upstream side ended; the client's abort is only known at the end (`outcome()`). */
@@ -129,6 +133,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     const { res } = this;
     this.upstreamMs = respondedAt - this.forwardedAt;
     this.status = statusCode;
+    this.responseHeaders = headers;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
     const fields = appendEndToEndResponseFields(
@@ -147,8 +152,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (!this.res.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(): void {
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.settled = true;
+    this.responseTrailers = trailers;
     this.res.end();
   }
 
