@@ -135,6 +135,42 @@ describe('quotas declared in conf/', () => {
     ).toBe(id);
   });
 
+  it('carry shadow and throttleunits restrictions as the API takes them, and enforce them', async () => {
+    const { gateway } = await start([
+      {
+        ...system(1),
+        restrictions: [
+          { ...throttle(1, 1, 'hour'), mode: 'shadow' },
+          {
+            api: '*',
+            method: '*',
+            type: 'throttleunits',
+            config: { units: 50, per: 1, period: 'hour', header: 'X-Tokens', default: 2 },
+          },
+        ],
+      },
+    ]);
+    expect([await get(gateway), await get(gateway)]).toEqual([200, 200]);
+    const stored = (await (await adminCall(gateway, 'GET', `/quotas/${systemQuotaId}`)).json()) as {
+      restrictions: unknown[];
+    };
+    expect(stored.restrictions).toEqual([
+      {
+        api: '*',
+        method: '*',
+        type: 'throttle',
+        mode: 'shadow',
+        config: { messages: '1', per: '1', period: 'hour' },
+      },
+      {
+        api: '*',
+        method: '*',
+        type: 'throttleunits',
+        config: { units: '50', per: '1', period: 'hour', header: 'x-tokens', default: '2' },
+      },
+    ]);
+  });
+
   it('are checked with the config: catalog ids, applications, ids once, all at once', async () => {
     const dir = writeConfigDir(
       petsConfig('http://127.0.0.1:9/pets', {
