@@ -123,7 +123,7 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
           [
             ['throttle', 'Messages'],
             ['throttlemb', 'Megabytes'],
-            ['throttleunits', 'Units the upstream says'],
+            ['throttleunits', 'Units'],
           ],
           restriction.type,
           { name: at('type'), onchange: bind('type', true) },
