@@ -504,11 +504,16 @@ export class Gateway {
         amount: said ?? restriction.unitDefault,
       };
     });
-    this.charge(record, additions, 'units');
+    this.charge(
+      record,
+      additions.filter((addition) => addition.amount > 0),
+      'units',
+    );
   }
 
+  /** Adds measured units to counters, after the answer: a failure is logged, never answered. */
   private charge(record: RequestRecord, additions: CounterAddition[], what: string): void {
-    const charged = this.parts.limiter.add(additions.filter((addition) => addition.amount > 0));
+    const charged = this.parts.limiter.add(additions);
     if (charged) {
       charged.catch((error: unknown) => {
         this.parts.logger.error({ err: error, requestId: record.id }, `charging measured ${what} failed`);
