@@ -235,10 +235,7 @@ export class Gateway {
   private async answerUsage(record: RequestRecord, auth: AuthResult): Promise<void> {
     const { req, res, plane } = record;
     if (res.headersSent || res.writableEnded) return;
-    if (!auth.ok) {
-      const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-      return this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
-    }
+    if (!auth.ok) return this.refuseUnauthenticated(record, auth);
     record.principal = auth.principal;
     const application = auth.principal?.application;
     const caller = application ?? `client ${clientAddress(req, plane.trustedPeers)}`;
@@ -272,6 +269,12 @@ export class Gateway {
     record.answeredBytes += sendJson(res, 200, fields, body);
   }
 
+  /** Answers a request its scheme refused: 401 with the scheme's challenge, or what else it said. */
+  private refuseUnauthenticated(record: RequestRecord, auth: Extract<AuthResult, { ok: false }>): void {
+    const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
+    this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
+  }
+
   /** Step 3: the authenticator of APIKeyAuthType; a promise only when it has to wait. */
   private authenticate(record: RequestRecord): Promise<void> | void {
     const auth = record.plane.authenticator.authenticate(record.req, record.res);
@@ -283,10 +286,7 @@ export class Gateway {
   private authenticated(record: RequestRecord, auth: AuthResult): Promise<void> | void {
     const { req, res } = record;
     if (res.headersSent || res.writableEnded) return;
-    if (!auth.ok) {
-      const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-      return this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
-    }
+    if (!auth.ok) return this.refuseUnauthenticated(record, auth);
     record.principal = auth.principal;
     record.unvalidated = auth.unvalidated === true;
 
