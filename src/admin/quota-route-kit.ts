@@ -14,7 +14,7 @@ import {
   type QuotaType,
   type StoredQuota,
 } from '../quota/model.js';
-import { isPlan } from '../quota/plans.js';
+import { isPlan, membersByPlan } from '../quota/plans.js';
 import type { QuotaRepository, RefusedQuota } from '../quota/quota-repository.js';
 import { catalogIds, type CatalogIds } from '../quota/quota-schema.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
@@ -119,19 +119,11 @@ export class QuotaRouteKit {
       ]);
   }
 
-  /** How many applications are on each plan. */
-  planMembers(): Map<string, number> {
-    const members = new Map<string, number>();
-    for (const record of this.repository.all())
-      if (record.plan !== undefined) members.set(record.plan, (members.get(record.plan) ?? 0) + 1);
-    return members;
-  }
-
   /**
    * A quota as answered: an application's own quota names the application, and a plan says how many
    * applications are on it (`members`, counted once for a whole list).
    */
-  shown(record: StoredQuota, members = this.planMembers()) {
+  shown(record: StoredQuota, members = membersByPlan(this.repository.all())) {
     const { quota, application } = record;
     return {
       ...quota,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { systemQuotaId, wellKnownQuotaIds, type QuotaDto } from '../quota/model.js';
+import { membersByPlan } from '../quota/plans.js';
 import { quotaDtoSchema } from '../quota/quota-schema.js';
 import { rejectionBucketSeconds, rejectionSeries } from '../observe/rejection-history.js';
 import { AdminError, errorResponses } from './admin-errors.js';
@@ -75,7 +76,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
       },
     },
     async (request) => {
-      const members = kit.planMembers();
+      const members = membersByPlan(repository.all());
       return repository
         .all()
         .filter((record) => request.adminUser?.role === 'admin' || record.quota.id !== systemQuotaId)

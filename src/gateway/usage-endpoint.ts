@@ -1,5 +1,5 @@
 import type { Router } from '../catalog/router.js';
-import type { ApiConfig } from '../config/schema.js';
+import { verbs, type ApiConfig } from '../config/schema.js';
 import { ConfigError } from '../kit/config-error.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import type { CounterState } from '../limiter/counter-store.js';
@@ -33,7 +33,8 @@ export class UsagePath {
       .split('/')
       .filter((segment) => segment !== '')
       .map((segment) => normalizeSegment(segment) ?? segment);
-    for (const verb of ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']) {
+    // Every verb a method may declare (HEAD is routed as GET).
+    for (const verb of verbs) {
       const route = router.match(verb, segments, false, '');
       if (route && (route.method || route.api.config.passUndeclared)) {
         const what = route.method ? `its method '${route.method.name}'` : 'passUndeclared';

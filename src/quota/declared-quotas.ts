@@ -6,7 +6,7 @@ import type { Logger } from '../observe/log.js';
 import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
 import type { QuotaRepository } from './quota-repository.js';
 import { membershipRecord, notAPlan } from './plans.js';
-import { quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
+import { anyCaseUuid, quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
 
 /**
  * A quota as a file declares it (`quotas` in conf/, and what `gateway quotas export` writes and `import`
@@ -73,14 +73,7 @@ export function declaredQuotaSchema(catalog?: CatalogSource) {
     );
 }
 
-const uuid = (description: string) =>
-  z
-    .string({ error: 'is required' })
-    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
-      error: 'must be a UUID',
-    })
-    .transform((id) => id.toLowerCase())
-    .meta({ description });
+const uuid = (description: string) => anyCaseUuid('must be a UUID', 'is required').meta({ description });
 
 /** A declared quota, with the application it belongs to when it is an application's own. */
 export interface DeclaredDefinition {

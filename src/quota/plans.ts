@@ -45,10 +45,11 @@ export function membershipRecord(id: string, application: string, plan: string):
   };
 }
 
-/** How many of `records` put an application on plan `id`. */
-export function membersOf(records: Iterable<QuotaRecord>, id: string): number {
-  let members = 0;
-  for (const record of records) if (record.plan === id) members += 1;
+/** How many of `records` put an application on each plan, by plan id. */
+export function membersByPlan(records: Iterable<QuotaRecord>): Map<string, number> {
+  const members = new Map<string, number>();
+  for (const record of records)
+    if (record.plan !== undefined) members.set(record.plan, (members.get(record.plan) ?? 0) + 1);
   return members;
 }
 
@@ -73,6 +74,6 @@ export function planRuleBroken(
     if (problem) return problem;
   }
   if (next !== undefined && isPlan(next)) return undefined;
-  const members = membersOf(records.values(), id);
-  return members > 0 ? planInUse(id, members) : undefined;
+  const members = membersByPlan(records.values()).get(id);
+  return members === undefined ? undefined : planInUse(id, members);
 }

@@ -34,16 +34,12 @@ export interface NamedRestriction extends ApplicableRestriction {
   verb: string | undefined;
 }
 
-interface CompiledRestriction extends Omit<ApplicableRestriction, 'counterKey'> {
+interface CompiledRestriction extends Omit<NamedRestriction, 'counterKey'> {
   /**
    * Counter key of an API-type restriction, or the key prefix of an application quota's counters (one
    * per application, see `applicationCounterKey`).
    */
   keyBase: string;
-  api: string;
-  method: string;
-  verb: string | undefined;
-  quotaName: string;
 }
 
 /** @param perApplication whether the restrictions count each application apart */
@@ -171,8 +167,21 @@ function matching(
   );
 }
 
+/** The restriction as the request path checks it: its counter for `application`, nothing it names. */
 const applicable = (restriction: CompiledRestriction, application?: string): ApplicableRestriction => {
-  const { keyBase, api: _api, method: _method, verb: _verb, quotaName: _name, ...rest } = restriction;
+  const {
+    api: _api,
+    method: _method,
+    verb: _verb,
+    quotaName: _name,
+    ...rest
+  } = named(restriction, application);
+  return rest;
+};
+
+/** The restriction with its counter for `application` (none: an API-wide one) and what it names. */
+const named = (restriction: CompiledRestriction, application?: string): NamedRestriction => {
+  const { keyBase, ...rest } = restriction;
   return {
     ...rest,
     counterKey: application === undefined ? keyBase : applicationCounterKey(keyBase, application),
@@ -313,13 +322,6 @@ export class QuotaIndex {
    * Default, with the counters they keep for it.
    */
   restrictionsFor(application: string | undefined): NamedRestriction[] {
-    const named = (restriction: CompiledRestriction, counted?: string): NamedRestriction => ({
-      ...applicable(restriction, counted),
-      quotaName: restriction.quotaName,
-      api: restriction.api,
-      method: restriction.method,
-      verb: restriction.verb,
-    });
     const own =
       application === undefined
         ? []

@@ -343,6 +343,19 @@ export function quotaDtoSchema(catalog?: CatalogSource) {
 }
 
 /**
+ * A UUID a client or a file gives, in any case, read in lower case as the stores keep ids.
+ * @param typeError what a value that is no string is told
+ */
+export const anyCaseUuid = (
+  error: string,
+  typeError: z.core.$ZodErrorMap | string = msg('must be a string'),
+) =>
+  z
+    .string({ error: typeError })
+    .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, { error })
+    .transform((id) => id.toLowerCase());
+
+/**
  * The body of an application's own quota (POST and PUT /applications/{id}/quota): a QuotaDTO whose
  * `type` and `name` may be left out, as Axway API Manager accepts (apim-cli sends the restrictions
  * alone); the type is APPLICATION and the name is made up from the application's.
@@ -356,17 +369,10 @@ export function applicationQuotaDtoSchema(catalog?: CatalogSource) {
       restrictions: dto.shape.restrictions
         .optional()
         .meta({ description: 'The restrictions of its own quota; required unless `plan` is given' }),
-      plan: z
-        .string({ error: msg('must be a string') })
-        .regex(/^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/, {
-          error: 'must be the id (a UUID) of a plan',
-        })
-        .transform((id) => id.toLowerCase())
-        .optional()
-        .meta({
-          description:
-            'Puts the application on this plan (the id of an APPLICATION quota that no application owns) instead of giving it restrictions of its own',
-        }),
+      plan: anyCaseUuid('must be the id (a UUID) of a plan').optional().meta({
+        description:
+          'Puts the application on this plan (the id of an APPLICATION quota that no application owns) instead of giving it restrictions of its own',
+      }),
     })
     .superRefine((body, ctx) => {
       if (body.plan === undefined && body.restrictions === undefined)
