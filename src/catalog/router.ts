@@ -56,8 +56,16 @@ interface ApiRoute {
 
 const splitPath = (path: string) => path.split('/').filter((segment) => segment !== '');
 
-/** Literal segments outrank parameters, position by position: `/findByStatus` wins over `/{petId}`. */
+/**
+ * Concrete paths match before templated ones, whatever the order of the catalog (OpenAPI 3, Paths
+ * Object): of two templates that can match the same request (as long as each other), the one that is
+ * literal at the leftmost position where they differ wins, as fastify's find-my-way tries a node's
+ * static child before its parameter. `/findByStatus` wins over `/{petId}`, `/mine/{a}/{b}` over
+ * `/{id}/photos/{b}`. Templates of other lengths never match the same request; ordering them by length
+ * first keeps the comparison a total order, so the sort cannot depend on where they were declared.
+ */
 function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
+  if (a.pattern.length !== b.pattern.length) return a.pattern.length - b.pattern.length;
   for (let i = 0; i < a.pattern.length; i += 1) {
     const aLiteral = a.pattern[i] !== null;
     const bLiteral = b.pattern[i] !== null;
