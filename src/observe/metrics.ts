@@ -195,6 +195,12 @@ export interface MetricsSources {
   now?: () => number;
   /** The time this gateway adds to exchanges; absent in a primary of `workers: N`, whose workers add it up. */
   addedLatency?: AddedLatency;
+  /**
+   * This gateway decides with shared counters (Redis, or the primary's with `workers: N`), and so
+   * exports `quotagate_store_shared`: without them its own counters are all there is, and a 0 would say
+   * that store.onError decides.
+   */
+  sharedCounters?: boolean;
 }
 
 export function createMetrics(sources: MetricsSources = {}): Metrics {
@@ -271,8 +277,8 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     }),
     counterStoreShared: new Gauge({
       name: 'quotagate_store_shared',
-      help: '1 while the shared (Redis) counters decide, 0 while store.onError does',
-      registers: [registry],
+      help: '1 while the shared counters (Redis, or the primary of workers: N) decide, 0 while store.onError does',
+      registers: sources.sharedCounters ? [registry] : [],
       // Across the workers of `workers: N`: 0 as soon as one of them decides without the shared counters.
       aggregator: 'min',
     }),
