@@ -10,9 +10,10 @@ import {
 } from '../helpers/gateway-metrics.js';
 
 /**
- * deploy/grafana/quotagate-dashboard.json, checked against what a real gateway exports on /metrics (and
- * what the primary of `workers: N` adds): every query names a metric that exists, every metric of the
- * gateway's own has a panel, and the file imports as is (its data source is an input of the import).
+ * deploy/grafana/quotagate-dashboard.json, checked against what a real gateway on Redis exports on
+ * /metrics (and what the primary of `workers: N` adds): every query names a metric that exists, every
+ * metric of the gateway's own has a panel, and the file imports as is (its data source is an input of
+ * the import).
  */
 interface Target {
   expr: string;

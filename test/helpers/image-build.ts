@@ -35,7 +35,7 @@ export async function checkoutFiles(): Promise<string[]> {
   return stdout.split('\0').filter((file) => file !== '' && existsSync(file));
 }
 
-/** The files of `checkout` that deploy/Dockerfile.dockerignore lets into the build context (Docker's rules). */
+/** The files of `checkout` that Dockerfile.dockerignore lets into the build context (Docker's rules). */
 export const contextFiles = (checkout: string[]) =>
   ignore().add(readDeploy('Dockerfile.dockerignore')).filter(checkout);
 
