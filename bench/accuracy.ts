@@ -105,7 +105,7 @@ export async function runAccuracyBench(
     for (const gateway of gateways) {
       const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
       for (const match of metrics.matchAll(
-        /^quotagate_counter_store_switches_total\{to="(?:local|allow|deny)"\} (\d+)$/gm,
+        /^quotagate_store_switches_total\{to="(?:local|allow|deny)"\} (\d+)$/gm,
       )) {
         fallbacks += Number(match[1]);
       }

@@ -14,7 +14,7 @@ export interface RefusalCost {
   callsAdmitted: number;
   callsRefused: number;
   /**
-   * The same, counted by the gateway that answered (`quotagate_counter_store_trips_total`): its counter
+   * The same, counted by the gateway that answered (`quotagate_store_trips_total`): its counter
    * trips alone, without the heartbeat every gateway sends once a second.
    */
   tripsAdmitted: number;
@@ -24,7 +24,7 @@ export interface RefusalCost {
 /** Counter trips a gateway has made, from its /metrics. */
 async function tripsOf(gateway: Gateway): Promise<number> {
   const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  return Number(/^quotagate_counter_store_trips_total (\d+)$/m.exec(text)?.[1] ?? 0);
+  return Number(/^quotagate_store_trips_total (\d+)$/m.exec(text)?.[1] ?? 0);
 }
 
 const limit = 20;

@@ -122,6 +122,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   const metrics = createMetrics({
     addedLatency: latency,
     counterMemoryBytes: () => localCounters.reserved,
+    sharedCounters: config.store.type === 'redis' || Boolean(worker?.counters),
     ...(options.clock ? { now: options.clock } : {}),
   });
   const live = new LiveConfig(loaded);

@@ -195,13 +195,19 @@ export interface MetricsSources {
   now?: () => number;
   /** The time this gateway adds to exchanges; absent in a primary of `workers: N`, whose workers add it up. */
   addedLatency?: AddedLatency;
+  /**
+   * This gateway decides with shared counters (Redis, or the primary's with `workers: N`), and so
+   * exports `quotagate_store_shared`: without them its own counters are all there is, and a 0 would say
+   * that store.onError decides.
+   */
+  sharedCounters?: boolean;
 }
 
 export function createMetrics(sources: MetricsSources = {}): Metrics {
   const registry = new Registry();
   const rejections = new RejectionHistory(sources.now);
   new Gauge({
-    name: 'quotagate_counter_memory_reserved_bytes',
+    name: 'quotagate_store_memory_reserved_bytes',
     help: "Bytes reserved by this gateway's own counters, against store.maxCounterMemoryMb",
     registers: [registry],
     collect() {
@@ -209,6 +215,11 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     },
   });
   collectDefaultMetrics({ register: registry, prefix: 'quotagate_' });
+  // prom-client counts active handles, requests and resources twice: by type, and as a gauge named
+  // `…_total`, which Prometheus' conventions keep for counters (promtool refuses it). The sum by type
+  // says the same.
+  for (const metric of registry.getMetricsAsArray())
+    if (metric instanceof Gauge && metric.name.endsWith('_total')) registry.removeSingleMetric(metric.name);
   const requestTallies = new Children((api, method, status) => new Tally({ api, method, status }));
   new Counter({
     name: 'quotagate_requests_total',
@@ -265,32 +276,32 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       registers: [registry],
     }),
     counterStoreShared: new Gauge({
-      name: 'quotagate_counter_store_shared',
-      help: '1 while the shared (Redis) counters decide, 0 while store.onError does',
-      registers: [registry],
+      name: 'quotagate_store_shared',
+      help: '1 while the shared counters (Redis, or the primary of workers: N) decide, 0 while store.onError does',
+      registers: sources.sharedCounters ? [registry] : [],
       // Across the workers of `workers: N`: 0 as soon as one of them decides without the shared counters.
       aggregator: 'min',
     }),
     counterStoreSwitches: new Counter({
-      name: 'quotagate_counter_store_switches_total',
+      name: 'quotagate_store_switches_total',
       help: 'Switches between the shared counters and the store.onError policy, by what took over',
       labelNames: ['to'],
       registers: [registry],
     }),
     counterStoreTrips: new Counter({
-      name: 'quotagate_counter_store_trips_total',
+      name: 'quotagate_store_trips_total',
       help: 'Script calls this gateway made to the shared counters (checks its leases could not decide, measured bytes, give-backs)',
       registers: [registry],
     }),
     counterStoreLiveGateways: new Gauge({
-      name: 'quotagate_counter_store_live_gateways',
+      name: 'quotagate_store_live_gateways',
       help: 'Gateways of the fleet alive by their heartbeat in the shared store, as this one last saw them',
       registers: [registry],
       // Every worker of `workers: N` sees the same fleet: the sum would count it once per worker.
       aggregator: 'max',
     }),
     counterStoreFull: new Counter({
-      name: 'quotagate_counter_store_full_total',
+      name: 'quotagate_store_full_total',
       help: "Requests refused (503) because a new counter would pass this gateway's store.maxCounterMemoryMb",
       registers: [registry],
     }),

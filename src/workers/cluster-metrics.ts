@@ -7,7 +7,7 @@ import type { IpcPeer } from './ipc-peer.js';
  * it holds for the workers, and its workers. Every other family is the workers'.
  */
 const primaryFamily =
-  /^quotagate_(?:process_|nodejs_|counter_memory_reserved_bytes$|counter_store_full_total$|workers_|worker_)/;
+  /^quotagate_(?:process_|nodejs_|store_memory_reserved_bytes$|store_full_total$|workers_|worker_)/;
 
 /**
  * The text of `/metrics` for `workers: N`: each family of every worker and of the primary aggregated as

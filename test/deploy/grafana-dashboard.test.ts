@@ -1,14 +1,19 @@
 import { readFileSync } from 'node:fs';
-import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { registerWorkerMetrics } from '../../src/workers/cluster-metrics.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
-import { petsConfig, startTestGateway } from '../helpers/test-gateway.js';
+import {
+  exportedFamilies,
+  metricsIn,
+  ownFamilies,
+  seriesNames,
+  startMetricsGateway,
+} from '../helpers/gateway-metrics.js';
 
 /**
- * deploy/grafana/quotagate-dashboard.json, checked against what a real gateway exports on /metrics (and
- * what the primary of `workers: N` adds): every query names a metric that exists, every metric of the
- * gateway's own has a panel, and the file imports as is (its data source is an input of the import).
+ * deploy/grafana/quotagate-dashboard.json, checked against what a real gateway on Redis exports on
+ * /metrics (and what the primary of `workers: N` adds): every query names a metric that exists, every
+ * metric of the gateway's own has a panel, and the file imports as is (its data source is an input of
+ * the import).
  */
 interface Target {
   expr: string;
@@ -33,40 +38,20 @@ const queries = [
   ...dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => target.expr)),
   ...dashboard.templating.list.map((variable) => variable.query.query),
 ];
-const named = new Set(queries.flatMap((query) => query.match(/\bquotagate_[a-z0-9_]+\b/g) ?? []));
+const named = new Set(queries.flatMap(metricsIn));
 
 const defer = cleanupAfterEach();
 
-/** The series names a gateway exports: a histogram's as its _bucket, _sum and _count. */
-async function exportedNames(): Promise<{ names: Set<string>; ownFamilies: string[] }> {
-  const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9/pets'));
-  defer(() => gateway.close());
-  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  const primary = new Registry();
-  registerWorkerMetrics(primary, () => 2);
-  const families = [
-    ...[...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => ({ name: name!, type: type! })),
-    ...(await primary.getMetricsAsJSON()).map((family) => ({ name: family.name, type: String(family.type) })),
-  ];
-  const names = new Set(
-    families.flatMap(({ name, type }) =>
-      type === 'histogram' ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name],
-    ),
-  );
-  // The gateway's own families, not prom-client's process and Node defaults.
-  const ownFamilies = families
-    .map(({ name }) => name)
-    .filter((name) => !/^quotagate_(process|nodejs)_/.test(name));
-  return { names, ownFamilies };
-}
-
 describe('the Grafana dashboard', () => {
   it('queries only metrics the gateway exports, and shows every metric of its own', async () => {
-    const { names, ownFamilies } = await exportedNames();
+    const gateway = await startMetricsGateway();
+    defer(() => gateway.close());
+    const families = await exportedFamilies(gateway);
+    const names = seriesNames(families);
     expect([...named].filter((name) => !names.has(name))).toEqual([]);
     const shown = (family: string) =>
       [...named].some((name) => name === family || name.startsWith(`${family}_`));
-    expect(ownFamilies.filter((family) => !shown(family))).toEqual([]);
+    expect(ownFamilies(families).filter((family) => !shown(family))).toEqual([]);
   });
 
   it('imports as is: one Prometheus input, every query on it, panels with unique ids inside 24 columns', () => {

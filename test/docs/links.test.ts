@@ -4,11 +4,12 @@ import GithubSlugger from 'github-slugger';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Every relative link of the README, deploy/README.md and docs/ leads somewhere: the file exists, and an
+ * Every relative link of the README, the changelog, deploy/README.md and docs/ leads somewhere: the file exists, and an
  * anchor names a heading of it as GitHub spells anchors (github-slugger, duplicates numbered).
  */
 const pages = [
   'README.md',
+  'CHANGELOG.md',
   'deploy/README.md',
   ...readdirSync('docs')
     .filter((name) => name.endsWith('.md'))

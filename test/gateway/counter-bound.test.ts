@@ -80,8 +80,8 @@ describe('the memory bound of the counters of one gateway', () => {
     expect(refused.status).toBe(503);
     expect(refused.headers['retry-after']).toBe('60');
     expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.service_unavailable' });
-    expect(await metric('quotagate_counter_store_full_total')).toBe(1);
-    expect(await metric('quotagate_counter_memory_reserved_bytes')).toBeLessThanOrEqual(1_048_576);
+    expect(await metric('quotagate_store_full_total')).toBe(1);
+    expect(await metric('quotagate_store_memory_reserved_bytes')).toBeLessThanOrEqual(1_048_576);
   });
 
   it('never forgets the counts of callers it holds: they get their limit, then 429, not 503', async () => {

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { afterAll, expect } from 'vitest';
+import { DockerfileParser, JSONInstruction, ModifiableInstruction, type Instruction } from 'dockerfile-ast';
 import YAML from 'yaml';
 import { configSchema, type Config } from '../../src/config/schema.js';
 import { filesUnder } from './files-under.js';
@@ -42,31 +43,45 @@ export const yamlFiles = filesUnder(deployDir).filter((file) => /\.ya?ml$/.test(
 
 // ---- Dockerfile ----
 
-interface Instruction {
+/** One instruction of deploy/Dockerfile as BuildKit reads it (dockerfile-ast: continuations, flags, JSON form). */
+export interface DockerInstruction {
   keyword: string;
+  /** The arguments after the flags, continuation lines joined: a RUN's shell command. */
   args: string;
+  /** `--from=build` → `{ from: 'build' }`; a flag without a value maps to null. */
+  flags: Record<string, string | null>;
+  /** The arguments one by one: the strings of the JSON (exec) form, else the words. */
+  words: string[];
+  /** Written in the JSON (exec) form. */
+  execForm: boolean;
+  node: Instruction;
 }
 
-/** The Dockerfile's instructions, continuation lines joined, comments dropped. */
-function dockerInstructions(text: string): Instruction[] {
-  return text
-    .replace(/\\\n/g, ' ')
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '' && !line.startsWith('#'))
-    .map((line) => {
-      const [keyword = '', ...rest] = line.split(/\s+/);
-      return { keyword: keyword.toUpperCase(), args: rest.join(' ') };
-    });
+function dockerInstruction(node: Instruction): DockerInstruction {
+  const json = node instanceof JSONInstruction ? node.getJSONStrings() : [];
+  const flags = node instanceof ModifiableInstruction ? node.getFlags() : [];
+  return {
+    keyword: node.getKeyword(),
+    args: node.getArgumentsContent() ?? '',
+    flags: Object.fromEntries(flags.map((flag) => [flag.getName(), flag.getValue()])),
+    words:
+      json.length > 0
+        ? json.map((each) => each.getJSONValue())
+        : node.getArguments().map((each) => each.getValue()),
+    execForm: json.length > 0,
+    node,
+  };
 }
 
-export const dockerfile = dockerInstructions(readDeploy('Dockerfile'));
+export const dockerfile = DockerfileParser.parse(readDeploy('Dockerfile'))
+  .getInstructions()
+  .map(dockerInstruction);
 export const dockerArgs = Object.fromEntries(
   dockerfile
     .filter((instruction) => instruction.keyword === 'ARG')
     .map((instruction) => instruction.args.split('=') as [string, string]),
 );
-export const stages = dockerfile.reduce<Instruction[][]>((all, instruction) => {
+export const stages = dockerfile.reduce<DockerInstruction[][]>((all, instruction) => {
   if (instruction.keyword === 'FROM') all.push([]);
   all.at(-1)?.push(instruction);
   return all;

@@ -130,7 +130,7 @@ export function useWorkerGateways() {
     });
     await setSystemQuota(gateway, messages);
     await expect
-      .poll(() => metricValue(gateway, /^quotagate_counter_store_live_gateways (\d+)$/m), { timeout: 5_000 })
+      .poll(() => metricValue(gateway, /^quotagate_store_live_gateways (\d+)$/m), { timeout: 5_000 })
       .toBe(2);
     return gateway;
   }

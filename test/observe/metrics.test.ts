@@ -1,8 +1,13 @@
 import { AggregatorRegistry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { createMetrics } from '../../src/observe/metrics.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { startMetricsGateway } from '../helpers/gateway-metrics.js';
+import { petsConfig, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
 
 const line = (text: string, pattern: RegExp) => text.split('\n').find((entry) => pattern.test(entry));
+const metricsText = async (gateway: TestGateway) => (await fetch(`${gateway.adminUrl}/metrics`)).text();
+const defer = cleanupAfterEach();
 
 describe('metrics', () => {
   it('reports request durations as a Prometheus histogram per API: cumulative buckets, +Inf, sum and count', async () => {
@@ -42,5 +47,14 @@ describe('metrics', () => {
       / 2$/,
     );
     expect(line(text, /^quotagate_request_duration_seconds_count\{api="api-a"\}/)).toMatch(/ 3$/);
+  });
+
+  it('says whether the shared counters decide only on a gateway that has them, where 0 means store.onError decides', async () => {
+    const alone = await startTestGateway(petsConfig('http://127.0.0.1:9/pets'));
+    defer(() => alone.close());
+    const shared = await startMetricsGateway();
+    defer(() => shared.close());
+    expect(await metricsText(alone)).not.toMatch(/^# TYPE quotagate_store_shared /m);
+    expect(await metricsText(shared)).toMatch(/^quotagate_store_shared 1$/m);
   });
 });

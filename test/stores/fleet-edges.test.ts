@@ -59,7 +59,7 @@ async function startFleet(redis: RedisProcess, prefix: string): Promise<TestGate
       .poll(
         async () =>
           (await (await fetch(`${gateway.adminUrl}/metrics`)).text()).match(
-            /^quotagate_counter_store_live_gateways (\d+)$/m,
+            /^quotagate_store_live_gateways (\d+)$/m,
           )?.[1],
         {
           timeout: 5_000,
@@ -153,7 +153,7 @@ describe.runIf(executable)('a fleet of 3 gateways at the edges', () => {
       expect(await get(gateway, `/pets/download-${i}`)).toBe(200);
     }
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-    const trips = Number(metrics.match(/^quotagate_counter_store_trips_total (\d+)$/m)?.[1]);
+    const trips = Number(metrics.match(/^quotagate_store_trips_total (\d+)$/m)?.[1]);
     expect(trips).toBeLessThan(105);
     const admin = new Redis(redis.url);
     defer(async () => admin.disconnect());

@@ -67,7 +67,7 @@ const sharedAgain = (gateway: TestGateway) =>
   expect
     .poll(
       async () =>
-        /^quotagate_counter_store_shared 1$/m.test(await (await fetch(`${gateway.adminUrl}/metrics`)).text()),
+        /^quotagate_store_shared 1$/m.test(await (await fetch(`${gateway.adminUrl}/metrics`)).text()),
       {
         timeout: 5_000,
         interval: 50,
@@ -81,7 +81,7 @@ const switched = (gateway: TestGateway, policy: string) =>
     .poll(
       async () =>
         (await (await fetch(`${gateway.adminUrl}/metrics`)).text()).includes(
-          `quotagate_counter_store_switches_total{to="${policy}"} 1`,
+          `quotagate_store_switches_total{to="${policy}"} 1`,
         ),
       {
         timeout: 2_000,

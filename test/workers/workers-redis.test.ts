@@ -19,7 +19,7 @@ describe('workers: 2', () => {
     const before = upstream().requests.length;
     expect(count(await burst(gateway, 400), 200)).toBe(400);
     // Leases at work: far fewer trips to Redis than requests admitted.
-    expect(await metricValue(gateway, /^quotagate_counter_store_trips_total (\d+)$/m)).toBeLessThan(200);
+    expect(await metricValue(gateway, /^quotagate_store_trips_total (\d+)$/m)).toBeLessThan(200);
     const [victim] = gateway.workerPids();
     process.kill(victim!, 'SIGKILL');
     await gateway.cli.waitFor('"msg":"worker exited; starting another"');

@@ -115,6 +115,6 @@ describe('workers: 2', () => {
     };
     expect([latency.request.count, latency.response.count]).toEqual([30, 30]);
     expect(await metricValue(gateway, /^quotagate_workers_listening (\d+)$/m)).toBe(2);
-    expect(await metricValue(gateway, /^quotagate_counter_store_shared (\d+)$/m)).toBe(1);
+    expect(await metricValue(gateway, /^quotagate_store_shared (\d+)$/m)).toBe(1);
   }, 60_000);
 });
