@@ -222,7 +222,9 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       const credentials = AdminUsers.credentialsOf(req);
       if (!credentials) return null;
       const { username, password } = credentials;
-      return failedLogins.attempt(req.socket.remoteAddress, username, () => users.verify(username, password));
+      return failedLogins.attempt(req.socket.remoteAddress, username, (reserve) =>
+        users.verify(username, password, reserve),
+      );
     }
     const session = sessions.of(req);
     if (!session) return null;

@@ -77,8 +77,8 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       if (!sameSite(request))
         throw new AdminError(403, ['a login must come from this admin port itself, not from another site']);
       const { username, password } = request.body as z.output<typeof loginBody>;
-      const user = await parts.failedLogins.attempt(request.raw.socket.remoteAddress, username, () =>
-        parts.users().verify(username, password),
+      const user = await parts.failedLogins.attempt(request.raw.socket.remoteAddress, username, (reserve) =>
+        parts.users().verify(username, password, reserve),
       );
       if (!user) throw new AdminError(401, ['the username or the password is wrong']);
       const session = parts.sessions.open(user.username);
