@@ -1,55 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FailedLogins } from '../../src/admin/failed-logins.js';
-import { hashPassword } from '../../src/kit/password-hash.js';
+import { postLoginForm, useAdminLoginGateways } from '../helpers/admin-logins.js';
 import { request } from '../helpers/raw-http.js';
-import {
-  adminUser,
-  memberUser,
-  petsConfig,
-  startTestGateway,
-  userAuth,
-  type TestGateway,
-} from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { adminUser, memberUser, userAuth, type TestGateway } from '../helpers/test-gateway.js';
 
 const clock = { now: 1_800_000_000_000 };
-const stops: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const stop of stops.splice(0).reverse()) await stop();
-});
-
-/**
- * A gateway in front of an upstream; with `hashed`, its admin passwords are scrypt hashes, as `gateway
- * hash-password` makes them: each check then takes a while off the event loop, so that checks started
- * together are in flight together.
- */
-async function start({ hashed = false } = {}): Promise<TestGateway> {
-  const upstream: TestUpstream = await startUpstream();
-  stops.push(() => upstream.close());
-  const users = hashed
-    ? [
-        { ...adminUser, password: await hashPassword(adminUser.password) },
-        { ...memberUser, password: await hashPassword(memberUser.password) },
-      ]
-    : [adminUser, memberUser];
-  const config = petsConfig(upstream.url, { admin: { host: '127.0.0.1', port: 0, users } });
-  const gateway = await startTestGateway(config, {}, { clock: () => clock.now });
-  stops.push(() => gateway.close());
-  return gateway;
-}
+const start = useAdminLoginGateways(() => clock.now);
 
 const asUser = (gateway: TestGateway, username: string, password: string) =>
   fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas`, {
     headers: { authorization: userAuth({ username, password }) },
   });
-const loginForm = (gateway: TestGateway, username: string, password: string) =>
-  fetch(`${gateway.adminUrl}/api/portal/v1.3/login`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ username, password }).toString(),
-  });
-
 /** A request of its own connection (real sockets, all from 127.0.0.1), by basic auth or the login form. */
 const basic = (gateway: TestGateway, username: string, password: string) =>
   request(gateway.adminUrl, {
@@ -74,7 +35,7 @@ describe('failed admin logins', () => {
     for (let i = 0; i < 3; i += 1)
       statuses.push((await asUser(gateway, adminUser.username, `guess-${i}`)).status);
     for (let i = 3; i < 5; i += 1)
-      statuses.push((await loginForm(gateway, adminUser.username, `guess-${i}`)).status);
+      statuses.push((await postLoginForm(gateway, adminUser.username, `guess-${i}`)).status);
     expect(statuses).toEqual([401, 401, 401, 401, 401]);
     const refused = await asUser(gateway, adminUser.username, adminUser.password);
     expect(refused.status).toBe(429);
@@ -82,7 +43,7 @@ describe('failed admin logins', () => {
     expect(await refused.json()).toEqual({
       errors: [{ code: 429, message: 'too many failed logins from this client: try again in 900 s' }],
     });
-    expect((await loginForm(gateway, adminUser.username, adminUser.password)).status).toBe(429);
+    expect((await postLoginForm(gateway, adminUser.username, adminUser.password)).status).toBe(429);
     // Another user of the same client is not held up by them.
     expect((await asUser(gateway, memberUser.username, memberUser.password)).status).toBe(200);
     clock.now += 15 * 60_000 - 1_000;
@@ -103,7 +64,7 @@ describe('failed admin logins', () => {
     };
     expect(await tries(4)).toEqual([401, 401, 401, 401]);
     expect((await asUser(gateway, adminUser.username, adminUser.password)).status).toBe(200);
-    expect((await loginForm(gateway, adminUser.username, adminUser.password)).status).toBe(303);
+    expect((await postLoginForm(gateway, adminUser.username, adminUser.password)).status).toBe(303);
     expect(await tries(2)).toEqual([401, 429]);
     expect((await asUser(gateway, adminUser.username, adminUser.password)).status).toBe(429);
   });
@@ -117,7 +78,7 @@ describe('failed admin logins', () => {
     expect((await asUser(gateway, 'user-31', 'password')).status).toBe(429);
   });
 
-  it('do not count a request that checks no password (two Authorization fields)', async () => {
+  it('do not count a request that checks no password (two Authorization fields, an empty password)', async () => {
     const gateway = await start();
     for (let i = 0; i < 8; i += 1) {
       const answer = await fetch(`${gateway.adminUrl}/api/portal/v1.3/quotas`, {
@@ -127,6 +88,7 @@ describe('failed admin logins', () => {
         ],
       });
       expect(answer.status).toBe(401);
+      expect((await asUser(gateway, adminUser.username, '')).status).toBe(401);
     }
     expect((await asUser(gateway, adminUser.username, adminUser.password)).status).toBe(200);
   });
@@ -138,6 +100,9 @@ describe('failed admin logins, sent all at once', () => {
     const statuses = await Promise.all(guesses(40).map((guess) => basic(gateway, adminUser.username, guess)));
     expect(count(statuses, 401)).toBe(5);
     expect(count(statuses, 429)).toBe(35);
+    // Each password checked and found wrong writes its audit line: 5 checks ran.
+    const failures = gateway.logs.filter((line) => line.audit === true && line.outcome === 'failure');
+    expect(failures).toHaveLength(5);
     expect(await basic(gateway, adminUser.username, adminUser.password)).toBe(429);
     expect(await form(gateway, adminUser.username, adminUser.password)).toBe(429);
   });
