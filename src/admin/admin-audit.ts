@@ -54,7 +54,7 @@ export class AdminAudit {
     this.log = logger.child({ audit: true });
   }
 
-  write(line: AuditLine): void {
+  private write(line: AuditLine): void {
     const level = line.outcome === 'success' ? 'info' : 'warn';
     this.log[level](line, `admin ${line.action}: ${line.outcome}`);
   }
