@@ -20,7 +20,8 @@ import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation, Identification } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
-import { FailedLogins } from './failed-logins.js';
+import { AdminAudit } from './admin-audit.js';
+import { FailedLogins, failedLoginLimits } from './failed-logins.js';
 import type { Logger } from '../observe/log.js';
 import type { LatencyReport } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -210,7 +211,11 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   const { live } = parts;
   let users = new AdminUsers(live.config.admin.users);
   const sessions = new AdminSessions();
-  const failedLogins = new FailedLogins(parts.now ?? Date.now);
+  const logger = parts.logger.child({ plane: 'admin' });
+  const audit = new AdminAudit(logger);
+  const failedLogins = new FailedLogins(parts.now ?? Date.now, failedLoginLimits, (event) =>
+    audit.login(event),
+  );
 
   /**
    * The user a request speaks for: its HTTP basic credentials, else its login session (whose user must
@@ -222,7 +227,9 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
       const credentials = AdminUsers.credentialsOf(req);
       if (!credentials) return null;
       const { username, password } = credentials;
-      return failedLogins.attempt(req.socket.remoteAddress, username, () => users.verify(username, password));
+      return failedLogins.attempt(req.socket.remoteAddress, username, (reserve) =>
+        users.verify(username, password, reserve),
+      );
     }
     const session = sessions.of(req);
     if (!session) return null;
@@ -258,7 +265,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   };
 
   const app = Fastify({
-    loggerInstance: parts.logger.child({ plane: 'admin' }) as FastifyBaseLogger,
+    loggerInstance: logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 64 * 1024,
     // `/quotas/{id}/` is `/quotas/{id}`: clients written for Axway send both.
@@ -340,6 +347,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
     if (!user) throw unauthorized(request);
     request.adminUser = user;
   });
+  audit.follow(app);
 
   app.setErrorHandler((error: FastifyError, request, reply) => sendError(reply, error, request));
   app.setNotFoundHandler((_request, reply) => reply.code(404).send(errorsBody(404) satisfies ErrorsBody));

@@ -41,20 +41,22 @@ export class AdminUsers {
     return typeof header === 'string' ? parseBasicCredentials(header) : null;
   }
 
-  /** The user of this name and password (a login form's), or null. */
-  async verify(username: string, password: string): Promise<AdminUser | null> {
-    if (password === '') return null;
-    const remembered = this.verified.get(username, password);
-    if (remembered) return remembered;
-    const user = this.users.get(username);
-    const stored = user?.password ?? (await this.decoy);
-    const matches = isPasswordHash(stored)
-      ? await verifyPassword(password, stored)
-      : timingSafeEqual(digest(password), digest(stored));
-    if (!user || !matches) return null;
-    const result: AdminUser = { username, role: user.role };
-    this.verified.set(username, password, result);
-    return result;
+  /**
+   * The user of this name and password (a login form's), or null. A pair verified before, or being
+   * verified now for another request, is answered without a check of its own; `beforeCheck` is called,
+   * synchronously, only before a password is checked for real (it may refuse, by throwing).
+   */
+  verify(username: string, password: string, beforeCheck: () => void): Promise<AdminUser | null> {
+    if (password === '') return Promise.resolve(null);
+    return this.verified.resolve(username, password, async () => {
+      beforeCheck();
+      const user = this.users.get(username);
+      const stored = user?.password ?? (await this.decoy);
+      const matches = isPasswordHash(stored)
+        ? await verifyPassword(password, stored)
+        : timingSafeEqual(digest(password), digest(stored));
+      return user && matches ? { username, role: user.role } : null;
+    });
   }
 
   /** The users as the config declares them. */

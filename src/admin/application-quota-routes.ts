@@ -10,6 +10,7 @@ import {
 import { membershipRecord, notAPlan } from '../quota/plans.js';
 import { applicationQuotaDtoSchema, type ApplicationQuotaDto } from '../quota/quota-schema.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import { noteTarget } from './admin-audit.js';
 import {
   ifMatchHeaders,
   quotaAnswer,
@@ -120,6 +121,15 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
       : membershipRecord(id, applicationId, plan);
   };
 
+  /**
+   * The application a change acts on, as principals carry it (with ldap, the entry's identity), for the
+   * audit line; and the quota, or the plan, its record is.
+   */
+  const noteApplication = (request: FastifyRequest, applicationId: string) =>
+    noteTarget(request, { application: applicationId });
+  const noteRecord = (request: FastifyRequest, record: { quota: { id: string }; plan?: string }) =>
+    noteTarget(request, record.plan === undefined ? { quota: record.quota.id } : { plan: record.plan });
+
   const applicationSchema = (
     operationId: string,
     summary: string,
@@ -163,8 +173,10 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
       const applicationId = await kit.application(request.params.id);
+      noteApplication(request, applicationId);
       requireUndeclaredPlan(applicationId);
       const record = recordOf(request.body, randomUUID(), applicationId);
+      noteRecord(request, record);
       if (
         repository.ofApplication(applicationId) ||
         kit.refusedWith((candidate) => candidate.application === applicationId)
@@ -186,6 +198,7 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     async (request: ApplicationBodyRequest, reply) => {
       requireAdmin(request);
       const applicationId = await kit.application(request.params.id);
+      noteApplication(request, applicationId);
       requireUndeclaredPlan(applicationId);
       // The plan's quota already exists: putting an application on it creates nothing a client can address.
       const status = (created: boolean) => (created && request.body.plan === undefined ? 201 : 200);
@@ -197,11 +210,13 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
         if (request.headers['if-match'] !== undefined)
           throw new AdminError(412, [`application '${applicationId}' has no quota of its own to match`]);
         const record = recordOf(request.body, randomUUID(), applicationId);
+        noteRecord(request, record);
         return answer(reply, await repository.create(record), status(true));
       }
       const current = await ownQuota(applicationId);
       kit.requireUndeclared(current.id);
       const record = recordOf(request.body, current.id, applicationId);
+      noteRecord(request, record);
       return answer(
         reply,
         await repository.replace(record, kit.storedIfMatch(request, current)),
@@ -221,8 +236,11 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const applicationId = await kit.application(request.params.id);
+      noteApplication(request, applicationId);
       requireUndeclaredPlan(applicationId);
       const current = await ownQuota(applicationId);
+      const own = repository.ofApplication(applicationId);
+      noteRecord(request, own ?? { quota: { id: current.id } });
       kit.requireUndeclared(current.id);
       await repository.remove(current.id, kit.storedIfMatch(request, current));
       return reply.code(204).send();

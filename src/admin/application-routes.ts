@@ -16,6 +16,7 @@ import type { Config } from '../config/schema.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import type { QuotaRepository } from '../quota/quota-repository.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import { noteTarget } from './admin-audit.js';
 import { documentedAs } from './zod-route-schemas.js';
 
 export interface ApplicationRoutesParts {
@@ -236,6 +237,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
         createdOn: Date.now(),
         keys: [],
       });
+      noteTarget(request, { application: application.id });
       return created(reply, `/applications/${application.id}`, answerOf(application));
     },
   );
@@ -302,7 +304,10 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
       const { id } = madeHere(request.params.id);
       await repository.remove(id);
       const own = parts.quotas.ofApplication(id);
-      if (own) await parts.quotas.remove(own.quota.id);
+      if (own) {
+        noteTarget(request, own.plan === undefined ? { quota: own.quota.id } : { plan: own.plan });
+        await parts.quotas.remove(own.quota.id);
+      }
       return reply.code(204).send();
     },
   );
@@ -358,6 +363,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
         if (current.keys.length >= 100) throw new AdminError(409, ['an application holds at most 100 keys']);
         return { ...current, keys: [...current.keys, key] };
       });
+      noteTarget(request, { key: key.id, environment: key.environment });
       return created(reply, `/applications/${id}/apikeys/${key.id}`, {
         ...keyAnswerOf(id, key),
         key: secret,
@@ -392,6 +398,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
       requireAdmin(request);
       const { application, key } = keyOf(request);
       const updated = { ...key, enabled: request.body.enabled };
+      noteTarget(request, { enabled: updated.enabled });
       await repository.update(application.id, (current) => ({
         ...current,
         keys: current.keys.map((candidate) => (candidate.id === key.id ? updated : candidate)),

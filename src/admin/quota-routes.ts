@@ -6,6 +6,7 @@ import { membersByPlan } from '../quota/plans.js';
 import { quotaDtoSchema } from '../quota/quota-schema.js';
 import { rejectionBucketSeconds, rejectionSeries } from '../observe/rejection-history.js';
 import { AdminError, errorResponses } from './admin-errors.js';
+import { noteTarget } from './admin-audit.js';
 import { registerApplicationQuotaRoutes } from './application-quota-routes.js';
 import {
   ifMatchHeaders,
@@ -60,6 +61,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const created = await repository.create({ quota: kit.build(request.body, randomUUID(), false) });
+      noteTarget(request, { quota: created.quota.id });
       reply.header('location', `/api/portal/v1.3/quotas/${created.quota.id}`);
       return kit.answer(reply, created, 201);
     },
@@ -129,6 +131,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const current = kit.writable(request.params.id);
+      noteTarget(request, { quota: current.id });
       kit.requireUndeclared(current.id);
       const dto = request.body;
       const quota = kit.build(
@@ -160,6 +163,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
     async (request: IdRequest, reply) => {
       requireAdmin(request);
       const current = kit.writable(request.params.id);
+      noteTarget(request, { quota: current.id });
       kit.requireUndeclared(current.id);
       if (wellKnownQuotaIds.has(current.id)) {
         throw new AdminError(403, ['the System and Application Default quotas cannot be deleted']);

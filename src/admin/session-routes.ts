@@ -4,6 +4,8 @@ import { z } from 'zod';
 import { AdminError, errorResponses } from './admin-errors.js';
 import { AdminSessions } from './admin-sessions.js';
 import type { AdminUsers } from './admin-users.js';
+import { noteTarget } from './admin-audit.js';
+import { requireAdmin } from './quota-route-kit.js';
 
 export interface SessionRoutesParts {
   /** The admin users in force (a reload replaces them). */
@@ -77,10 +79,12 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
       if (!sameSite(request))
         throw new AdminError(403, ['a login must come from this admin port itself, not from another site']);
       const { username, password } = request.body as z.output<typeof loginBody>;
-      const user = await parts.failedLogins.attempt(request.raw.socket.remoteAddress, username, () =>
-        parts.users().verify(username, password),
+      const user = await parts.failedLogins.attempt(request.raw.socket.remoteAddress, username, (reserve) =>
+        parts.users().verify(username, password, reserve),
       );
       if (!user) throw new AdminError(401, ['the username or the password is wrong']);
+      // The request now speaks for the user: its audit line names them.
+      request.adminUser = user;
       const session = parts.sessions.open(user.username);
       return reply
         .code(303)
@@ -107,6 +111,24 @@ export function registerSessionRoutes(app: FastifyInstance, parts: SessionRoutes
         .code(204)
         .header('set-cookie', AdminSessions.cookieFor(null, request.protocol === 'https'))
         .send();
+    },
+  );
+
+  app.delete(
+    '/failed-logins',
+    {
+      schema: {
+        summary:
+          'Forget every failed login, so that no client waits any longer: the way to end a lockout (API Administrators)',
+        operationId: 'clearFailedLogins',
+        tags: ['sessions'],
+        response: { 204: { description: 'Forgotten', type: 'null' }, ...errorResponses },
+      },
+    },
+    async (request, reply) => {
+      requireAdmin(request);
+      noteTarget(request, { cleared: parts.failedLogins.clear() });
+      return reply.code(204).send();
     },
   );
 

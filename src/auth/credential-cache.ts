@@ -16,6 +16,8 @@ export interface CredentialCacheOptions {
 export class CredentialCache<V extends object> {
   private readonly secret = randomBytes(32);
   private readonly entries: LRUCache<string, V>;
+  /** Verifications under way, by the key of their pair. */
+  private readonly pending = new Map<string, Promise<V | null>>();
 
   constructor(options: CredentialCacheOptions) {
     const now = options.now ?? (() => performance.now());
@@ -28,6 +30,27 @@ export class CredentialCache<V extends object> {
 
   set(username: string, password: string, value: V): void {
     this.entries.set(this.key(username, password), value);
+  }
+
+  /**
+   * What this pair yields: its remembered value, else the verification of the same pair already under
+   * way, else `verify()`'s, started now and remembered when it yields a value. Requests that bring one
+   * pair at once share one verification.
+   */
+  resolve(username: string, password: string, verify: () => Promise<V | null>): Promise<V | null> {
+    const key = this.key(username, password);
+    const remembered = this.entries.get(key);
+    if (remembered) return Promise.resolve(remembered);
+    const pending = this.pending.get(key);
+    if (pending) return pending;
+    const verified = verify()
+      .then((value) => {
+        if (value) this.entries.set(key, value);
+        return value;
+      })
+      .finally(() => this.pending.delete(key));
+    this.pending.set(key, verified);
+    return verified;
   }
 
   private key(username: string, password: string): string {

@@ -26,6 +26,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: OpenAPI (%s store)', (st
         '/api/portal/v1.3/applications/{id}/quota',
         '/api/portal/v1.3/console/try',
         '/api/portal/v1.3/currentuser',
+        '/api/portal/v1.3/failed-logins',
         '/api/portal/v1.3/login',
         '/api/portal/v1.3/quotas',
         '/api/portal/v1.3/quotas/{id}',
