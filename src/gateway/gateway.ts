@@ -371,14 +371,15 @@ export class Gateway {
       return false;
     }
     const { metrics } = this.parts;
-    const { restrictions } = checks;
+    const { restrictions, counterOf } = checks;
     for (let i = 0; i < restrictions.length; i += 1) {
       const restriction = restrictions[i]!;
-      const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
+      const counter = counterOf[i]!;
+      const full = (verdict.states[counter]?.used ?? 0) + specs[counter]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
       if (!verdict.allowed && full) record.addRefusal(restriction);
     }
-    appendRateLimitFields(record.fields, restrictions, verdict.states);
+    appendRateLimitFields(record.fields, restrictions, checks.statesOf(verdict.states));
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;

@@ -20,7 +20,7 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const clock = { now: 1_800_000_000_000 };
 const caller = (i: number) => `caller-${String(i).padStart(5, '0')}`;
-// `<quota id>:<restriction index>:<12-digit fingerprint>:app:{app:<16-digit hash>}:<application>`
+// `<quota id>:0:<12-digit hash of what it counts>:app:{app:<16-digit hash>}:<application>`
 const counterKeyLength =
   applicationDefaultQuotaId.length +
   ':0:'.length +
