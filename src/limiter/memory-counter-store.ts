@@ -154,6 +154,21 @@ export class MemoryCounterStore implements CounterStore {
     return { allowed, retryAfterMs, checks: replies };
   }
 
+  /**
+   * Charges units counted elsewhere as of the time `at` each was counted by (never later than now), so
+   * that they leave the window when units charged then would; those already out of it are not charged.
+   */
+  seed(seeds: ReadonlyArray<CounterAddition & { at: number }>): void {
+    const now = this.now();
+    for (const { key, windowMs, amount, at } of seeds) {
+      const countedAt = Math.min(at, now);
+      const bucketMs = bucketMsOf(windowMs);
+      if (amount <= 0 || Math.floor(countedAt / bucketMs) < Math.floor(now / bucketMs) - bucketsPerWindow)
+        continue;
+      this.charge(this.current(key, windowMs, now), windowMs, amount, countedAt);
+    }
+  }
+
   async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const now = this.now();
     return [...this.counters.keys()]
