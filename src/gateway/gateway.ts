@@ -333,13 +333,18 @@ export class Gateway {
 
   /**
    * Applies the verdicts of the shadow restrictions: what one would have refused is logged and counted,
-   * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent.
+   * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent;
+   * one whose counter found no room under the memory bound is counted as such.
    */
   private shadowed(record: RequestRecord, checks: QuotaChecks, verdicts: readonly LimiterVerdict[]): void {
     for (let i = 0; i < verdicts.length; i += 1) {
       const verdict = verdicts[i]!;
       const restriction = checks.shadows[i]!;
-      if (verdict === 'unavailable' || verdict.outOfRoom) continue;
+      if (verdict === 'unavailable') continue;
+      if (verdict.outOfRoom) {
+        this.parts.metrics.shadowUncounted(restriction);
+        continue;
+      }
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
         if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];

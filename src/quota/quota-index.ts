@@ -139,7 +139,7 @@ export class QuotaChecks {
   }
 
   private shadowChecksOf(declaredBytes: number): CounterSpec[][] {
-    return checksOf(this.shadows, declaredBytes).map((check) => [check]);
+    return checksOf(this.shadows, declaredBytes).map((check) => [{ ...check, shadow: true }]);
   }
 }
 
