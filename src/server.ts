@@ -117,6 +117,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     ...(options.clock ? { now: options.clock } : {}),
     maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
     onFull: () => metrics.counterStoreFull.inc(),
+    onShadowDropped: () => metrics.shadowCountsDropped.inc(),
   });
   const latency = new AddedLatency();
   const metrics = createMetrics({

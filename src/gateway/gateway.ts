@@ -333,13 +333,18 @@ export class Gateway {
 
   /**
    * Applies the verdicts of the shadow restrictions: what one would have refused is logged and counted,
-   * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent.
+   * and the request goes on all the same. A store that cannot decide leaves a shadow restriction silent;
+   * one whose counter found no room under the memory bound is counted as such.
    */
   private shadowed(record: RequestRecord, checks: QuotaChecks, verdicts: readonly LimiterVerdict[]): void {
     for (let i = 0; i < verdicts.length; i += 1) {
       const verdict = verdicts[i]!;
       const restriction = checks.shadows[i]!;
-      if (verdict === 'unavailable' || verdict.outOfRoom) continue;
+      if (verdict === 'unavailable') continue;
+      if (verdict.outOfRoom) {
+        this.parts.metrics.shadowUncounted(restriction);
+        continue;
+      }
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
         if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];
@@ -371,14 +376,15 @@ export class Gateway {
       return false;
     }
     const { metrics } = this.parts;
-    const { restrictions } = checks;
+    const { restrictions, counterOf } = checks;
     for (let i = 0; i < restrictions.length; i += 1) {
       const restriction = restrictions[i]!;
-      const full = (verdict.states[i]?.used ?? 0) + specs[i]!.need > restriction.limit;
+      const counter = counterOf[i]!;
+      const full = (verdict.states[counter]?.used ?? 0) + specs[counter]!.need > restriction.limit;
       if (verdict.allowed || full) metrics.quotaDecision(restriction, verdict.allowed);
       if (!verdict.allowed && full) record.addRefusal(restriction);
     }
-    appendRateLimitFields(record.fields, restrictions, verdict.states);
+    appendRateLimitFields(record.fields, restrictions, checks.statesOf(verdict.states));
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;

@@ -11,6 +11,11 @@ export interface CounterSpec {
   cost: number;
   /** Room the counter must have for the check to pass (at least `cost`). */
   need: number;
+  /**
+   * The check of a shadow restriction, which never refuses: under a memory bound its counter is the
+   * first to go, so that it never takes the room of an enforced one (`MemoryCounterStore`).
+   */
+  shadow?: true;
 }
 
 /** The state of one counter after a decision. */
@@ -40,7 +45,8 @@ export interface Decision {
   states: CounterState[];
   /**
    * Not allowed because a counter this request needs would pass the store's memory bound
-   * (`store.maxCounterMemoryMb`); nothing was charged. Only the memory store sets it.
+   * (`store.maxCounterMemoryMb`), or for a shadow check because only shadow counts would have had to
+   * go; nothing was charged. Only the memory store sets it.
    */
   outOfRoom?: boolean;
 }

@@ -27,9 +27,17 @@ interface Entry {
   perMs: number;
   /** Known full for checks needing at least `need`, under `limit`, until this local time. */
   full: { until: number; need: number; limit: number } | null;
-  /** What the shared store last said of the counter, for seeding a fallback. */
-  known: { used: number; limit: number; windowMs: number };
+  /** What the shared store last said of the counter, and when (local time), for seeding a fallback. */
+  known: KnownTotal;
   lastSeen: number;
+}
+
+/** A counter's total as the shared store last said it, under `limit`, at the local time `at`. */
+export interface KnownTotal {
+  used: number;
+  limit: number;
+  windowMs: number;
+  at: number;
 }
 
 /** A lease covers a rate measured over at least this long, so that a burst does not size it alone. */
@@ -140,7 +148,7 @@ export class LeaseBook {
     now: number,
   ): void {
     const entry = this.entryOf(spec.key, now);
-    entry.known = { used: checked.used, limit: spec.limit, windowMs: spec.windowMs };
+    entry.known = { used: checked.used, limit: spec.limit, windowMs: spec.windowMs, at: now };
     if (now - entry.since >= shortestRateSampleMs) {
       entry.perMs = recentRate(entry, now);
       entry.spent = 0;
@@ -191,12 +199,14 @@ export class LeaseBook {
     }
   }
 
-  /** Each counter's total as the store last reported it, less this gateway's unspent lease. */
-  lastKnown(): Array<{ key: string; used: number; limit: number; windowMs: number }> {
+  /**
+   * Each counter's total as the store last reported it, less this gateway's unspent lease, and when: the
+   * units it counts were all counted by then, so they have all left the window one window after it.
+   */
+  lastKnown(): Array<KnownTotal & { key: string }> {
     return [...this.entries].map(([key, { known, lease }]) => ({
+      ...known,
       key,
-      limit: known.limit,
-      windowMs: known.windowMs,
       used: Math.max(0, known.used - (lease?.units ?? 0)),
     }));
   }
@@ -248,7 +258,7 @@ export class LeaseBook {
         since: now,
         perMs: 0,
         full: null,
-        known: { used: 0, limit: 0, windowMs: 0 },
+        known: { used: 0, limit: 0, windowMs: 0, at: now },
         lastSeen: now,
       };
       this.entries.set(key, entry);

@@ -11,6 +11,7 @@ import type {
   CounterUsage,
   Decision,
 } from './counter-store.js';
+import type { KnownTotal } from './lease-book.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
 
 /** What the gateway does while the shared counters cannot decide (`store.onError`). */
@@ -25,8 +26,8 @@ export interface SharedCounters extends CounterStore {
   /** The store is out of reach: end leases, forget what is known full. */
   suspend(): void;
   resume(): void;
-  /** Each counter's total as the store last reported it. */
-  lastKnown(): Array<{ key: string; used: number; limit: number; windowMs: number }>;
+  /** Each counter's total as the store last reported it, and the local time it did. */
+  lastKnown(): Array<KnownTotal & { key: string }>;
 }
 
 export interface LimiterParts {
@@ -212,7 +213,8 @@ export class Limiter {
 
   /**
    * Starts this gateway's own counters from its share of what the fleet had counted when last seen,
-   * charged now: held a whole window, which may refuse a little early but never admits too much.
+   * charged as of then: they leave the window when the units they stand for do (a total seen a window
+   * ago is gone), which may refuse a little early but never admits too much.
    */
   private seedFallback(shared: SharedCounters): void {
     this.parts.local.clear();
@@ -220,12 +222,13 @@ export class Limiter {
     const seeds = shared
       .lastKnown()
       .filter(({ used, limit }) => used > 0 && limit > 0)
-      .map(({ key, windowMs, used, limit }) => ({
+      .map(({ key, windowMs, used, limit, at }) => ({
         key,
         windowMs,
         amount: Math.ceil((used * this.shareOf(limit)) / limit),
+        at,
       }));
-    void this.parts.local.add(seeds);
+    this.parts.local.seed(seeds);
   }
 
   private scheduleProbe(): void {

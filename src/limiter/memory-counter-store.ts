@@ -21,6 +21,8 @@ interface Counter {
   expiresAt: number;
   /** Bytes reserved for this counter against the store's bound (`counterReservation`). */
   reserved: number;
+  /** Made by a shadow check and used by no enforced one since: the first to go at the bound. */
+  shadow: boolean;
 }
 
 const sweepEveryMs = 60_000;
@@ -42,8 +44,10 @@ export interface MemoryCounterStoreOptions {
   now?: () => number;
   /** Bytes the counters may reserve together (`store.maxCounterMemoryMb`); no bound when absent. */
   maxBytes?: number;
-  /** Called when a request is refused because a new counter would pass `maxBytes`. */
+  /** Called when an enforced check is refused because a new counter would pass `maxBytes`. */
   onFull?: () => void;
+  /** Called for each shadow count dropped to make room for an enforced check's new counter. */
+  onShadowDropped?: () => void;
 }
 
 /**
@@ -52,10 +56,15 @@ export interface MemoryCounterStoreOptions {
  *
  * Memory is bounded: each counter reserves its worst case (`counterReservation`) when it is made, and a
  * request that needs a new counter beyond `maxBytes` is refused (`outOfRoom`) without being charged.
- * Counters already held are never dropped to make room, and keep counting: only idle ones expire.
+ * Counters of enforced restrictions already held are never dropped to make room, and keep counting:
+ * only idle ones expire. Shadow counts give way: an enforced check that finds no room drops them, oldest
+ * first, and a shadow check never drops anything, so a shadow restriction never lowers what the
+ * enforced ones serve (it stops counting first).
  */
 export class MemoryCounterStore implements CounterStore {
   private readonly counters = new Map<string, Counter>();
+  /** The keys of the shadow counts held, oldest first. */
+  private readonly shadowKeys = new Set<string>();
   private readonly now: () => number;
   private readonly maxBytes: number;
   private reservedBytes = 0;
@@ -76,16 +85,14 @@ export class MemoryCounterStore implements CounterStore {
   consume(specs: readonly CounterSpec[]): Decision {
     const now = this.now();
     this.sweep(now);
-    if (!this.roomFor(specs, now)) {
-      this.options.onFull?.();
+    if (!this.roomFor(specs, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, states: [], outOfRoom: true };
-    }
     // Loops rather than map/some over the specs: this runs for every request of the memory store.
     const counters: Counter[] = new Array<Counter>(specs.length);
     let full = false;
     for (let i = 0; i < specs.length; i += 1) {
       const spec = specs[i]!;
-      const counter = this.current(spec.key, spec.windowMs, now);
+      const counter = this.checked(spec, now);
       counters[i] = counter;
       if (counter.total + spec.need > spec.limit) full = true;
     }
@@ -122,11 +129,9 @@ export class MemoryCounterStore implements CounterStore {
     for (const giveBack of trip.giveBacks) this.giveBack(giveBack, now);
     this.addNow(trip.additions, now);
     const { checks } = trip;
-    if (!this.roomFor(checks, now)) {
-      this.options.onFull?.();
+    if (!this.roomFor(checks, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, checks: [], outOfRoom: true };
-    }
-    const counters = checks.map((check) => this.current(check.key, check.windowMs, now));
+    const counters = checks.map((check) => this.checked(check, now));
     const allowed = checks.every((check, i) => counters[i]!.total + check.need <= check.limit);
     const live = Math.max(1, trip.live);
     let retryAfterMs = 0;
@@ -152,6 +157,21 @@ export class MemoryCounterStore implements CounterStore {
       };
     });
     return { allowed, retryAfterMs, checks: replies };
+  }
+
+  /**
+   * Charges units counted elsewhere as of the time `at` each was counted by (never later than now), so
+   * that they leave the window when units charged then would; those already out of it are not charged.
+   */
+  seed(seeds: ReadonlyArray<CounterAddition & { at: number }>): void {
+    const now = this.now();
+    for (const { key, windowMs, amount, at } of seeds) {
+      const countedAt = Math.min(at, now);
+      const bucketMs = bucketMsOf(windowMs);
+      if (amount <= 0 || Math.floor(countedAt / bucketMs) < Math.floor(now / bucketMs) - bucketsPerWindow)
+        continue;
+      this.charge(this.current(key, windowMs, now), windowMs, amount, countedAt);
+    }
   }
 
   async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
@@ -232,6 +252,7 @@ export class MemoryCounterStore implements CounterStore {
   /** Forgets every counter: a fallback starts again from its seeds. */
   clear(): void {
     this.counters.clear();
+    this.shadowKeys.clear();
     this.reservedBytes = 0;
   }
 
@@ -239,14 +260,37 @@ export class MemoryCounterStore implements CounterStore {
     this.clear();
   }
 
-  /** Whether the counters `specs` would add fit in the bound; sweeps expired ones first when they would not. */
+  /**
+   * Whether the counters `specs` would add fit in the bound. When they would not, expired counters are
+   * swept (at most once a second), then, for a check with an enforced spec, shadow counts are dropped;
+   * an enforced check that still finds no room is reported (`onFull`).
+   */
   private roomFor(specs: readonly CounterSpec[], now: number): boolean {
-    if (this.maxBytes === Infinity) return true;
-    if (this.reservedBytes + this.reservationFor(specs) <= this.maxBytes) return true;
-    if (now - this.lastSweepWhenFull < sweepWhenFullEveryMs) return false;
-    this.lastSweepWhenFull = now;
-    this.dropExpired(now);
+    if (this.maxBytes === Infinity || this.fits(specs)) return true;
+    if (now - this.lastSweepWhenFull >= sweepWhenFullEveryMs) {
+      this.lastSweepWhenFull = now;
+      this.dropExpired(now);
+      if (this.fits(specs)) return true;
+    }
+    if (specs.every((spec) => spec.shadow === true)) return false;
+    if (this.dropShadowCountsFor(specs)) return true;
+    this.options.onFull?.();
+    return false;
+  }
+
+  private fits(specs: readonly CounterSpec[]): boolean {
     return this.reservedBytes + this.reservationFor(specs) <= this.maxBytes;
+  }
+
+  /** Drops shadow counts, oldest first, until the counters of `specs` fit; whether they do. */
+  private dropShadowCountsFor(specs: readonly CounterSpec[]): boolean {
+    for (const key of this.shadowKeys) {
+      if (this.fits(specs)) return true;
+      if (specs.some((spec) => spec.key === key)) continue;
+      this.drop(key, this.counters.get(key)!);
+      this.options.onShadowDropped?.();
+    }
+    return this.fits(specs);
   }
 
   /** Bytes the counters of `specs` not held yet would reserve. */
@@ -259,15 +303,32 @@ export class MemoryCounterStore implements CounterStore {
     return bytes;
   }
 
-  /** The counter with every bucket that has left the window dropped; a new, empty one if there was none. */
-  private current(key: string, windowMs: number, now: number): Counter {
+  /**
+   * The counter a check decides on (`current`): one a shadow check makes is a shadow count, and stops
+   * being one once an enforced check uses it (a restriction switched to enforce keeps it for good).
+   */
+  private checked(spec: CounterSpec, now: number): Counter {
+    const counter = this.current(spec.key, spec.windowMs, now, spec.shadow === true);
+    if (counter.shadow && spec.shadow !== true) {
+      counter.shadow = false;
+      this.shadowKeys.delete(spec.key);
+    }
+    return counter;
+  }
+
+  /**
+   * The counter with every bucket that has left the window dropped; a new, empty one if there was none
+   * (a shadow count when `shadow`).
+   */
+  private current(key: string, windowMs: number, now: number, shadow = false): Counter {
     const index = Math.floor(now / bucketMsOf(windowMs));
     const oldestKept = index - bucketsPerWindow;
     let counter = this.counters.get(key);
     if (!counter) {
       const reserved = counterReservation(key);
-      counter = { total: 0, oldest: index, buckets: [], expiresAt: 0, reserved };
+      counter = { total: 0, oldest: index, buckets: [], expiresAt: 0, reserved, shadow };
       this.counters.set(key, counter);
+      if (shadow) this.shadowKeys.add(key);
       this.reservedBytes += reserved;
       return counter;
     }
@@ -320,11 +381,12 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   private dropExpired(now: number): void {
-    for (const [key, counter] of this.counters) {
-      if (counter.expiresAt < now) {
-        this.counters.delete(key);
-        this.reservedBytes -= counter.reserved;
-      }
-    }
+    for (const [key, counter] of this.counters) if (counter.expiresAt < now) this.drop(key, counter);
+  }
+
+  private drop(key: string, counter: Counter): void {
+    this.counters.delete(key);
+    if (counter.shadow) this.shadowKeys.delete(key);
+    this.reservedBytes -= counter.reserved;
   }
 }

@@ -9,7 +9,7 @@ import type {
   Decision,
 } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
-import { LeaseBook } from './lease-book.js';
+import { LeaseBook, type KnownTotal } from './lease-book.js';
 
 export interface SharedCounterStoreOptions {
   trips: CounterTrips;
@@ -94,8 +94,8 @@ export class SharedCounterStore implements CounterStore {
     this.suspended = false;
   }
 
-  /** Each counter's total as the store last reported it, to seed the counters of a fallback. */
-  lastKnown(): Array<{ key: string; used: number; limit: number; windowMs: number }> {
+  /** Each counter's total as the store last reported it, and when, to seed the counters of a fallback. */
+  lastKnown(): Array<KnownTotal & { key: string }> {
     return this.book.lastKnown();
   }
 

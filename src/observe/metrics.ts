@@ -14,6 +14,8 @@ export interface Metrics {
   counterStoreLiveGateways: Gauge;
   /** Log lines dropped because more than `maxWaitingLogBytes` waited for stdout or the access log file. */
   logLinesDropped: Counter;
+  /** Shadow counts dropped to make room for an enforced restriction's new counter (store.maxCounterMemoryMb). */
+  shadowCountsDropped: Counter;
   /** Reloads of conf/ by result: applied, or refused (the running config stayed). */
   configReloads: Counter<'result'>;
   /** 1 when the last reload was applied (or none was asked for), 0 when it was refused. */
@@ -26,6 +28,8 @@ export interface Metrics {
   shadowRefusal(restriction: { quotaId: string; quotaLabel: string; index: number }): void;
   /** Counts an exchange whose answer held no whole number of units where a throttleunits restriction reads one. */
   unitsUnreadable(restriction: { quotaLabel: string; index: number }): void;
+  /** Counts a request a shadow restriction did not count: its counter found no room under the memory bound. */
+  shadowUncounted(restriction: { quotaLabel: string; index: number }): void;
   /** Recent rejections per restriction, for the console's sparklines. */
   rejections: RejectionHistory;
 }
@@ -256,6 +260,12 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     labelNames: ['quota', 'restriction'],
     registers: [registry],
   });
+  const shadowUncounted = new Counter({
+    name: 'quotagate_shadow_uncounted_total',
+    help: "Requests a shadow restriction did not count (each went through) because its counter found no room under this gateway's store.maxCounterMemoryMb, by quota name (id where names repeat) and restriction index",
+    labelNames: ['quota', 'restriction'],
+    registers: [registry],
+  });
   // The tallies of a restriction, found through the restriction itself: one lookup per decision.
   const decisionsOf = new WeakMap<object, { allowed: Tally; rejected: Tally }>();
   new Counter({
@@ -303,6 +313,11 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     counterStoreFull: new Counter({
       name: 'quotagate_store_full_total',
       help: "Requests refused (503) because a new counter would pass this gateway's store.maxCounterMemoryMb",
+      registers: [registry],
+    }),
+    shadowCountsDropped: new Counter({
+      name: 'quotagate_shadow_counts_dropped_total',
+      help: "Counts of shadow restrictions dropped to make room for an enforced restriction's new counter under this gateway's store.maxCounterMemoryMb",
       registers: [registry],
     }),
     logLinesDropped: new Counter({
@@ -357,6 +372,9 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     },
     unitsUnreadable(restriction) {
       unitsUnreadable.inc({ quota: restriction.quotaLabel, restriction: indexLabel(restriction.index) });
+    },
+    shadowUncounted(restriction) {
+      shadowUncounted.inc({ quota: restriction.quotaLabel, restriction: indexLabel(restriction.index) });
     },
     rejections,
   };

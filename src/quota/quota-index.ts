@@ -1,12 +1,15 @@
-import { createHash } from 'node:crypto';
 import { uniqueLabels } from '../kit/unique-labels.js';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
-import type { CounterSpec } from '../limiter/counter-store.js';
+import { applicationCounterKey, counterBasesOf } from './restriction-counters.js';
+import type { CounterSpec, CounterState } from '../limiter/counter-store.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
 export interface ApplicableRestriction {
-  /** Counter key: per restriction, and per application for application quotas. */
+  /**
+   * Counter key: what the restriction counts, whatever its place in the quota (`counterBasesOf`), and per
+   * application for application quotas. Enforced twins share it.
+   */
   counterKey: string;
   quotaId: string;
   /** What metrics call the quota: its name, or its id when another quota has the same name. */
@@ -44,36 +47,23 @@ interface CompiledRestriction extends Omit<NamedRestriction, 'counterKey'> {
 
 /** @param perApplication whether the restrictions count each application apart */
 function compile(record: StoredQuota, perApplication: boolean, label: string): CompiledRestriction[] {
-  return record.quota.restrictions.map((restriction, index) => {
-    const window = windowMs(restriction.config);
-    // The counter survives a change of limit, but not a change of what it counts or of its window.
-    const identity = [
-      restriction.api,
-      restriction.method,
-      restriction.verb ?? '',
-      restriction.type,
-      window,
-    ].join('|');
-    const fingerprint = createHash('sha1').update(identity).digest('hex').slice(0, 12);
-    const limit = unitsOf(restriction.config);
-    const base = `${record.quota.id}:${index}:${fingerprint}`;
-    return {
-      keyBase: perApplication ? `${base}:app:` : `${base}:${apiScopeTag(restriction.api)}`,
-      quotaId: record.quota.id,
-      quotaLabel: label,
-      index,
-      type: restriction.type,
-      limit,
-      windowMs: window,
-      shadow: restriction.mode === 'shadow',
-      unitHeader: restriction.config.header ?? null,
-      unitDefault: Number(restriction.config.default ?? 0),
-      api: restriction.api,
-      method: restriction.method,
-      verb: restriction.verb,
-      quotaName: record.quota.name,
-    };
-  });
+  const keyBases = counterBasesOf(record.quota, perApplication);
+  return record.quota.restrictions.map((restriction, index) => ({
+    keyBase: keyBases[index]!,
+    quotaId: record.quota.id,
+    quotaLabel: label,
+    index,
+    type: restriction.type,
+    limit: unitsOf(restriction.config),
+    windowMs: windowMs(restriction.config),
+    shadow: restriction.mode === 'shadow',
+    unitHeader: restriction.config.header ?? null,
+    unitDefault: Number(restriction.config.default ?? 0),
+    api: restriction.api,
+    method: restriction.method,
+    verb: restriction.verb,
+    quotaName: record.quota.name,
+  }));
 }
 
 /**
@@ -87,12 +77,19 @@ export class QuotaChecks {
   readonly restrictions: readonly ApplicableRestriction[];
   /** The shadow restrictions, which count and report but never refuse. */
   readonly shadows: readonly ApplicableRestriction[];
-  /** The enforced throttlemb ones: charged the declared body up front and the measured bytes at the end. */
+  /**
+   * For each enforced restriction, the position of its counter among the checks of `specs`: enforced
+   * twins share one counter, so one check, under the tightest of their limits.
+   */
+  readonly counterOf: readonly number[];
+  /** The enforced throttlemb counters: charged the declared body up front and the measured bytes at the end. */
   readonly byteRestrictions: readonly ApplicableRestriction[];
-  /** The enforced throttleunits ones: charged, at the end, what the upstream's answer says it cost. */
+  /** The enforced throttleunits counters: charged, at the end, what the upstream's answer says it cost. */
   readonly unitRestrictions: readonly ApplicableRestriction[];
   /** The smallest enforced byte limit: a declared body larger than it never fits (Infinity without one). */
   readonly largestBody: number;
+  /** One per counter of the enforced restrictions, with the tightest limit of the twins that share it. */
+  private readonly counters: readonly ApplicableRestriction[];
   /** The counter checks of a request that declares no body: a message each, room for a byte. */
   private readonly bodiless: readonly CounterSpec[];
   /** The same for the shadow restrictions, one check each. */
@@ -101,16 +98,39 @@ export class QuotaChecks {
   constructor(readonly all: readonly ApplicableRestriction[]) {
     this.restrictions = all.filter((restriction) => !restriction.shadow);
     this.shadows = all.filter((restriction) => restriction.shadow);
-    this.byteRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttlemb');
-    this.unitRestrictions = this.restrictions.filter((restriction) => restriction.type === 'throttleunits');
+    const counters: ApplicableRestriction[] = [];
+    const positions = new Map<string, number>();
+    this.counterOf = this.restrictions.map((restriction) => {
+      const position = positions.get(restriction.counterKey);
+      if (position === undefined) {
+        positions.set(restriction.counterKey, counters.length);
+        return counters.push(restriction) - 1;
+      }
+      const counter = counters[position]!;
+      if (restriction.limit < counter.limit) counters[position] = { ...counter, limit: restriction.limit };
+      return position;
+    });
+    this.counters = counters;
+    this.byteRestrictions = counters.filter((counter) => counter.type === 'throttlemb');
+    this.unitRestrictions = counters.filter((counter) => counter.type === 'throttleunits');
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
-    this.bodiless = checksOf(this.restrictions, 0);
+    this.bodiless = checksOf(counters, 0);
     this.bodilessShadows = this.shadowChecksOf(0);
   }
 
-  /** The counter checks of the enforced restrictions for a request that declares `declaredBytes` of body. */
+  /**
+   * The counter checks of the enforced restrictions for a request that declares `declaredBytes` of body:
+   * one per counter (see `counterOf`), so that no counter is charged twice for one request.
+   */
   specs(declaredBytes: number): readonly CounterSpec[] {
-    return declaredBytes === 0 ? this.bodiless : checksOf(this.restrictions, declaredBytes);
+    return declaredBytes === 0 ? this.bodiless : checksOf(this.counters, declaredBytes);
+  }
+
+  /** The states of a decision on `specs`, one per enforced restriction, in the order of `restrictions`. */
+  statesOf(states: readonly CounterState[]): readonly CounterState[] {
+    return this.counters.length === this.restrictions.length
+      ? states
+      : this.counterOf.map((position) => states[position]!);
   }
 
   /** The counter checks of the shadow restrictions, each alone in its list, as `specs` makes them. */
@@ -119,7 +139,7 @@ export class QuotaChecks {
   }
 
   private shadowChecksOf(declaredBytes: number): CounterSpec[][] {
-    return checksOf(this.shadows, declaredBytes).map((check) => [check]);
+    return checksOf(this.shadows, declaredBytes).map((check) => [{ ...check, shadow: true }]);
   }
 }
 
@@ -187,46 +207,6 @@ const named = (restriction: CompiledRestriction, application?: string): NamedRes
     counterKey: application === undefined ? keyBase : applicationCounterKey(keyBase, application),
   };
 };
-
-/**
- * The Redis Cluster hash tag of an API-wide counter: one slot per API, so a cluster spreads the APIs
- * over its masters; restrictions on every API (`*`) share one slot, which nothing can spread.
- */
-function apiScopeTag(api: string): string {
-  return api === '*' ? '{all}' : `{api:${shortHash(api)}}`;
-}
-
-/**
- * The counter of one application under an application quota's restriction: its hash tag is the
- * application's, so a cluster spreads applications over its masters. The tag comes before the
- * application id, which may hold braces of its own (the first `{…}` is the tag).
- */
-function applicationCounterKey(keyBase: string, application: string): string {
-  return `${keyBase}${applicationTag(application)}:${application}`;
-}
-
-/** Tags of recent applications: a hash per request would cost more than the rest of the lookup. */
-const applicationTags = new Map<string, string>();
-const applicationTagsKept = 10_000;
-
-function applicationTag(application: string): string {
-  let tag = applicationTags.get(application);
-  if (tag === undefined) {
-    if (applicationTags.size >= applicationTagsKept) applicationTags.clear();
-    tag = `{app:${shortHash(application)}}`;
-    applicationTags.set(application, tag);
-  }
-  return tag;
-}
-
-/** The application a counter key of `applicationCounterKey` belongs to, from what follows `keyBase`. */
-export function applicationOfCounter(keyAfterBase: string): string {
-  return keyAfterBase.replace(/^\{app:[0-9a-f]+\}:/, '');
-}
-
-function shortHash(text: string): string {
-  return createHash('sha1').update(text).digest('hex').slice(0, 16);
-}
 
 /**
  * The quota definitions compiled for the request path: which restrictions apply to a request. Built

@@ -1,5 +1,6 @@
 import type { Limiter } from '../limiter/limiter.js';
-import { applicationOfCounter, type QuotaIndex } from './quota-index.js';
+import type { QuotaIndex } from './quota-index.js';
+import { applicationOfCounter } from './restriction-counters.js';
 import type { QuotaRepository } from './quota-repository.js';
 import { unitOf, type RestrictionType, type RestrictionUnit } from './quota-terms.js';
 

@@ -66,6 +66,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       ? new MemoryCounterStore({
           maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
           onFull: () => metrics.counterStoreFull.inc(),
+          onShadowDropped: () => metrics.shadowCountsDropped.inc(),
         })
       : null;
   const metrics = createMetrics({ counterMemoryBytes: () => counters?.reserved ?? 0 });

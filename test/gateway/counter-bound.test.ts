@@ -18,9 +18,8 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
  * plugin that names a new caller per request must not grow the counters without end.
  */
 
-const clock = { now: 1_800_000_000_000 };
 const caller = (i: number) => `caller-${String(i).padStart(5, '0')}`;
-// `<quota id>:<restriction index>:<12-digit fingerprint>:app:{app:<16-digit hash>}:<application>`
+// `<quota id>:0:<12-digit hash of what it counts>:app:{app:<16-digit hash>}:<application>`
 const counterKeyLength =
   applicationDefaultQuotaId.length +
   ':0:'.length +
@@ -31,12 +30,19 @@ const counterKeyLength =
   caller(0).length;
 const capacity = Math.floor(1_048_576 / counterReservation('k'.repeat(counterKeyLength)));
 
-let upstream: TestUpstream;
-let gateway: TestGateway;
+const enforced = throttle(3, 1, 'minute');
+/** A shadow twin of `enforced`: a counter of its own per caller, keyed as long. */
+const shadowTwin = { ...throttle(2, 1, 'minute'), mode: 'shadow' };
 
+let upstream: TestUpstream;
 beforeAll(async () => {
   upstream = await startUpstream();
-  gateway = await startTestGateway(
+});
+afterAll(() => upstream.close());
+
+/** A gateway whose counters may take 1 MiB, on `clock`, with `restrictions` on every application. */
+async function boundGateway(clock: { now: number }, restrictions: unknown[]): Promise<TestGateway> {
+  const gateway = await startTestGateway(
     petsConfig(upstream.url, {
       APIKeyAuthType: 'plugin',
       APIKeyAuthPlugin: './test/fixtures/plugins/sync-plugin.js',
@@ -48,52 +54,81 @@ beforeAll(async () => {
   );
   await setQuota(
     gateway,
-    {
-      type: 'APPLICATION',
-      name: 'Application Default',
-      restrictions: [throttle(3, 1, 'minute')],
-    },
+    { type: 'APPLICATION', name: 'Application Default', restrictions },
     applicationDefaultQuotaId,
   );
-});
+  return gateway;
+}
 
-afterAll(async () => {
-  await gateway.close();
-  await upstream.close();
-});
-
-const as = (name: string) =>
+const as = (gateway: TestGateway, name: string) =>
   request(gateway.url, { path: '/pets/1', headers: { 'x-pass': 'open', 'x-app': name } });
 
-async function metric(name: string): Promise<number> {
+/** The value of a metric of `gateway`, its name with its labels as /metrics spells them. */
+async function metric(gateway: TestGateway, name: string): Promise<number> {
   const text = await (
     await fetch(`${gateway.adminUrl}/metrics`, { headers: { authorization: userAuth(adminUser) } })
   ).text();
   const line = text.split('\n').find((entry) => entry.startsWith(`${name} `));
-  return Number(line?.split(' ')[1]);
+  return Number(line?.slice(name.length + 1));
 }
 
 describe('the memory bound of the counters of one gateway', () => {
+  const clock = { now: 1_800_000_000_000 };
+  let gateway: TestGateway;
+  beforeAll(async () => {
+    gateway = await boundGateway(clock, [enforced]);
+  });
+  afterAll(() => gateway.close());
+
   it('admits callers while their counters fit, then refuses new ones with 503 and counts it', async () => {
-    for (let i = 0; i < capacity; i += 1) expect((await as(caller(i))).status, caller(i)).toBe(200);
-    const refused = await as(caller(capacity));
+    for (let i = 0; i < capacity; i += 1) expect((await as(gateway, caller(i))).status, caller(i)).toBe(200);
+    const refused = await as(gateway, caller(capacity));
     expect(refused.status).toBe(503);
     expect(refused.headers['retry-after']).toBe('60');
     expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.service_unavailable' });
-    expect(await metric('quotagate_store_full_total')).toBe(1);
-    expect(await metric('quotagate_store_memory_reserved_bytes')).toBeLessThanOrEqual(1_048_576);
+    expect(await metric(gateway, 'quotagate_store_full_total')).toBe(1);
+    expect(await metric(gateway, 'quotagate_store_memory_reserved_bytes')).toBeLessThanOrEqual(1_048_576);
   });
 
   it('never forgets the counts of callers it holds: they get their limit, then 429, not 503', async () => {
-    expect((await as(caller(0))).status).toBe(200);
-    expect((await as(caller(0))).status).toBe(200);
-    expect((await as(caller(0))).status).toBe(429);
-    expect((await as(caller(capacity + 1))).status).toBe(503);
+    expect((await as(gateway, caller(0))).status).toBe(200);
+    expect((await as(gateway, caller(0))).status).toBe(200);
+    expect((await as(gateway, caller(0))).status).toBe(429);
+    expect((await as(gateway, caller(capacity + 1))).status).toBe(503);
   });
 
   it('takes new callers again once idle counters have expired', async () => {
     clock.now += 61_000 + 1_000;
-    expect((await as(caller(capacity + 2))).status).toBe(200);
-    expect((await as(caller(0))).status).toBe(200);
+    expect((await as(gateway, caller(capacity + 2))).status).toBe(200);
+    expect((await as(gateway, caller(0))).status).toBe(200);
+  });
+});
+
+describe('a shadow restriction under the memory bound', () => {
+  const clock = { now: 1_800_000_000_000 };
+  let gateway: TestGateway;
+  beforeAll(async () => {
+    gateway = await boundGateway(clock, [enforced, shadowTwin]);
+  });
+  afterAll(() => gateway.close());
+
+  it('never lowers the callers the enforced one admits before the 503: its counts go first, and it says so', async () => {
+    for (let i = 0; i < capacity; i += 1) expect((await as(gateway, caller(i))).status, caller(i)).toBe(200);
+    expect((await as(gateway, caller(capacity))).status).toBe(503);
+    expect(await metric(gateway, 'quotagate_store_full_total')).toBe(1);
+    // Half the callers had a shadow count before the bound; each later caller's counter took one's room.
+    const dropped = await metric(gateway, 'quotagate_shadow_counts_dropped_total');
+    const uncounted = await metric(
+      gateway,
+      'quotagate_shadow_uncounted_total{quota="Application Default",restriction="1"}',
+    );
+    expect(dropped).toBeGreaterThan(capacity / 3);
+    expect(uncounted).toBeGreaterThan(capacity / 3);
+  });
+
+  it('keeps the enforced counts it holds: their callers get their limit, then 429', async () => {
+    expect((await as(gateway, caller(capacity - 1))).status).toBe(200);
+    expect((await as(gateway, caller(capacity - 1))).status).toBe(200);
+    expect((await as(gateway, caller(capacity - 1))).status).toBe(429);
   });
 });

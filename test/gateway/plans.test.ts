@@ -9,15 +9,9 @@ import {
   webKey,
   eachStore,
   startFleetOfTwo,
+  putOnPlan,
 } from '../helpers/enforcement-gateways.js';
-import {
-  adminUser,
-  quotaUsage,
-  setQuota,
-  throttle,
-  userAuth,
-  type TestGateway,
-} from '../helpers/test-gateway.js';
+import { quotaUsage, setQuota, throttle, type TestGateway } from '../helpers/test-gateway.js';
 
 const { gatewayWith } = useEnforcementGateways();
 const defer = cleanupAfterEach();
@@ -27,16 +21,6 @@ const gold = (messages: number) => ({
   name: 'Gold',
   restrictions: [throttle(messages, 1, 'hour')],
 });
-
-/** Puts `application` on plan `plan` through `gateway`'s admin port. */
-async function putOnPlan(gateway: TestGateway, application: string, plan: string): Promise<void> {
-  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications/${application}/quota`, {
-    method: 'PUT',
-    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
-    body: JSON.stringify({ plan }),
-  });
-  expect(res.status).toBe(200);
-}
 
 const statuses = async (gateway: TestGateway, key: string, count: number) => {
   const answers: number[] = [];

@@ -1,6 +1,5 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { request } from '../helpers/raw-http.js';
 import {
   adminUser,
   basicAuth,
@@ -11,7 +10,7 @@ import {
   throttle,
   userAuth,
 } from '../helpers/test-gateway.js';
-import { get, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
+import { get, post, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 
 const { clock, gatewayWith, upstream } = useEnforcementGateways();
 
@@ -44,16 +43,9 @@ describe('quota enforcement: throttlemb', () => {
       { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
       systemQuotaId,
     );
-    const post = (bytes: number) =>
-      request(gateway.url, {
-        method: 'POST',
-        path: '/pets',
-        headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
-        body: 'x'.repeat(bytes),
-      });
-    expect((await post(6000)).status).toBe(200);
+    expect((await post(gateway, 6000)).status).toBe(200);
     const before = upstream().requests.length;
-    const res = await post(5000);
+    const res = await post(gateway, 5000);
     expect(res.status).toBe(429);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
     expect(upstream().requests.length).toBe(before);
@@ -68,12 +60,7 @@ describe('quota enforcement: throttlemb', () => {
       systemQuotaId,
     );
     const before = upstream().requests.length;
-    const res = await request(gateway.url, {
-      method: 'POST',
-      path: '/pets',
-      headers: { authorization: basicAuth(devKey), 'content-length': '2000' },
-      body: 'x'.repeat(2000),
-    });
+    const res = await post(gateway, 2000);
     expect(res.status).toBe(413);
     expect(JSON.parse(res.body)).toEqual({
       id: 'com.vendor.api.payload_too_large',

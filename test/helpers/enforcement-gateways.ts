@@ -1,6 +1,14 @@
-import { afterAll, afterEach, beforeAll, inject } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, inject } from 'vitest';
 import { request } from './raw-http.js';
-import { basicAuth, devKey, petsConfig, startTestGateway, type TestGateway } from './test-gateway.js';
+import {
+  adminUser,
+  basicAuth,
+  devKey,
+  petsConfig,
+  startTestGateway,
+  userAuth,
+  type TestGateway,
+} from './test-gateway.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
 
 /** Two applications of conf/ besides the project's, for the suites that count per application. */
@@ -79,6 +87,25 @@ export async function startFleetOfTwo(
 /** GET through the data plane with a key as Basic credentials. */
 export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
   request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
+
+/** POST a body of `bytes` bytes, its length declared, to addPet with the development key. */
+export const post = (gateway: TestGateway, bytes: number) =>
+  request(gateway.url, {
+    method: 'POST',
+    path: '/pets',
+    headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
+    body: 'x'.repeat(bytes),
+  });
+
+/** Puts `application` on plan `plan` through `gateway`'s admin port. */
+export async function putOnPlan(gateway: TestGateway, application: string, plan: string): Promise<void> {
+  const res = await fetch(`${gateway.adminUrl}/api/portal/v1.3/applications/${application}/quota`, {
+    method: 'PUT',
+    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
+    body: JSON.stringify({ plan }),
+  });
+  expect(res.status).toBe(200);
+}
 
 /**
  * The two stores a behaviour is shown on, for `describe.each`: its name, and the config overrides that

@@ -97,13 +97,16 @@ describe('MemoryCounterStore memory bound', () => {
   function boundedStore(counters: number) {
     const clock = { now: start };
     let refusals = 0;
+    let shadowsDropped = 0;
     const store = new MemoryCounterStore({
       now: () => clock.now,
       maxBytes: counters * counterReservation(keyOf(0)),
       onFull: () => (refusals += 1),
+      onShadowDropped: () => (shadowsDropped += 1),
     });
-    return { store, clock, refusals: () => refusals };
+    return { store, clock, refusals: () => refusals, shadowsDropped: () => shadowsDropped };
   }
+  const shadowSpec = (key: string, limit = 3) => ({ ...spec(key, limit), shadow: true as const });
 
   it('refuses a request that needs a new counter past the bound, without charging it', () => {
     const { store, refusals } = boundedStore(10);
@@ -127,6 +130,34 @@ describe('MemoryCounterStore memory bound', () => {
     const atLimit = store.consume([spec(keyOf(0))]);
     expect(atLimit).toMatchObject({ allowed: false, states: [{ used: 3 }] });
     expect(atLimit.outOfRoom).toBeUndefined();
+  });
+
+  it('drops shadow counts, oldest first, to make room for an enforced check, and never the other way round', () => {
+    const { store, refusals, shadowsDropped } = boundedStore(3);
+    store.consume([spec(keyOf(0))]);
+    store.consume([shadowSpec(keyOf(1))]);
+    store.consume([shadowSpec(keyOf(2))]);
+    // A shadow check at the bound is out of room without taking anything, and is no refusal to report.
+    expect(store.consume([shadowSpec(keyOf(3))]).outOfRoom).toBe(true);
+    expect(refusals()).toBe(0);
+    expect(store.consume([spec(keyOf(4))]).allowed).toBe(true);
+    expect(shadowsDropped()).toBe(1);
+    expect(store.consume([shadowSpec(keyOf(1))]).outOfRoom).toBe(true);
+    expect(store.consume([shadowSpec(keyOf(2))]).states[0]!.used).toBe(2);
+    expect(store.consume([spec(keyOf(5))]).allowed).toBe(true);
+    expect(store.consume([spec(keyOf(6))]).outOfRoom).toBe(true);
+    expect([refusals(), shadowsDropped()]).toEqual([1, 2]);
+  });
+
+  it('keeps a shadow count an enforced check has used: a restriction switched to enforce keeps its counter', () => {
+    const { store, shadowsDropped } = boundedStore(2);
+    store.consume([shadowSpec(keyOf(0))]);
+    store.consume([spec(keyOf(0))]);
+    store.consume([shadowSpec(keyOf(1))]);
+    expect(store.consume([spec(keyOf(2))]).allowed).toBe(true);
+    expect(store.consume([spec(keyOf(3))]).outOfRoom).toBe(true);
+    expect(shadowsDropped()).toBe(1);
+    expect(store.consume([spec(keyOf(0))]).states[0]!.used).toBe(3);
   });
 
   it('still adds measured bytes of admitted requests past the bound', async () => {

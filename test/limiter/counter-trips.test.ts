@@ -290,6 +290,11 @@ describe("the primary's memory bound, as a worker meets it", () => {
     );
     expect(refused).toMatchObject({ allowed: false, outOfRoom: true, checks: [] });
     expect(full).toBe(1);
+    // A worker's shadow check finds no room without taking any, and is no refusal; an enforced one takes
+    // the room of a shadow count.
+    const shadow = { ...check(key(3), 10), shadow: true as const };
+    expect(await trips.trip(trip({ checks: [shadow] }))).toMatchObject({ outOfRoom: true });
+    expect(full).toBe(1);
     expect(
       (await counters.usage('caller-', minute)).sort((x, y) => x.key.localeCompare(y.key)),
     ).toMatchObject([

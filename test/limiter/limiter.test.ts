@@ -30,7 +30,7 @@ class FakeSharedStore implements SharedCounters {
   readonly added: CounterAddition[][] = [];
   failAdds = false;
   suspended = false;
-  known: Array<{ key: string; used: number; limit: number; windowMs: number }> = [];
+  known: Array<{ key: string; used: number; limit: number; windowMs: number; at: number }> = [];
 
   consume(specs: readonly CounterSpec[]): Promise<Decision> {
     return new Promise((answer, fail) => this.asked.push({ specs, answer, fail }));
@@ -159,8 +159,8 @@ describe('Limiter', () => {
 
   it("enforces this gateway's share under local, seeded with its share of what the fleet had counted", async () => {
     // A fleet of 3 at a limit of 60: a share of 20. The fleet had counted 30: this gateway's part is 10.
-    const { shared, limiter } = setUp('local', { live: 3 });
-    shared.known = [{ key: 'k', used: 30, limit: 60, windowMs: 60_000 }];
+    const { clock, shared, limiter } = setUp('local', { live: 3 });
+    shared.known = [{ key: 'k', used: 30, limit: 60, windowMs: 60_000, at: clock.now() }];
     const pending = await decide(limiter, [spec()]);
     shared.asked[0]!.fail(new Error('Connection is closed.'));
     await settle();
@@ -168,6 +168,24 @@ describe('Limiter', () => {
     let admitted = 1;
     for (let i = 0; i < 50; i += 1) if ((limiter.consume([spec()]) as Decision).allowed) admitted += 1;
     expect(admitted).toBe(10);
+  });
+
+  it('lets the seeds leave the window when the units they stand for do: none from a total a window old', async () => {
+    const { clock, shared, limiter, setPing } = setUp('local');
+    setPing(false);
+    const seenAt = clock.now();
+    shared.known = [
+      { key: 'k', used: 60, limit: 60, windowMs: 60_000, at: seenAt },
+      { key: 'old', used: 60, limit: 60, windowMs: 60_000, at: seenAt - 61_000 },
+    ];
+    await clock.advance(30_000);
+    const pending = await decide(limiter, [spec(), { ...spec(), key: 'old' }]);
+    shared.asked[0]!.fail(new Error('Connection is closed.'));
+    await settle();
+    // Refused for what is left of the window that counted them (and a sub-bucket), not a whole one.
+    expect(pending.verdict()).toMatchObject({ allowed: false, retryAfterMs: 30_600 });
+    await clock.advance(30_600);
+    expect(limiter.consume([spec(), { ...spec(), key: 'old' }])).toMatchObject({ allowed: true });
   });
 
   it('gives the remainder of a share to the first ranks, so the shares add up to the limit', async () => {

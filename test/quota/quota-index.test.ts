@@ -129,6 +129,44 @@ describe('QuotaIndex checks', () => {
     expect(checks.restrictions.at(-1)!.limit).toBe(5);
   });
 
+  it('checks enforced twins on one counter under the tightest limit, and hands each twin its state', () => {
+    const index = new QuotaIndex([
+      stored(systemQuotaId, 'API', [
+        throttle('*', '*', '10'),
+        throttlemb('*', '*', '1'),
+        throttle('*', '*', '3'),
+        throttlemb('*', '*', '2'),
+      ]),
+    ]);
+    const checks = index.checksFor(petStore, getPet, 'GET', undefined);
+    expect(checks.specs(0).map(({ limit }) => limit)).toEqual([3, 1_048_576]);
+    expect(checks.counterOf).toEqual([0, 1, 0, 1]);
+    expect(checks.byteRestrictions.map((restriction) => restriction.index)).toEqual([1]);
+    const [messages, bytes] = [
+      { used: 2, resetMs: 1 },
+      { used: 9, resetMs: 2 },
+    ];
+    expect(checks.statesOf([messages, bytes])).toEqual([messages, bytes, messages, bytes]);
+  });
+
+  it('gives a shadow twin a counter of its own, and a restriction without a twin the same counter in either mode', () => {
+    const keysOf = (restrictions: RestrictionInput[]) =>
+      new QuotaIndex([stored(systemQuotaId, 'API', restrictions)])
+        .restrictionsFor(undefined)
+        .map((restriction) => restriction.counterKey);
+    const shadow = (restriction: RestrictionInput): RestrictionInput => ({ ...restriction, mode: 'shadow' });
+    const [enforced] = keysOf([throttle('*', '*', '10')]);
+    expect(keysOf([shadow(throttle('*', '*', '10'))])).toEqual([enforced]);
+    const [withTwin, shadowTwin, otherShadowTwin, sameLimitShadowTwin] = keysOf([
+      throttle('*', '*', '10'),
+      shadow(throttle('*', '*', '5')),
+      shadow(throttle('*', '*', '7')),
+      shadow(throttle('*', '*', '5')),
+    ]);
+    expect(withTwin).toBe(enforced);
+    expect(new Set([withTwin, shadowTwin, otherShadowTwin, sameLimitShadowTwin]).size).toBe(4);
+  });
+
   it('checks nothing where no restriction matches', () => {
     const index = new QuotaIndex([stored(systemQuotaId, 'API', [throttle(petStore, getPet, '5')])]);
     expect(index.checksFor(petStore, addPet, 'POST', 'app-a').restrictions).toEqual([]);
