@@ -198,7 +198,12 @@ export class Gateway {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(record, 'bad_request');
     }
-    if (record.plane.usage?.is(target.segments)) return this.usageRead(record);
+    const { usage } = record.plane;
+    if (usage?.is(target.segments)) {
+      // As for a routed request, authentication (a plugin's matchURL) sees the path it reached.
+      req.url = usage.path + target.query;
+      return this.usageRead(record);
+    }
     const route = record.plane.router.match(
       req.method ?? 'GET',
       target.segments,
