@@ -116,10 +116,25 @@ export class Limiter {
     return store.usage(keyPrefix, windowMs);
   }
 
-  /** What each of `counters` holds now, from the store that currently decides; nothing is charged. */
-  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
-    const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
-    return store.peek(counters);
+  /**
+   * What each of `counters` holds now, from the store that currently decides; nothing is charged. A read
+   * of the shared store gets the decisions' deadline (`timeoutMs`) and no more: it decides nothing, so a
+   * slow store is not waited for. While the shared store is away, only `onError: local` has counters
+   * (this gateway's own, which decide meanwhile); `allow` and `deny` have none.
+   * @throws when there is nothing to read: the shared store failed or missed the deadline, or is away
+   * under `allow` or `deny`
+   */
+  async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    const { shared, local, onError, timeoutMs } = this.parts;
+    if (!shared) return local.peek(counters);
+    if (!this.sharedUp) {
+      if (onError === 'local') return local.peek(counters);
+      throw new Error(`the shared counter store is unreachable and store.onError is '${onError}'`);
+    }
+    const read = await beforeDeadline(shared.peek(counters), timeoutMs, this.clock);
+    if (read === deadlinePassed)
+      throw new Error(`the shared counter store gave no answer within ${timeoutMs} ms`);
+    return read;
   }
 
   /** Stops probing, and hands back leases and measured units still held by the shared store. */

@@ -45,8 +45,11 @@ class FakeSharedStore implements SharedCounters {
     return [];
   }
 
-  async peek(): Promise<CounterState[]> {
-    return [];
+  /** Reads the test answers by hand; none is answered by itself. */
+  readonly peeked: Array<(states: CounterState[]) => void> = [];
+
+  peek(): Promise<CounterState[]> {
+    return new Promise((answer) => this.peeked.push(answer));
   }
 
   async close(): Promise<void> {}
@@ -221,5 +224,48 @@ describe('Limiter', () => {
     shared.failAdds = false;
     await clock.advance(250);
     expect(shared.added).toEqual([[{ key: 'k', windowMs: 60_000, amount: 2 }]]);
+  });
+
+  it("reads the shared store within the decisions' deadline, and fails a read that misses it", async () => {
+    const { clock, shared, limiter } = setUp('local');
+    const quick = limiter.peek([{ key: 'k', windowMs: 60_000 }]);
+    await settle();
+    shared.peeked[0]!([{ used: 7, resetMs: 1_000 }]);
+    expect(await quick).toEqual([{ used: 7, resetMs: 1_000 }]);
+
+    let failure: unknown = null;
+    const slow = limiter.peek([{ key: 'k', windowMs: 60_000 }]).catch((error: unknown) => (failure = error));
+    await clock.advance(49);
+    expect(failure).toBeNull();
+    await clock.advance(1);
+    await slow;
+    expect(String(failure)).toContain('gave no answer within 50 ms');
+  });
+
+  it.each(['deny', 'allow'] as const)(
+    'has no counters to read under %s while the store is away: the read fails instead of answering zeros',
+    async (onError) => {
+      const { shared, limiter } = setUp(onError);
+      const pending = await decide(limiter, [spec()]);
+      shared.asked[0]!.fail(new Error('Connection is closed.'));
+      await settle();
+      expect(pending.verdict()).toBeDefined();
+      await expect(limiter.peek([{ key: 'k', windowMs: 60_000 }])).rejects.toThrow(
+        `the shared counter store is unreachable and store.onError is '${onError}'`,
+      );
+      expect(shared.peeked).toHaveLength(0);
+    },
+  );
+
+  it("reads this gateway's own counters under local while the store is away, as its decisions do", async () => {
+    const { shared, limiter } = setUp('local');
+    shared.known = [{ key: 'k', used: 30, limit: 60, windowMs: 60_000 }];
+    const pending = await decide(limiter, [spec()]);
+    shared.asked[0]!.fail(new Error('Connection is closed.'));
+    await settle();
+    expect(pending.verdict()).toMatchObject({ allowed: true });
+    const [state] = await limiter.peek([{ key: 'k', windowMs: 60_000 }]);
+    expect(state!.used).toBe(31);
+    expect(shared.peeked).toHaveLength(0);
   });
 });

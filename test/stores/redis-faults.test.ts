@@ -63,6 +63,17 @@ async function sharedCount(admin: Redis): Promise<number> {
   return key ? Number(await admin.hget(key, 't')) : 0;
 }
 
+/** The caller's own usage, as the usage path answers it: the status and the used units of each restriction. */
+async function usage(gateway: TestGateway): Promise<{ status: number; used: number[] }> {
+  const res = await request(gateway.url, {
+    path: '/_quotagate/usage',
+    headers: { authorization: basicAuth(devKey) },
+  });
+  const body =
+    res.status === 200 ? (JSON.parse(res.body) as { restrictions: Array<{ used: number }> }) : null;
+  return { status: res.status, used: body?.restrictions.map((reading) => reading.used) ?? [] };
+}
+
 const sharedAgain = (gateway: TestGateway) =>
   expect
     .poll(
@@ -171,5 +182,33 @@ describe.runIf(executable)('Redis faults', () => {
     await switched(gateway, 'allow');
     expect((await timed(gateway)).status).toBe(200);
     redis.resume();
+  });
+
+  it.each(['deny', 'allow'])(
+    '%s: the usage path answers 503 while Redis is dead, as it has no counters to read, and reads them again once it is back',
+    async (onError) => {
+      const { redis, gateway } = await fixture(onError, 100);
+      expect((await timed(gateway)).status).toBe(200);
+      expect(await usage(gateway)).toEqual({ status: 200, used: [1] });
+      await redis.kill();
+      // Before and after a request has handed the decisions to the policy.
+      expect((await usage(gateway)).status).toBe(503);
+      expect((await timed(gateway)).status).toBe(onError === 'deny' ? 503 : 200);
+      await switched(gateway, onError);
+      expect((await usage(gateway)).status).toBe(503);
+      await redis.restart();
+      await sharedAgain(gateway);
+      expect(await usage(gateway)).toEqual({ status: 200, used: [1] });
+    },
+  );
+
+  it("local: the usage path reads this gateway's own counters while Redis is dead, as they decide", async () => {
+    const { redis, gateway } = await fixture('local', 3);
+    for (let i = 0; i < 2; i += 1) expect((await timed(gateway)).status).toBe(200);
+    await redis.kill();
+    expect((await timed(gateway)).status).toBe(200);
+    // The 2 the fleet had counted seed this gateway's counter, and it admitted 1 more alone.
+    expect(await usage(gateway)).toEqual({ status: 200, used: [3] });
+    expect((await timed(gateway)).status).toBe(429);
   });
 });
