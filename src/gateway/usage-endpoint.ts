@@ -142,7 +142,7 @@ export function readings(
       used: state.used,
       remaining: Math.max(0, restriction.limit - state.used),
       windowSeconds,
-      resetSeconds: Math.min(windowSeconds, Math.ceil(state.resetMs / 1000)),
+      resetSeconds: Math.ceil(state.resetMs / 1000),
     };
   });
 }
