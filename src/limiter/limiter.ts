@@ -118,23 +118,26 @@ export class Limiter {
 
   /**
    * What each of `counters` holds now, from the store that currently decides; nothing is charged. A read
-   * of the shared store gets the decisions' deadline (`timeoutMs`) and no more: it decides nothing, so a
-   * slow store is not waited for. While the shared store is away, only `onError: local` has counters
-   * (this gateway's own, which decide meanwhile); `allow` and `deny` have none.
-   * @throws when there is nothing to read: the shared store failed or missed the deadline, or is away
-   * under `allow` or `deny`
+   * of the shared store is waited for as a decision is: past `timeoutMs` only while a PING says the store
+   * is there, and a failed read or a confirmed outage hands the decisions to the policy. While the shared
+   * store is away, only `onError: local` has counters (this gateway's own, which decide meanwhile);
+   * `allow` and `deny` have none.
+   * @throws when there is nothing to read: the shared store is away under `allow` or `deny`
    */
   async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
-    const { shared, local, onError, timeoutMs } = this.parts;
+    const { shared, local, onError } = this.parts;
     if (!shared) return local.peek(counters);
-    if (!this.sharedUp) {
-      if (onError === 'local') return local.peek(counters);
-      throw new Error(`the shared counter store is unreachable and store.onError is '${onError}'`);
+    if (this.sharedUp) {
+      try {
+        const read = await this.answerOf(shared.peek(counters));
+        if (read !== outageConfirmed) return read;
+        this.switchToFallback(this.unansweredError());
+      } catch (error) {
+        this.switchToFallback(error as Error);
+      }
     }
-    const read = await beforeDeadline(shared.peek(counters), timeoutMs, this.clock);
-    if (read === deadlinePassed)
-      throw new Error(`the shared counter store gave no answer within ${timeoutMs} ms`);
-    return read;
+    if (onError === 'local') return local.peek(counters);
+    throw new Error(`the shared counter store is unreachable and store.onError is '${onError}'`);
   }
 
   /** Stops probing, and hands back leases and measured units still held by the shared store. */
@@ -150,18 +153,30 @@ export class Limiter {
     specs: readonly CounterSpec[],
   ): Promise<LimiterVerdict> {
     try {
-      const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
-      if (inTime !== deadlinePassed) return inTime;
-      const late = await Promise.race([
-        answer,
-        this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
-      ]);
-      if (late !== outageConfirmed) return late;
-      this.switchToFallback(new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`));
+      const decided = await this.answerOf(answer);
+      if (decided !== outageConfirmed) return decided;
+      this.switchToFallback(this.unansweredError());
     } catch (error) {
       this.switchToFallback(error as Error);
     }
     return this.decideWithoutShared(specs);
+  }
+
+  /**
+   * The shared store's answer: within `timeoutMs`, or later while a PING says the store is there;
+   * `outageConfirmed` when the PING goes unanswered first.
+   */
+  private async answerOf<T>(answer: Promise<T>): Promise<T | typeof outageConfirmed> {
+    const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
+    if (inTime !== deadlinePassed) return inTime;
+    return Promise.race([
+      answer,
+      this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
+    ]);
+  }
+
+  private unansweredError(): Error {
+    return new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`);
   }
 
   /** Resolves true when a PING confirms that the store is unreachable; one PING for all late decisions. */
@@ -175,7 +190,7 @@ export class Limiter {
         if (answered === true)
           this.parts.logger.warn(
             { timeoutMs: this.parts.timeoutMs },
-            'a counter decision missed its deadline; the shared counter store still answers, so it is waited for',
+            'a call to the shared counter store missed its deadline; the store still answers, so it is waited for',
           );
         return answered !== true;
       },
