@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { request, type RawResponse } from '../helpers/raw-http.js';
-import { eachStore, get, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
-import { basicAuth, devKey, mb, setQuota, systemQuotaId, throttle } from '../helpers/test-gateway.js';
+import type { RawResponse } from '../helpers/raw-http.js';
+import { eachStore, get, post, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
+import { mb, setQuota, systemQuotaId, throttle } from '../helpers/test-gateway.js';
 
 /**
  * The RateLimit fields against Retry-After, on the gateway's clock (which drives the memory store and
@@ -113,21 +113,14 @@ describe.each(eachStore)('the RateLimit fields on %s', (_store, store) => {
       { type: 'API', name: 'System', restrictions: [mb(1, 1, 'minute')] },
       systemQuotaId,
     );
-    const post = (bytes: number) =>
-      request(gateway.url, {
-        method: 'POST',
-        path: '/pets',
-        headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
-        body: 'x'.repeat(bytes),
-      });
     const start = startOfWindow(60_000);
     // A small answer first (under 2 KB), then 400,000 bytes echoed back 30 s later (over 800,000).
     expect((await get(gateway)).status).toBe(200);
     clock.now = start + 30_000;
-    expect((await post(400_000)).status).toBe(200);
+    expect((await post(gateway, 400_000)).status).toBe(200);
     // 250,000 more fit only once the 30-second units leave, not the first ones: at 90.6 s, 59.6 s on.
     clock.now = start + 31_000;
-    const refused = await post(250_000);
+    const refused = await post(gateway, 250_000);
     expect(refused.status).toBe(429);
     expect([item(refused).t, retryAfter(refused)]).toEqual([60, 60]);
   });

@@ -1,10 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { get, useEnforcementGateways, eachStore } from '../helpers/enforcement-gateways.js';
-import { request } from '../helpers/raw-http.js';
+import { get, post, useEnforcementGateways, eachStore } from '../helpers/enforcement-gateways.js';
 import {
   adminUser,
-  basicAuth,
-  devKey,
   mb,
   quotaUsage,
   rejectedOf,
@@ -86,32 +83,25 @@ describe.each(eachStore)('shadow restrictions on %s', (_store, store) => {
 
   it('lets through a body larger than a shadow byte restriction holds, which an enforced one answers 413', async () => {
     const gateway = await gatewayWith(store());
-    const post = (bytes: number) =>
-      request(gateway.url, {
-        method: 'POST',
-        path: '/pets',
-        headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
-        body: 'x'.repeat(bytes),
-      });
     // 0.001 MB = 1,048 bytes.
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
       systemQuotaId,
     );
-    expect((await post(5000)).status).toBe(413);
+    expect((await post(gateway, 5000)).status).toBe(413);
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [shadow(mb(0.001, 1, 'minute'))] },
       systemQuotaId,
     );
-    expect((await post(5000)).status).toBe(200);
+    expect((await post(gateway, 5000)).status).toBe(200);
     expect(accessLines(gateway).at(-1)).toMatchObject({
       quota: 'shadow_refused',
       refusedBy: `${systemQuotaId}/0`,
     });
     // A small body fits: the shadow counter holds it, and the answer's bytes once the exchange is over.
-    expect((await post(100)).status).toBe(200);
+    expect((await post(gateway, 100)).status).toBe(200);
     await expect.poll(async () => (await systemUsage(gateway)).restrictions[0]!.used).toBeGreaterThan(100);
   });
 });

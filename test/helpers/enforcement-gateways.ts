@@ -80,6 +80,15 @@ export async function startFleetOfTwo(
 export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
   request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
 
+/** POST /pets with a body of `bytes` bytes, its length declared, with the project's development key. */
+export const post = (gateway: TestGateway, bytes: number) =>
+  request(gateway.url, {
+    method: 'POST',
+    path: '/pets',
+    headers: { authorization: basicAuth(devKey), 'content-length': String(bytes) },
+    body: 'x'.repeat(bytes),
+  });
+
 /**
  * The two stores a behaviour is shown on, for `describe.each`: its name, and the config overrides that
  * choose it (a Redis prefix of its own per call, so that tests never see each other's counters).

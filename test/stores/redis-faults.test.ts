@@ -5,6 +5,7 @@ import { redisServerPath, startRedisProcess, type RedisProcess } from '../helper
 import {
   basicAuth,
   devKey,
+  mb,
   petsConfig,
   setQuota,
   startTestGateway,
@@ -12,6 +13,7 @@ import {
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { post } from '../helpers/enforcement-gateways.js';
 
 const systemId = '00000000-0000-0000-0000-000000000000';
 const executable = await redisServerPath();
@@ -210,5 +212,17 @@ describe.runIf(executable)('Redis faults', () => {
     // The 2 the fleet had counted seed this gateway's counter, and it admitted 1 more alone.
     expect(await usage(gateway)).toEqual({ status: 200, used: [3] });
     expect((await timed(gateway)).status).toBe(429);
+  });
+
+  it('deny: a body larger than a byte window is still 413 naming the limit while Redis is dead, without RateLimit fields it cannot read', async () => {
+    const { redis, gateway } = await fixture('deny', 100);
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'hour')] }, systemId);
+    await redis.kill();
+    const res = await post(gateway, 2000);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body).message).toBe(
+      `Payload Too Large: a body of 2000 bytes is more than restriction ${systemId}/0 allows in any 3600 seconds (1048 bytes)`,
+    );
+    expect(res.headers.ratelimit).toBeUndefined();
   });
 });
