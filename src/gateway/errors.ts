@@ -34,15 +34,23 @@ export function errorBody(code: DataPlaneErrorCode): string {
 /**
  * Ends `res` with the error's status and body; does nothing when the response has already started.
  * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
+ * @param detail what the client can do about it, after the code's message (`Payload Too Large: …`):
+ * never anything internal
  * @returns the body bytes sent: none when an answer had begun already, or to a HEAD
  */
 export function sendError(
   res: ServerResponse,
   code: DataPlaneErrorCode,
   fields: readonly string[] = [],
+  detail?: string,
 ): number {
   if (res.headersSent) return 0;
-  return sendJson(res, dataPlaneErrors[code].status, fields, errorBody(code));
+  const { status, message } = dataPlaneErrors[code];
+  const body =
+    detail === undefined
+      ? errorBody(code)
+      : JSON.stringify({ id: `com.vendor.api.${code}`, message: `${message}: ${detail}`, success: false });
+  return sendJson(res, status, fields, body);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import type { CounterAddition, CounterSpec } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterRef, CounterSpec } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
@@ -183,10 +183,15 @@ export class Gateway {
    * connection closes after the answer rather than read it, or take its first bytes for the next request
    * when a client that waited for `100 Continue` sends no body.
    */
-  private refuse(record: RequestRecord, code: DataPlaneErrorCode, extra: readonly string[] = []): void {
+  private refuse(
+    record: RequestRecord,
+    code: DataPlaneErrorCode,
+    extra: readonly string[] = [],
+    detail?: string,
+  ): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
-    record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing]);
+    record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
   /** Step 2: screens, normalizes and routes; then authenticates. A promise only when authentication waits. */
@@ -198,7 +203,12 @@ export class Gateway {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(record, 'bad_request');
     }
-    if (record.plane.usage?.is(target.segments)) return this.usageRead(record);
+    const { usage } = record.plane;
+    if (usage?.is(target.segments)) {
+      // As for a routed request, authentication (a plugin's matchURL) sees the path it reached.
+      req.url = usage.path + target.query;
+      return this.usageRead(record);
+    }
     const route = record.plane.router.match(
       req.method ?? 'GET',
       target.segments,
@@ -245,9 +255,7 @@ export class Gateway {
     const restrictions = this.parts.quotas().restrictionsFor(application);
     let states;
     try {
-      states = await this.parts.limiter.peek(
-        restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs })),
-      );
+      states = await this.parts.limiter.peek(counterRefs(restrictions));
     } catch (error) {
       this.parts.logger.warn(
         { err: { message: (error as Error).message } },
@@ -303,7 +311,7 @@ export class Gateway {
     if (checks.all.length === 0) return this.forward(record);
     record.declaredBytes = declaredLength(req);
     // A body larger than a whole window's bytes can never fit: no Retry-After would help.
-    if (record.declaredBytes > checks.largestBody) return this.refuse(record, 'payload_too_large');
+    if (record.declaredBytes > checks.largestBody) return this.refuseTooLarge(record, checks);
     const specs = checks.specs(record.declaredBytes);
     const verdict = specs.length === 0 ? nothingToCheck : this.parts.limiter.consume(specs);
     if (isPromise(verdict)) {
@@ -312,6 +320,39 @@ export class Gateway {
       });
     }
     if (this.admitted(record, checks, specs, verdict)) return this.shadowsThenForward(record, checks);
+  }
+
+  /**
+   * Answers 413 to a declared body larger than the whole window of a byte restriction: with the RateLimit
+   * fields of every restriction it is too large for, read from their counters without charging them
+   * (none when the store cannot be read), and a message that names the smallest.
+   */
+  private async refuseTooLarge(record: RequestRecord, checks: QuotaChecks): Promise<void> {
+    const declared = record.declaredBytes;
+    // Each restriction by its own limit, twins included (they share a counter under the tightest limit).
+    const tooSmall = checks.restrictions.filter(
+      (restriction) => restriction.type === 'throttlemb' && restriction.limit < declared,
+    );
+    const fields: string[] = [];
+    try {
+      appendRateLimitFields(fields, tooSmall, await this.parts.limiter.peek(counterRefs(tooSmall)));
+    } catch (error) {
+      this.parts.logger.debug(
+        { err: { message: (error as Error).message }, requestId: record.id },
+        'cannot read the counters of a body too large from the store',
+      );
+    }
+    if (record.res.destroyed) return;
+    const smallest = tooSmall.reduce((least, restriction) =>
+      restriction.limit < least.limit ? restriction : least,
+    );
+    const seconds = Math.ceil(smallest.windowMs / 1000);
+    this.refuse(
+      record,
+      'payload_too_large',
+      fields,
+      `a body of ${declared} bytes is more than restriction ${smallest.quotaId}/${smallest.index} allows in any ${seconds} seconds (${smallest.limit} bytes)`,
+    );
   }
 
   /** Step 5b, for an admitted request: its shadow restrictions count it, then it goes upstream. */
@@ -527,6 +568,10 @@ export class Gateway {
     }
   }
 }
+
+/** The counters of `restrictions`, to read without charging them. */
+const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>
+  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs }));
 
 /** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */
 function wholeUnits(value: string | string[] | undefined): number | null {

@@ -9,11 +9,10 @@ import type { CounterState } from '../limiter/counter-store.js';
  */
 export const maxRateLimitItems = 10;
 
-/** The restriction's item name, `RateLimit-Policy` item and window in seconds, made once per restriction. */
+/** The restriction's item name and `RateLimit-Policy` item, made once per restriction. */
 interface Policy {
   name: string;
   policy: string;
-  windowSeconds: number;
 }
 
 const policies = new WeakMap<ApplicableRestriction, Policy>();
@@ -28,22 +27,23 @@ function policyOf(restriction: ApplicableRestriction): Policy {
         ? ''
         : `;qu="${restriction.type === 'throttlemb' ? 'content-bytes' : 'units'}"`;
     const windowSeconds = Math.ceil(restriction.windowMs / 1000);
-    known = { name, policy: `${name};q=${restriction.limit};w=${windowSeconds}${unit}`, windowSeconds };
+    known = { name, policy: `${name};q=${restriction.limit};w=${windowSeconds}${unit}` };
     policies.set(restriction, known);
   }
   return known;
 }
 
 /**
- * The `RateLimit` item of one restriction: `r` units remaining, `t` seconds until the oldest counted units
- * leave the window. A counter keeps the last 101 sub-buckets of 1/100 of the window, so its oldest units
- * may stay counted up to one sub-bucket past the window; `t` is never more than `w` all the same, as the
- * draft has it (Retry-After gives the exact wait of a refused request).
+ * The `RateLimit` item of one restriction: `r` units remaining, `t` the seconds until more quota is made
+ * available (the draft's words), rounded up as Retry-After is: until the oldest counted units leave the
+ * window, or for a counter that refused the request, until it has room for it, which is the Retry-After
+ * of that refusal. A counter keeps the last 101 sub-buckets of 1/100 of the window, so its oldest units
+ * stay counted up to one sub-bucket past the window: `t` may be up to `w` + `w`/100, never less than the
+ * exact wait, so a client that waits `t` is never early.
  */
 function rateLimitItem(restriction: ApplicableRestriction, state: CounterState, policy: Policy): string {
   const remaining = Math.max(0, restriction.limit - state.used);
-  const resetSeconds = Math.min(policy.windowSeconds, Math.ceil(state.resetMs / 1000));
-  return `${policy.name};r=${remaining};t=${resetSeconds}`;
+  return `${policy.name};r=${remaining};t=${Math.ceil(state.resetMs / 1000)}`;
 }
 
 /** The items' order and each one's room left relative to its limit (0 is full), reused by every call. */

@@ -21,7 +21,12 @@ const callersKept = 10_000;
 
 /** The usage path of a config, as the gateway compares request paths with it. */
 export class UsagePath {
-  private constructor(readonly segments: readonly string[]) {}
+  /** The path as a request that reaches it is shown to authentication: normalized, `/` and its segments. */
+  readonly path: string;
+
+  private constructor(readonly segments: readonly string[]) {
+    this.path = `/${segments.join('/')}`;
+  }
 
   /**
    * The usage path of `usagePath` over the catalog `router` routes, or null when turned off.
@@ -137,7 +142,7 @@ export function readings(
       used: state.used,
       remaining: Math.max(0, restriction.limit - state.used),
       windowSeconds,
-      resetSeconds: Math.min(windowSeconds, Math.ceil(state.resetMs / 1000)),
+      resetSeconds: Math.ceil(state.resetMs / 1000),
     };
   });
 }

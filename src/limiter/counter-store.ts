@@ -22,7 +22,10 @@ export interface CounterSpec {
 export interface CounterState {
   /** Units counted in the window, including this request's cost when it was admitted. */
   used: number;
-  /** Milliseconds until the oldest counted units leave the window (0 when nothing is counted). */
+  /**
+   * Milliseconds until the oldest counted units leave the window (0 when nothing is counted); for a
+   * counter that refused the request, until it has room for it: the wait its Retry-After says.
+   */
   resetMs: number;
 }
 

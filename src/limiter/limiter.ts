@@ -117,10 +117,28 @@ export class Limiter {
     return store.usage(keyPrefix, windowMs);
   }
 
-  /** What each of `counters` holds now, from the store that currently decides; nothing is charged. */
-  peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
-    const store = this.parts.shared && this.sharedUp ? this.parts.shared : this.parts.local;
-    return store.peek(counters);
+  /**
+   * What each of `counters` holds now, from the store that currently decides; nothing is charged. A read
+   * of the shared store is waited for as a decision is: past `timeoutMs` only while a PING says the store
+   * is there, and a failed read or a confirmed outage hands the decisions to the policy. While the shared
+   * store is away, only `onError: local` has counters (this gateway's own, which decide meanwhile);
+   * `allow` and `deny` have none.
+   * @throws when there is nothing to read: the shared store is away under `allow` or `deny`
+   */
+  async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+    const { shared, local, onError } = this.parts;
+    if (!shared) return local.peek(counters);
+    if (this.sharedUp) {
+      try {
+        const read = await this.answerOf(shared.peek(counters));
+        if (read !== outageConfirmed) return read;
+        this.switchToFallback(this.unansweredError());
+      } catch (error) {
+        this.switchToFallback(error as Error);
+      }
+    }
+    if (onError === 'local') return local.peek(counters);
+    throw new Error(`the shared counter store is unreachable and store.onError is '${onError}'`);
   }
 
   /** Stops probing, and hands back leases and measured units still held by the shared store. */
@@ -136,18 +154,30 @@ export class Limiter {
     specs: readonly CounterSpec[],
   ): Promise<LimiterVerdict> {
     try {
-      const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
-      if (inTime !== deadlinePassed) return inTime;
-      const late = await Promise.race([
-        answer,
-        this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
-      ]);
-      if (late !== outageConfirmed) return late;
-      this.switchToFallback(new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`));
+      const decided = await this.answerOf(answer);
+      if (decided !== outageConfirmed) return decided;
+      this.switchToFallback(this.unansweredError());
     } catch (error) {
       this.switchToFallback(error as Error);
     }
     return this.decideWithoutShared(specs);
+  }
+
+  /**
+   * The shared store's answer: within `timeoutMs`, or later while a PING says the store is there;
+   * `outageConfirmed` when the PING goes unanswered first.
+   */
+  private async answerOf<T>(answer: Promise<T>): Promise<T | typeof outageConfirmed> {
+    const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
+    if (inTime !== deadlinePassed) return inTime;
+    return Promise.race([
+      answer,
+      this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
+    ]);
+  }
+
+  private unansweredError(): Error {
+    return new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`);
   }
 
   /** Resolves true when a PING confirms that the store is unreachable; one PING for all late decisions. */
@@ -161,7 +191,7 @@ export class Limiter {
         if (answered === true)
           this.parts.logger.warn(
             { timeoutMs: this.parts.timeoutMs },
-            'a counter decision missed its deadline; the shared counter store still answers, so it is waited for',
+            'a call to the shared counter store missed its deadline; the store still answers, so it is waited for',
           );
         return answered !== true;
       },

@@ -102,8 +102,12 @@ export class MemoryCounterStore implements CounterStore {
       const spec = specs[i]!;
       const counter = counters[i]!;
       if (!full) this.charge(counter, spec.windowMs, spec.cost, now);
-      else if (counter.total + spec.need > spec.limit)
-        retryAfterMs = Math.max(retryAfterMs, this.waitFor(counter, spec, now));
+      else if (counter.total + spec.need > spec.limit) {
+        const waitMs = this.waitFor(counter, spec, now);
+        retryAfterMs = Math.max(retryAfterMs, waitMs);
+        states[i] = { used: counter.total, resetMs: waitMs };
+        continue;
+      }
       states[i] = this.state(counter, spec.windowMs, now);
     }
     return { allowed: !full, retryAfterMs, states };

@@ -108,7 +108,11 @@ export class SharedCounterStore implements CounterStore {
       return {
         allowed: false,
         retryAfterMs: refusedFor,
-        states: specs.map((spec) => book.state(spec.key, now)),
+        states: specs.map((spec) => {
+          const state = book.state(spec.key, now);
+          const waitMs = book.knownFull(spec, now);
+          return waitMs > 0 ? { used: state.used, resetMs: waitMs } : state;
+        }),
       };
     }
     let uncovered: CounterSpec[] | null = null;
@@ -181,7 +185,9 @@ export class SharedCounterStore implements CounterStore {
       retryAfterMs: reply.retryAfterMs,
       states: specs.map((spec) => {
         const at = uncovered.indexOf(spec);
-        return at === -1 ? this.book.state(spec.key, now) : reply.checks[at]!;
+        if (at === -1) return this.book.state(spec.key, now);
+        const checked = reply.checks[at]!;
+        return checked.waitMs > 0 ? { used: checked.used, resetMs: checked.waitMs } : checked;
       }),
     };
   }

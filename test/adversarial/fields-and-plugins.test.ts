@@ -244,6 +244,32 @@ describe('what an auth plugin is shown', () => {
     },
   );
 
+  it.each([
+    ['/pets/public/../../_quotagate/usage', '/_quotagate/usage'],
+    ['/pets/public/%2e%2e/%2E%2E/_quotagate/usage', '/_quotagate/usage'],
+    ['/pets/public/./../.././_quotagate/usage/', '/_quotagate/usage'],
+    ['//pets/public//..//..//_quotagate//usage?x=1', '/_quotagate/usage?x=1'],
+    ['/pets/public/../../%5Fquotagate/usage', '/_quotagate/usage'],
+    ['http://HOST/pets/public/../../_quotagate/usage', '/_quotagate/usage'],
+  ])(
+    'shows matchURL the usage path spelt %s as %s, so an exemption cannot be spelled onto it',
+    async (target, path) => {
+      const res = await request(pluginGateway.url, {
+        path: target.replace('HOST', new URL(pluginGateway.url).host),
+      });
+      expect(res.status).toBe(401);
+      expect(res.body).not.toContain('restrictions');
+      expect(seen().at(-1)).toBe(path);
+    },
+  );
+
+  it('answers 400 to the usage path spelt with a backslash, and shows the plugin nothing', async () => {
+    const before = seen().length;
+    const res = await request(pluginGateway.url, { path: '/pets/public/..\\..\\_quotagate/usage' });
+    expect(res.status).toBe(400);
+    expect(seen()).toHaveLength(before);
+  });
+
   it('passes a public path in any spelling, since the plugin sees it in the catalog spelling', async () => {
     for (const target of ['/pets/public/logo.png', '/PETS/Public/logo.png', '/pets/./public/logo.png']) {
       const res = await request(pluginGateway.url, { path: target });

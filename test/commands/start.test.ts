@@ -27,6 +27,17 @@ function listeningAddresses(port: number): string[] {
   );
 }
 
+/** The README's sample of what the demo's loop prints: each answer's status, `r`, `t` and Retry-After. */
+function readmeLoopSample(): Array<{ status: number; r: string; t: string; retryAfter?: string }> {
+  const readme = readFileSync('README.md', 'utf8');
+  const block = /the loop answers:\n\n```\n([\s\S]*?)```/.exec(readme)![1]!;
+  return block.split(/^(?=HTTP\/)/m).map((answer) => {
+    const [, r, t] = /^ratelimit: .*;r=(\d+);t=(\d+)$/m.exec(answer)!;
+    const retryAfter = /^retry-after: (\d+)$/m.exec(answer)?.[1];
+    return { status: Number(answer.split(' ')[1]), r: r!, t: t!, ...(retryAfter ? { retryAfter } : {}) };
+  });
+}
+
 describe('gateway start', () => {
   let upstream: TestUpstream;
   beforeAll(async () => {
@@ -247,6 +258,15 @@ describe('gateway start', () => {
         '0',
       ]);
       expect(Number(answers.at(-1)!.headers['retry-after'])).toBeGreaterThan(0);
+      // On a 429, t and Retry-After say the same wait; the README's sample of the loop is what it prints.
+      for (const refused of answers.filter((answer) => answer.status === 429))
+        expect(/;t=(\d+)$/.exec(String(refused.headers.ratelimit))?.[1]).toBe(refused.headers['retry-after']);
+      const sample = readmeLoopSample();
+      expect(sample.map(({ status, r }) => [status, r])).toEqual(
+        answers.map((answer) => [answer.status, /;r=(\d+);/.exec(String(answer.headers.ratelimit))?.[1]]),
+      );
+      for (const refused of sample.filter(({ status }) => status === 429))
+        expect(refused.retryAfter).toBe(refused.t);
       expect(banner).toContain('and in the console: Live usage');
       // It listens where the banner says, on this machine only: on 127.0.0.1, not on every interface.
       const listening = listeningAddresses(Number(url.port));

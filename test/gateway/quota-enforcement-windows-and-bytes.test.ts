@@ -1,5 +1,6 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
+import { request } from '../helpers/raw-http.js';
 import {
   adminUser,
   basicAuth,
@@ -10,7 +11,7 @@ import {
   throttle,
   userAuth,
 } from '../helpers/test-gateway.js';
-import { get, post, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
+import { eachStore, get, post, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 
 const { clock, gatewayWith, upstream } = useEnforcementGateways();
 
@@ -51,29 +52,6 @@ describe('quota enforcement: throttlemb', () => {
     expect(upstream().requests.length).toBe(before);
   });
 
-  it('answers 413 to a declared body that no window of the restriction could hold, and closes', async () => {
-    const gateway = await gatewayWith();
-    // 0.001 MB = 1,048 bytes a minute: 2,000 bytes would never fit, so no Retry-After could help.
-    await setQuota(
-      gateway,
-      { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
-      systemQuotaId,
-    );
-    const before = upstream().requests.length;
-    const res = await post(gateway, 2000);
-    expect(res.status).toBe(413);
-    expect(JSON.parse(res.body)).toEqual({
-      id: 'com.vendor.api.payload_too_large',
-      message: 'Payload Too Large',
-      success: false,
-    });
-    expect(res.headers['retry-after']).toBeUndefined();
-    expect(res.headers.connection).toBe('close');
-    expect(upstream().requests.length).toBe(before);
-    // Nothing was charged: a body that fits still goes through.
-    expect((await get(gateway)).status).toBe(200);
-  });
-
   it('counts chunked request bodies and response bodies from the streams, after the exchange', async () => {
     const gateway = await gatewayWith();
     // 0.01 MB = 10,485 bytes.
@@ -106,5 +84,47 @@ describe('quota enforcement: throttlemb', () => {
     expect(usage.restrictions[0]).toMatchObject({ unit: 'bytes', limit: 10_485 });
     expect(usage.restrictions[0]!.used).toBeGreaterThan(12_000);
     expect(await chunked()).toBe(429);
+  });
+});
+
+describe.each(eachStore)('quota enforcement: a body no window could hold, on %s', (_store, store) => {
+  it('answers 413 with the RateLimit fields of the restrictions it is too large for and a message naming the smallest, and closes', async () => {
+    const gateway = await gatewayWith(store());
+    // 10,485 and 1,048 bytes a minute, and 100 messages: 2,000 bytes fit the first, never the second.
+    await setQuota(
+      gateway,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [mb(0.01, 1, 'minute'), mb(0.001, 1, 'minute'), throttle(100, 1, 'minute')],
+      },
+      systemQuotaId,
+    );
+    expect((await get(gateway)).status).toBe(200);
+    const usage = await request(gateway.url, {
+      path: '/_quotagate/usage',
+      headers: { authorization: basicAuth(devKey) },
+    });
+    const counted = (
+      JSON.parse(usage.body) as { restrictions: Array<{ used: number; resetSeconds: number }> }
+    ).restrictions[1]!;
+    expect(counted.used).toBeGreaterThan(0);
+    const before = upstream().requests.length;
+    const res = await post(gateway, 2000);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toEqual({
+      id: 'com.vendor.api.payload_too_large',
+      message: `Payload Too Large: a body of 2000 bytes is more than restriction ${systemQuotaId}/1 allows in any 60 seconds (1048 bytes)`,
+      success: false,
+    });
+    expect(res.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/1";q=1048;w=60;qu="content-bytes"`);
+    expect(res.headers.ratelimit).toBe(
+      `"${systemQuotaId}/1";r=${1048 - counted.used};t=${counted.resetSeconds}`,
+    );
+    expect(res.headers['retry-after']).toBeUndefined();
+    expect(res.headers.connection).toBe('close');
+    expect(upstream().requests.length).toBe(before);
+    // Nothing was charged: a body that fits still goes through.
+    expect((await get(gateway)).status).toBe(200);
   });
 });

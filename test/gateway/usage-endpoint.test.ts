@@ -104,11 +104,12 @@ describe.each(eachStore)('the usage path on %s', (_store, store) => {
         used: 2,
         remaining: 3,
         windowSeconds: 60,
-        resetSeconds: 60,
+        // The units stay counted until their 600 ms sub-bucket has left the minute: up to 60.6 s.
+        resetSeconds: 61,
       });
       // The RateLimit fields are the tightest restriction's: 3 of 5 left beats 7 of 10.
       expect(answer.headers['ratelimit-policy']).toBe(`"${applicationDefaultQuotaId}/0";q=5;w=60`);
-      expect(answer.headers.ratelimit).toBe(`"${applicationDefaultQuotaId}/0";r=3;t=60`);
+      expect(answer.headers.ratelimit).toBe(`"${applicationDefaultQuotaId}/0";r=3;t=61`);
     }
     expect(usedOf((await readUsage(gateway, webKey)).json())).toEqual([
       ['System', 3],

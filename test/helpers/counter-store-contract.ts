@@ -139,6 +139,49 @@ export function describeCounterStoreContract(name: string, open: () => Promise<S
     );
 
     it(
+      'says for each counter that refused the wait until it has room, as Retry-After says the longest',
+      withStore(async ({ store, clock }) => {
+        // Sub-buckets of 100 ms and 600 ms: at the start of one, units stay counted 10.1 s and 60.6 s.
+        clock.now = Math.ceil(clock.now / 60_000) * 60_000;
+        const start = clock.now;
+        const short = throttle(key(), 2, 10 * second);
+        const long = throttle(key(), 2, 60 * second);
+        const roomy = throttle(key(), 100, 60 * second);
+        expect((await store.consume([short, long, roomy])).allowed).toBe(true);
+        clock.now = start + 5_000;
+        expect((await store.consume([short, long, roomy])).allowed).toBe(true);
+        clock.now = start + 6_000;
+        // Twice: decided by the store, then (with leases) by what this gateway knows is full.
+        for (let i = 0; i < 2; i += 1) {
+          const refused = await store.consume([short, long, roomy]);
+          expect(refused.allowed).toBe(false);
+          expect(refused.states.slice(0, 2).map((state) => state.resetMs)).toEqual([4_100, 54_600]);
+          expect(refused.retryAfterMs).toBe(54_600);
+        }
+
+        // A need the oldest units alone would not make room for waits for the later ones to leave.
+        const counter = key();
+        const bytes = (need: number): CounterSpec => ({
+          key: counter,
+          limit: 1000,
+          windowMs: 10 * second,
+          cost: need,
+          need,
+        });
+        clock.now = start + 60_000;
+        await store.add([{ key: counter, windowMs: 10 * second, amount: 100 }]);
+        clock.now = start + 65_000;
+        await store.add([{ key: counter, windowMs: 10 * second, amount: 800 }]);
+        clock.now = start + 66_000;
+        const refused = await store.consume([bytes(300)]);
+        expect(refused.allowed).toBe(false);
+        expect([refused.states[0]!.used, refused.states[0]!.resetMs, refused.retryAfterMs]).toEqual([
+          900, 9_100, 9_100,
+        ]);
+      }),
+    );
+
+    it(
       'counts bytes: a check needs room without charging, and additions count later',
       withStore(async ({ store }) => {
         const counter = key();

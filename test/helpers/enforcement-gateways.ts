@@ -88,7 +88,7 @@ export async function startFleetOfTwo(
 export const get = (gateway: TestGateway, key = devKey, path = '/pets/1') =>
   request(gateway.url, { path, headers: { authorization: basicAuth(key) } });
 
-/** POST a body of `bytes` bytes, its length declared, to addPet with the development key. */
+/** POST /pets with a body of `bytes` bytes, its length declared, with the project's development key. */
 export const post = (gateway: TestGateway, bytes: number) =>
   request(gateway.url, {
     method: 'POST',

@@ -45,8 +45,11 @@ class FakeSharedStore implements SharedCounters {
     return [];
   }
 
-  async peek(): Promise<CounterState[]> {
-    return [];
+  /** Reads the test answers (or fails) by hand; none is answered by itself. */
+  readonly peeked: Array<{ answer: (states: CounterState[]) => void; fail: (error: Error) => void }> = [];
+
+  peek(): Promise<CounterState[]> {
+    return new Promise((answer, fail) => this.peeked.push({ answer, fail }));
   }
 
   async close(): Promise<void> {}
@@ -123,9 +126,11 @@ describe('Limiter', () => {
     await settle();
     expect(pending.verdict()).toBe(allowed);
     expect(switches(lines)).toBe(0);
-    expect(lines.some((line) => String(line.msg).startsWith('a counter decision missed its deadline'))).toBe(
-      true,
-    );
+    expect(
+      lines.some((line) =>
+        String(line.msg).startsWith('a call to the shared counter store missed its deadline'),
+      ),
+    ).toBe(true);
   });
 
   it('hands a late decision to the policy only once a PING confirms the outage, and logs the switch once', async () => {
@@ -239,5 +244,67 @@ describe('Limiter', () => {
     shared.failAdds = false;
     await clock.advance(250);
     expect(shared.added).toEqual([[{ key: 'k', windowMs: 60_000, amount: 2 }]]);
+  });
+
+  it('waits past the deadline for a read of a slow store that still answers PING, as for a decision', async () => {
+    const { clock, shared, limiter, lines } = setUp('deny');
+    let read: CounterState[] | null = null;
+    void limiter.peek([{ key: 'k', windowMs: 60_000 }]).then((states) => (read = states));
+    await clock.advance(500);
+    expect(read).toBeNull();
+    shared.peeked[0]!.answer([{ used: 7, resetMs: 1_000 }]);
+    await settle();
+    expect(read).toEqual([{ used: 7, resetMs: 1_000 }]);
+    expect(switches(lines)).toBe(0);
+  });
+
+  it('gives a read up once a PING confirms the outage, and hands the decisions to the policy', async () => {
+    const { clock, limiter, lines, setPing } = setUp('deny');
+    setPing('never');
+    let failure: unknown = null;
+    void limiter.peek([{ key: 'k', windowMs: 60_000 }]).catch((error: unknown) => (failure = error));
+    await clock.advance(249);
+    expect(failure).toBeNull();
+    await clock.advance(1);
+    expect(String(failure)).toContain("the shared counter store is unreachable and store.onError is 'deny'");
+    expect(switches(lines)).toBe(1);
+    expect(limiter.consume([spec()])).toBe('unavailable');
+  });
+
+  it.each(['deny', 'allow'] as const)(
+    'has no counters to read under %s while the store is away: the read fails instead of answering zeros',
+    async (onError) => {
+      const { shared, limiter } = setUp(onError);
+      const pending = await decide(limiter, [spec()]);
+      shared.asked[0]!.fail(new Error('Connection is closed.'));
+      await settle();
+      expect(pending.verdict()).toBeDefined();
+      await expect(limiter.peek([{ key: 'k', windowMs: 60_000 }])).rejects.toThrow(
+        `the shared counter store is unreachable and store.onError is '${onError}'`,
+      );
+      expect(shared.peeked).toHaveLength(0);
+    },
+  );
+
+  it("reads this gateway's own counters under local once a read fails, as its decisions would", async () => {
+    const { shared, limiter, lines, clock } = setUp('local');
+    shared.known = [{ key: 'k', used: 30, limit: 60, windowMs: 60_000, at: clock.now() }];
+    const read = limiter.peek([{ key: 'k', windowMs: 60_000 }]);
+    await settle();
+    shared.peeked[0]!.fail(new Error('Connection is closed.'));
+    expect(await read).toEqual([{ used: 30, resetMs: expect.any(Number) }]);
+    expect(switches(lines)).toBe(1);
+  });
+
+  it("reads this gateway's own counters under local while the store is away, as its decisions do", async () => {
+    const { shared, limiter, clock } = setUp('local');
+    shared.known = [{ key: 'k', used: 30, limit: 60, windowMs: 60_000, at: clock.now() }];
+    const pending = await decide(limiter, [spec()]);
+    shared.asked[0]!.fail(new Error('Connection is closed.'));
+    await settle();
+    expect(pending.verdict()).toMatchObject({ allowed: true });
+    const [state] = await limiter.peek([{ key: 'k', windowMs: 60_000 }]);
+    expect(state!.used).toBe(31);
+    expect(shared.peeked).toHaveLength(0);
   });
 });

@@ -5,6 +5,7 @@ import { redisServerPath, startRedisProcess, type RedisProcess } from '../helper
 import {
   basicAuth,
   devKey,
+  mb,
   petsConfig,
   setQuota,
   startTestGateway,
@@ -12,6 +13,7 @@ import {
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { post } from '../helpers/enforcement-gateways.js';
 
 const systemId = '00000000-0000-0000-0000-000000000000';
 const executable = await redisServerPath();
@@ -61,6 +63,17 @@ async function timed(gateway: TestGateway): Promise<{ status: number; ms: number
 async function sharedCount(admin: Redis): Promise<number> {
   const [key] = await admin.keys('faults:*:{all}');
   return key ? Number(await admin.hget(key, 't')) : 0;
+}
+
+/** The caller's own usage, as the usage path answers it: the status and the used units of each restriction. */
+async function usage(gateway: TestGateway): Promise<{ status: number; used: number[] }> {
+  const res = await request(gateway.url, {
+    path: '/_quotagate/usage',
+    headers: { authorization: basicAuth(devKey) },
+  });
+  const body =
+    res.status === 200 ? (JSON.parse(res.body) as { restrictions: Array<{ used: number }> }) : null;
+  return { status: res.status, used: body?.restrictions.map((reading) => reading.used) ?? [] };
 }
 
 const sharedAgain = (gateway: TestGateway) =>
@@ -171,5 +184,45 @@ describe.runIf(executable)('Redis faults', () => {
     await switched(gateway, 'allow');
     expect((await timed(gateway)).status).toBe(200);
     redis.resume();
+  });
+
+  it.each(['deny', 'allow'])(
+    '%s: the usage path answers 503 while Redis is dead, as it has no counters to read, and reads them again once it is back',
+    async (onError) => {
+      const { redis, gateway } = await fixture(onError, 100);
+      expect((await timed(gateway)).status).toBe(200);
+      expect(await usage(gateway)).toEqual({ status: 200, used: [1] });
+      await redis.kill();
+      // Before and after a request has handed the decisions to the policy.
+      expect((await usage(gateway)).status).toBe(503);
+      expect((await timed(gateway)).status).toBe(onError === 'deny' ? 503 : 200);
+      await switched(gateway, onError);
+      expect((await usage(gateway)).status).toBe(503);
+      await redis.restart();
+      await sharedAgain(gateway);
+      expect(await usage(gateway)).toEqual({ status: 200, used: [1] });
+    },
+  );
+
+  it("local: the usage path reads this gateway's own counters while Redis is dead, as they decide", async () => {
+    const { redis, gateway } = await fixture('local', 3);
+    for (let i = 0; i < 2; i += 1) expect((await timed(gateway)).status).toBe(200);
+    await redis.kill();
+    expect((await timed(gateway)).status).toBe(200);
+    // The 2 the fleet had counted seed this gateway's counter, and it admitted 1 more alone.
+    expect(await usage(gateway)).toEqual({ status: 200, used: [3] });
+    expect((await timed(gateway)).status).toBe(429);
+  });
+
+  it('deny: a body larger than a byte window is still 413 naming the limit while Redis is dead, without RateLimit fields it cannot read', async () => {
+    const { redis, gateway } = await fixture('deny', 100);
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'hour')] }, systemId);
+    await redis.kill();
+    const res = await post(gateway, 2000);
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body).message).toBe(
+      `Payload Too Large: a body of 2000 bytes is more than restriction ${systemId}/0 allows in any 3600 seconds (1048 bytes)`,
+    );
+    expect(res.headers.ratelimit).toBeUndefined();
   });
 });
