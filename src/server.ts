@@ -39,8 +39,8 @@ import { openStoreRedis, redisAnswers } from './redis/connect-redis.js';
 import type { QuotaDefinitions, WorkerRole } from './worker-role.js';
 
 export interface RunningGateway {
-  /** Bound ports: useful when the config asked for port 0. */
-  ports: { http: number; https?: number; admin: number };
+  /** Bound ports: useful when the config asked for port 0. No `http` with `port: false`, no `https` without `tls`. */
+  ports: { http?: number; https?: number; admin: number };
   /** Graceful shutdown: stop accepting, let in-flight requests finish within `shutdownTimeout`, close all. */
   close(): Promise<void>;
   /** This process's metrics (a worker's, for its primary to aggregate). */
@@ -105,7 +105,10 @@ function dataServer(server: Server, gateway: Gateway): Server {
 
 /** The data plane's ports of `ports`, for the console's test requests. */
 export function dataPlaneAddress(ports: RunningGateway['ports']): DataPlaneAddress {
-  return { http: ports.http, ...(ports.https === undefined ? {} : { https: ports.https }) };
+  return {
+    ...(ports.http === undefined ? {} : { http: ports.http }),
+    ...(ports.https === undefined ? {} : { https: ports.https }),
+  };
 }
 
 /** Builds every part from the config and starts the data-plane and admin listeners. */
@@ -259,11 +262,13 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
           ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, cwd) } : {}),
         })
       : null;
-  const dataServers: Server[] = [dataServer(http.createServer(httpServerOptions(config)), gateway)];
+  const plainServer = config.port === false ? null : http.createServer(httpServerOptions(config));
   const tlsServer = config.tls
     ? https.createServer({ ...httpServerOptions(config), ...readTlsFiles(config.tls, cwd) })
     : null;
-  if (tlsServer) dataServers.push(dataServer(tlsServer, gateway));
+  const dataServers = [plainServer, tlsServer].flatMap((server) =>
+    server ? [dataServer(server, gateway)] : [],
+  );
 
   const fixed = fixedSettingsOf(config);
   const reloader = new ConfigReloader({
@@ -322,16 +327,22 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   };
 
   try {
-    const httpPort = await listen(dataServers[0]!, config.port, config.host);
-    const httpsPort = config.tls
-      ? await listen(dataServers[1]!, config.tls.port, config.tls.host ?? config.host)
-      : undefined;
+    const httpPort =
+      plainServer && config.port !== false ? await listen(plainServer, config.port, config.host) : undefined;
+    const httpsPort =
+      tlsServer && config.tls
+        ? await listen(tlsServer, config.tls.port, config.tls.host ?? config.host)
+        : undefined;
     let adminPort = worker?.adminPort ?? 0;
     if (admin) {
       await admin.listen({ port: config.admin.port, host: config.admin.host });
       adminPort = (admin.server.address() as AddressInfo).port;
     }
-    ports = { http: httpPort, admin: adminPort, ...(httpsPort === undefined ? {} : { https: httpsPort }) };
+    ports = {
+      ...(httpPort === undefined ? {} : { http: httpPort }),
+      ...(httpsPort === undefined ? {} : { https: httpsPort }),
+      admin: adminPort,
+    };
   } catch (error) {
     for (const server of dataServers) server.close();
     await closeResources();

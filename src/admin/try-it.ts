@@ -11,8 +11,9 @@ import type { TryAnswer } from '../console/logic/try-answer.js';
 import { fieldNamePattern } from '../console/logic/catalog.js';
 
 /** Where the data plane of this gateway listens (known once it does). */
+/** The data plane's ports: either may be closed (`port: false`, no `tls`). */
 export interface DataPlaneAddress {
-  http: number;
+  http?: number;
   https?: number;
 }
 

@@ -4,18 +4,24 @@ import type { KeyRing } from './key-ring.js';
 import { builtInSecurity } from './swagger-security.js';
 
 const refused: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized' });
+const overPlainHttp: AuthResult = Object.freeze({
+  ok: false,
+  reject: 'unauthorized',
+  reason: 'https_required',
+});
 
 /**
  * `APIKeyAuthType: 'apikey'`: the key travels in the `APIKey` header, over HTTPS only. A key that arrives
- * on a plain-HTTP listener has been exposed already: it is refused, and never forwarded.
+ * on a plain-HTTP listener has been exposed already: it is refused, and never forwarded. Nothing can be
+ * admitted there, so every request on it is told so, with or without a key.
  */
 export function createApiKeyAuthenticator(keys: KeyRing): Authenticator {
   return {
     scheme: 'apikey',
     authenticate(req) {
+      if (!(req.socket instanceof TLSSocket)) return overPlainHttp;
       const values = req.headersDistinct.apikey;
-      const principal =
-        req.socket instanceof TLSSocket && values?.length === 1 && values[0] ? keys.lookup(values[0]) : null;
+      const principal = values?.length === 1 && values[0] ? keys.lookup(values[0]) : null;
       return principal ? admitted(principal) : refused;
     },
     documentation: { swaggerSecurity: builtInSecurity.apikey },

@@ -12,12 +12,21 @@ export type AuthResult =
       /** True when the plugin declined to validate this URL, so it passes unauthenticated. */
       unvalidated?: boolean;
     }
-  | { ok: false; reject: 'unauthorized'; challenge?: string }
+  | {
+      ok: false;
+      reject: 'unauthorized';
+      challenge?: string;
+      /** Why, when the client can do something about it; the answer and the access line say it. */
+      reason?: AuthRefusalReason;
+    }
   | {
       ok: false;
       /** service_unavailable: the directory or the plugin did not answer; internal_error: it failed. */
       reject: 'service_unavailable' | 'internal_error';
     };
+
+/** `https_required`: the scheme takes credentials over HTTPS only, and the request came over plain HTTP. */
+export type AuthRefusalReason = 'https_required';
 
 /** Hooks a custom plugin may offer the admin port: Swagger security, and the console's test requests. */
 export interface AuthDocumentation {

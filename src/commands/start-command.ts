@@ -30,7 +30,9 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
   const key = config[`apikey_${environment}`] ?? '';
   const api = config.apis[0];
   const sample = api ? `${api.basePath === '/' ? '' : api.basePath}/1` : '/';
-  const base = `http://127.0.0.1:${running.ports.http}`;
+  const { http, https } = running.ports;
+  // With `port: false` the data plane is HTTPS only.
+  const base = http === undefined ? `https://127.0.0.1:${https}` : `http://127.0.0.1:${http}`;
   const adminBase = `${config.admin.tls ? 'https' : 'http'}://127.0.0.1:${running.ports.admin}`;
   const admin = config.admin.users[0];
   // conf/ may hold only the password's hash: then the banner names the user, and curl asks for it.

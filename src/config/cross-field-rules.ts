@@ -138,6 +138,12 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
 
 function listenerProblems(config: Config): Problem[] {
   const problems: Problem[] = [];
+  if (config.port === false && !config.tls) {
+    problems.push({
+      path: ['port'],
+      message: 'may be false only with tls: the data plane would have no listener at all',
+    });
+  }
   if (config.port !== 0 && config.admin.port === config.port) {
     problems.push({ path: ['admin', 'port'], message: 'must differ from port' });
   }

@@ -16,10 +16,14 @@ function msg(message: string) {
     issue.code === 'unrecognized_keys' ? undefined : issue.input === undefined ? 'is required' : message;
 }
 
-const portNumber = z
-  .int({ error: msg('must be an integer from 0 to 65535') })
-  .min(0, { error: msg('must be an integer from 0 to 65535') })
-  .max(65535, { error: msg('must be an integer from 0 to 65535') });
+const portIn = (message: string) =>
+  z
+    .int({ error: msg(message) })
+    .min(0, { error: msg(message) })
+    .max(65535, { error: msg(message) });
+
+const portNumber = portIn('must be an integer from 0 to 65535');
+const portOrFalse = 'must be an integer from 0 to 65535, or false (no plain-HTTP listener)';
 
 const milliseconds = z
   .int({ error: msg('must be a whole number of milliseconds') })
@@ -394,7 +398,8 @@ const schemeSchema = z.discriminatedUnion(
 /** Everything else, the same for every scheme. */
 const commonSchema = z.object({
   host: nonEmpty.optional(),
-  port: portNumber.default(8080),
+  /** The data plane's plain-HTTP port, or false for none (HTTPS only, on `tls.port`). */
+  port: z.union([z.literal(false), portIn(portOrFalse)], { error: msg(portOrFalse) }).default(8080),
   workers,
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { AuthRefusalReason } from '../auth/authenticator.js';
 
 /**
  * Every error the data plane answers with. The body format is the seed's
@@ -25,6 +26,14 @@ const bodies = new Map(
     JSON.stringify({ id: `com.vendor.api.${code}`, message, success: false }),
   ]),
 );
+
+/**
+ * What a client is told of an authentication refusal whose reason it can act on, after the code's
+ * message (the id stays the code's, so that a client that reads the id sees no difference).
+ */
+export const authRefusalDetails: Record<AuthRefusalReason, string> = {
+  https_required: 'API keys are accepted over HTTPS only (this is the plain-HTTP port)',
+};
 
 /** The exact JSON body of an error response. */
 export function errorBody(code: DataPlaneErrorCode): string {

@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { AccessLog } from '../observe/access-log.js';
-import type { AuthResult, Principal } from '../auth/authenticator.js';
+import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authenticator.js';
 import { normalizeTarget } from '../kit/normalize-path.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
-import { sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
+import { authRefusalDetails, sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
@@ -57,6 +57,8 @@ class RequestRecord extends Exchange {
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
+  /** Why the gateway refused it, when its answer says so, for the access log. */
+  reason: AuthRefusalReason | null = null;
 
   constructor(
     req: IncomingMessage,
@@ -277,10 +279,12 @@ export class Gateway {
     record.answeredBytes += sendJson(res, 200, fields, body);
   }
 
-  /** Answers a request its scheme refused: 401 with the scheme's challenge, or what else it said. */
+  /** Answers a request its scheme refused: 401 with the scheme's challenge and reason, or what else it said. */
   private refuseUnauthenticated(record: RequestRecord, auth: Extract<AuthResult, { ok: false }>): void {
     const challenge = auth.reject === 'unauthorized' ? auth.challenge : undefined;
-    this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : []);
+    if (auth.reject === 'unauthorized' && auth.reason) record.reason = auth.reason;
+    const detail = record.reason ? authRefusalDetails[record.reason] : undefined;
+    this.refuse(record, auth.reject, challenge ? ['www-authenticate', challenge] : [], detail);
   }
 
   /** Step 3: the authenticator of APIKeyAuthType; a promise only when it has to wait. */
@@ -500,6 +504,7 @@ export class Gateway {
         outcome,
         quota: record.quota,
         refusedBy: record.refusedBy,
+        reason: record.reason,
         ms: Math.round(elapsedMs * 100) / 100,
         sampled: status === 429 ? record.plane.sample429 : 1,
       });

@@ -32,6 +32,8 @@ export interface AccessEntry {
   quota: string | null;
   /** On a 429: the restrictions that refused, `<quota id>/<index>` (comma-separated), as RateLimit names them. */
   refusedBy: string | null;
+  /** Why the gateway refused it, when its answer says so (`https_required`). */
+  reason: string | null;
   ms: number;
   /** The line stands for this many 429 answers (`accessLog.sample429`); 1 when it stands for itself. */
   sampled: number;
@@ -181,6 +183,7 @@ export class AccessLog {
       `,"upstreamMs":${entry.upstreamMs === null ? 'null' : entry.upstreamMs}` +
       `,"outcome":${jsonTextOrNull(entry.outcome)},"quota":${jsonTextOrNull(entry.quota)}` +
       (entry.refusedBy === null ? '' : `,"refusedBy":${jsonText(entry.refusedBy)}`) +
+      (entry.reason === null ? '' : `,"reason":${jsonText(entry.reason)}`) +
       `,"ms":${entry.ms}` +
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
       ',"msg":"request"}\n'

@@ -14,7 +14,8 @@ export type MetricsJson = Array<MetricObjectWithValues<MetricValue<string>>>;
 
 /** The data-plane ports a worker listens on: shared by every worker (node:cluster hands them out). */
 export interface DataPorts {
-  http: number;
+  /** Absent with `port: false`. */
+  http?: number;
   https?: number;
 }
 

@@ -9,7 +9,7 @@ import { IpcCounterTrips } from './ipc-counter-trips.js';
 import type { LogSecrets, Logger } from '../observe/log.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
-import { startGateway, type ServingGateway } from '../server.js';
+import { dataPlaneAddress, startGateway, type ServingGateway } from '../server.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { NumberedFeed } from './numbered-feed.js';
 import { IpcPeer, primaryEndpoint } from './ipc-peer.js';
@@ -130,10 +130,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
   primary.answer('latency', () => running.latency());
   primary.answer('rejections', ({ quotaId }) => running.rejectionsOf(quotaId));
-  primary.notify('listening', {
-    http: ports.http,
-    ...(ports.https === undefined ? {} : { https: ports.https }),
-  });
+  primary.notify('listening', dataPlaneAddress(ports));
   if (stopRequested) close(running);
   return finished;
 }

@@ -133,12 +133,31 @@ describe('apikey scheme', () => {
     expect(await httpsRequest(gateway, headers)).toEqual({ status: 401, body: unauthorizedBody });
   });
 
-  it('rejects a valid key that arrives on the plain-HTTP listener, and never forwards it', async () => {
+  const overPlainHttpBody =
+    '{"id":"com.vendor.api.unauthorized","message":"Unauthorized: API keys are accepted over HTTPS only (this is the plain-HTTP port)","success":false}';
+
+  it('rejects a valid key that arrives on the plain-HTTP listener, says why, and never forwards it', async () => {
     const gateway = await gatewayWith({ APIKeyAuthType: 'apikey', tls: tls() });
     const before = upstream.requests.length;
     const res = await request(gateway.url, { path: '/pets/1', headers: { apikey: devKey } });
-    expect(res).toMatchObject({ status: 401, body: unauthorizedBody });
+    expect(res).toMatchObject({ status: 401, body: overPlainHttpBody });
     expect(upstream.requests.length).toBe(before);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).toMatchObject({
+      status: 401,
+      reason: 'https_required',
+    });
+  });
+
+  it('says the same to a request without a key on the plain-HTTP listener, and nothing of it over HTTPS', async () => {
+    const gateway = await gatewayWith({ APIKeyAuthType: 'apikey', tls: tls() });
+    expect(await request(gateway.url, { path: '/pets/1' })).toMatchObject({
+      status: 401,
+      body: overPlainHttpBody,
+    });
+    expect(await httpsRequest(gateway, {})).toEqual({ status: 401, body: unauthorizedBody });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(gateway.logs.filter((line) => line.msg === 'request').at(-1)).not.toHaveProperty('reason');
   });
 });
 

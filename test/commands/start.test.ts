@@ -154,7 +154,7 @@ describe('gateway start', () => {
     const result = await runCli(['start', '--config-dir', 'test/fixtures/bad-config/port-out-of-range']);
     expect(result.code).toBe(2);
     expect(result.stderr).toBe(
-      'test/fixtures/bad-config/port-out-of-range/default.mjs: port: must be an integer from 0 to 65535\n',
+      'test/fixtures/bad-config/port-out-of-range/default.mjs: port: must be an integer from 0 to 65535, or false (no plain-HTTP listener)\n',
     );
   });
 

@@ -1,6 +1,9 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
+import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 
 const badConfig = (name: string) => `test/fixtures/bad-config/${name}`;
 
@@ -16,8 +19,12 @@ async function problemsOf(configDir: string, env: NodeJS.ProcessEnv = {}): Promi
 
 // One fixture per rule: each changes the valid base.mjs in exactly one way.
 const rules: Array<[string, string]> = [
-  ['port-out-of-range', 'port: must be an integer from 0 to 65535'],
-  ['port-not-a-number', 'port: must be an integer from 0 to 65535'],
+  ['port-out-of-range', 'port: must be an integer from 0 to 65535, or false (no plain-HTTP listener)'],
+  ['port-not-a-number', 'port: must be an integer from 0 to 65535, or false (no plain-HTTP listener)'],
+  [
+    'port-false-without-tls',
+    'port: may be false only with tls: the data plane would have no listener at all',
+  ],
   ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
   [
     'current-key-missing',
@@ -139,7 +146,7 @@ describe('loadConfig: one bad-config fixture per rule', () => {
   it('blames the environment for a bad PORT', async () => {
     const configDir = 'test/fixtures/config/esm-overlay';
     expect(await problemsOf(configDir, { PORT: 'eighty' })).toEqual([
-      'environment (PORT): port: must be an integer from 0 to 65535',
+      'environment (PORT): port: must be an integer from 0 to 65535, or false (no plain-HTTP listener)',
     ]);
   });
 
@@ -208,6 +215,21 @@ describe('loadConfig: valid configs', () => {
       env: { ADMIN_PORT: '9292' },
     });
     expect(withAdminPort.config.admin.port).toBe(9292);
+  });
+
+  it('takes port: false with tls: no plain-HTTP listener', async () => {
+    const certificate = await createTestCertificate();
+    const dir = writeConfigDir({
+      ...petsConfig('http://127.0.0.1:9'),
+      port: false,
+      tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+    });
+    try {
+      expect((await loadConfig({ configDir: dir, env: {} })).config.port).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(certificate.dir, { recursive: true, force: true });
+    }
   });
 
   it('freezes the result all the way down', async () => {

@@ -24,6 +24,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   outcome: 'completed',
   quota: 'allowed',
   refusedBy: null,
+  reason: null,
   ms: 1.37,
   sampled: 1,
   ...overrides,

@@ -69,3 +69,42 @@ describe('HTTPS listener', () => {
     expect(upstream.requests.at(-1)!.headers['x-forwarded-proto']).toBe('http');
   });
 });
+
+describe('port: false', () => {
+  it('opens no plain-HTTP listener, and serves over HTTPS alone', async () => {
+    const httpsOnly = await startTestGateway(
+      petsConfig(upstream.url, {
+        port: false,
+        APIKeyAuthType: 'apikey',
+        tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+      }),
+    );
+    try {
+      expect(httpsOnly.running.ports).not.toHaveProperty('http');
+      expect(httpsOnly.logs.find((line) => line.msg === 'gateway started')?.ports).toEqual({
+        https: httpsOnly.running.ports.https,
+        admin: httpsOnly.running.ports.admin,
+      });
+      const res = await new Promise<number>((resolve, reject) => {
+        https
+          .get(
+            {
+              host: '127.0.0.1',
+              port: httpsOnly.running.ports.https,
+              path: '/pets/1',
+              ca: certificate.cert,
+              headers: { apikey: devKey },
+            },
+            (answer) => {
+              answer.resume();
+              resolve(answer.statusCode ?? 0);
+            },
+          )
+          .on('error', reject);
+      });
+      expect(res).toBe(200);
+    } finally {
+      await httpsOnly.close();
+    }
+  });
+});
