@@ -4,7 +4,7 @@ import path from 'node:path';
 import { isModuleNamespaceObject } from 'node:util/types';
 import { pathToFileURL } from 'node:url';
 import { parse as parseJavaScript } from 'acorn';
-import YAML, { YAMLError } from 'yaml';
+import YAML, { LineCounter, type YAMLError } from 'yaml';
 import { ConfigError } from '../kit/config-error.js';
 
 const extensions = ['.js', '.cjs', '.mjs', '.yaml', '.yml'] as const;
@@ -33,26 +33,52 @@ export async function readConfigFile(file: string, display: string): Promise<Rec
 }
 
 function readYaml(file: string, display: string): unknown {
-  try {
-    return YAML.parse(readFileSync(file, 'utf8'));
-  } catch (error) {
-    throw new ConfigError([yamlProblem(error, display)]);
-  }
+  const text = readFileSync(file, 'utf8');
+  const lines = new LineCounter();
+  const document = YAML.parseDocument(text, { prettyErrors: false, lineCounter: lines });
+  const [error] = document.errors;
+  if (error) throw new ConfigError([yamlProblem(error, text, lines, display)]);
+  return document.toJS();
 }
 
 /**
- * A YAML syntax error as the loader says any: the file, the line and column, the reason, then the lines
- * of the file around it with a caret under the spot (the `yaml` package's own code frame, indented).
+ * Where a YAML syntax error is. A key indented deeper than the one above it (`port: 8081` then
+ * `    users: []`) reads as the value above it going on over the next line, and then being used as a
+ * key: the parser blames the start of that value, on the line above. The mistake is the indentation of
+ * the line the key is on.
  */
-function yamlProblem(error: unknown, display: string): string {
-  if (!(error instanceof YAMLError) || !error.linePos) return `${display}: cannot parse: ${firstLine(error)}`;
-  const [{ line, col }] = error.linePos;
-  const [reason = '', frame = ''] = error.message.split(/ at line \d+, column \d+:\n/);
-  const frameLines = frame
-    .split('\n')
-    .filter((text) => text.trim() !== '')
-    .map((text) => `    ${text}`);
-  return [`${display}: line ${line}, column ${col}: cannot parse: ${reason}`, ...frameLines].join('\n');
+function spotOf(error: YAMLError, text: string): { offset: number; hint: string } {
+  const start = error.pos[0];
+  if (error.code !== 'BLOCK_AS_IMPLICIT_KEY') return { offset: start, hint: '' };
+  const keyEnd = text.slice(start).search(/:(?:\s|$)/);
+  const lineStart = keyEnd === -1 ? -1 : text.lastIndexOf('\n', start + keyEnd) + 1;
+  if (lineStart <= start) return { offset: start, hint: '' };
+  return {
+    offset: lineStart + /^[ \t]*/.exec(text.slice(lineStart))![0].length,
+    hint: ' (this line is indented more than the key above it)',
+  };
+}
+
+/**
+ * A YAML syntax error as the loader says any: the file, the line and column, the reason, then the line
+ * with a caret under the spot (and the line before, when the spot is where a line's text begins).
+ */
+function yamlProblem(error: YAMLError, text: string, lines: LineCounter, display: string): string {
+  if (error.pos[0] === -1) return `${display}: cannot parse: ${error.message}`;
+  const { offset, hint } = spotOf(error, text);
+  const { line, col } = lines.linePos(offset);
+  const lineText = (number: number) =>
+    text.slice(lines.lineStarts[number - 1], lines.lineStarts[number] ?? text.length).replace(/[\r\n]+$/, '');
+  const spotted = lineText(line);
+  const frame = [
+    ...(line > 1 && spotted.slice(0, col - 1).trim() === '' ? [lineText(line - 1)] : []),
+    spotted,
+    `${' '.repeat(col - 1)}^`,
+  ];
+  return [
+    `${display}: line ${line}, column ${col}: cannot parse: ${error.message}${hint}`,
+    ...frame.filter((shown) => shown.trim() !== '').map((shown) => `    ${shown}`),
+  ].join('\n');
 }
 
 type ModuleFormat = 'commonjs' | 'module';

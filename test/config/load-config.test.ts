@@ -131,6 +131,16 @@ describe('loadConfig: one bad-config fixture per rule', () => {
     ]);
   });
 
+  it('puts an indentation mistake on the line indented too far, not on the line before it', async () => {
+    const [problem] = await problemsOf(badConfig('yaml-indented-too-far'));
+    expect(problem!.split('\n')).toEqual([
+      'test/fixtures/bad-config/yaml-indented-too-far/default.yaml: line 4, column 5: cannot parse: Nested mappings are not allowed in compact mappings (this line is indented more than the key above it)',
+      '      port: 8081',
+      '        users: []',
+      '        ^',
+    ]);
+  });
+
   it('rejects a plain admin password in production', async () => {
     expect(await problemsOf(badConfig('production-plain-password'), { NODE_ENV: 'production' })).toContain(
       'test/fixtures/bad-config/production-plain-password/default.mjs: admin.users[0].password: must be a hash from `gateway hash-password` in production, not a plain password',
