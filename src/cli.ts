@@ -9,6 +9,7 @@ import { quotasCommand } from './commands/quotas-command.js';
 import { reloadCommand } from './commands/reload-command.js';
 import { startCommand } from './commands/start-command.js';
 import { ConfigError } from './kit/config-error.js';
+import { didYouMean } from './kit/key-suggestions.js';
 import { ScaffoldConflictError } from './init/scaffold-project.js';
 
 const commands: Record<string, Command> = {
@@ -50,7 +51,8 @@ async function main(argv: string[]): Promise<number> {
   }
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`gateway: unknown command '${name}'\n\n${usage}\n`);
+    const meant = didYouMean(name, Object.keys(commands));
+    process.stderr.write(`gateway: unknown command '${name}'${meant}\n\n${usage}\n`);
     return exitCode.usage;
   }
   try {

@@ -51,6 +51,7 @@ import { registerTryIt, type DataPlaneAddress } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
 import { httpServerOptions } from '../gateway/http-server-options.js';
 import type { TlsFiles } from '../kit/tls-files.js';
+import { jsonSyntaxError } from '../kit/json-syntax-error.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
@@ -137,6 +138,16 @@ const unauthorized = (request: FastifyRequest) =>
     request.headers['sec-fetch-dest'] === 'empty' ? {} : { 'www-authenticate': adminChallenge },
   );
 
+/** Why fastify's JSON parser refused a body: where it stops being JSON, else a prototype key. */
+function unparsableBody(text: string): AdminError {
+  const mistake = jsonSyntaxError(text);
+  return new AdminError(400, [
+    mistake
+      ? `body: not valid JSON: ${mistake.reason} at line ${mistake.line}, column ${mistake.column} (offset ${mistake.offset})`
+      : 'body: must not hold a __proto__ or constructor key',
+  ]);
+}
+
 /** The status and messages of any error a route or fastify itself raised. */
 function describeError(error: FastifyError | Error): {
   status: AdminErrorStatus;
@@ -156,9 +167,6 @@ function describeError(error: FastifyError | Error): {
   const status = fastifyError.statusCode;
   if (status === 413) return { status, messages: ['the body is larger than 64 KiB'] };
   if (status === 415) return { status, messages: ['the body must be application/json'] };
-  if (fastifyError.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
-    return { status: 400, messages: ['body: not valid JSON, or it holds a __proto__ or constructor key'] };
-  }
   if (fastifyError.code === 'FST_ERR_BAD_URL') {
     return { status: 400, messages: ['path: not valid percent-encoded UTF-8'] };
   }
@@ -303,9 +311,13 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
   // __proto__ and constructor keys.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
-    body === '' ? done(null, undefined) : parseJson(request, String(body), done),
-  );
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = String(body);
+    if (text === '') return done(null, undefined);
+    parseJson(request, text, (error, value) =>
+      error ? done(unparsableBody(text), undefined) : done(null, value),
+    );
+  });
   // A login form, as Axway's clients post it; no other route takes a form.
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',

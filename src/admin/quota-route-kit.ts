@@ -16,7 +16,7 @@ import {
 } from '../quota/model.js';
 import { isPlan, membersByPlan } from '../quota/plans.js';
 import type { QuotaRepository, RefusedQuota } from '../quota/quota-repository.js';
-import { catalogIds, type CatalogIds } from '../quota/quota-schema.js';
+import { catalogIds, type CatalogIds } from '../quota/catalog-references.js';
 import type { QuotaUsage } from '../quota/quota-usage.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import { requiredEtag, setEtag } from './entity-tags.js';

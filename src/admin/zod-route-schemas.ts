@@ -46,7 +46,7 @@ export const zodValidatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, m
     const result = schema.safeParse(data);
     return result.success
       ? { value: result.data }
-      : { error: new AdminError(400, problemsOf(result.error.issues, whole)) };
+      : { error: new AdminError(400, problemsOf(result.error.issues, whole, schema)) };
   };
 };
 

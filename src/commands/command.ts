@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { didYouMean } from '../kit/key-suggestions.js';
 
 export { exitCode } from '../kit/exit-codes.js';
 
@@ -10,20 +11,26 @@ export interface Command {
 
 export class UsageError extends Error {}
 
-/** Strict option parsing: an unknown option or a missing value is a UsageError. */
+/**
+ * Strict option parsing: an unknown option or a missing value is a UsageError; an unknown option names
+ * the known one it most likely misspells.
+ */
 export function parseOptions<T extends NonNullable<ParseArgsConfig['options']>>(
   argv: string[],
   options: T,
   allowPositionals = false,
 ) {
+  const all = { ...options, help: { type: 'boolean', short: 'h' } } as const;
   try {
-    return parseArgs({
-      args: argv,
-      options: { ...options, help: { type: 'boolean', short: 'h' } },
-      allowPositionals,
-      strict: true,
-    });
+    return parseArgs({ args: argv, options: all, allowPositionals, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    const { code, message } = error as NodeJS.ErrnoException;
+    const unknown = code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(--[^']+)'/.exec(message)?.[1] : undefined;
+    if (unknown === undefined) throw new UsageError(message);
+    const meant = didYouMean(
+      unknown,
+      Object.keys(all).map((name) => `--${name}`),
+    );
+    throw new UsageError(message.replace(`'${unknown}'`, `'${unknown}'${meant}`));
   }
 }

@@ -19,7 +19,7 @@ import {
 import { openQuotaRepository } from '../stores/open-quota-repository.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
-import { catalogIds } from '../quota/quota-schema.js';
+import { catalogIds } from '../quota/catalog-references.js';
 import { storeFileOwner } from '../quota/store-owner.js';
 import { fieldPath } from '../quota/schema-problems.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';

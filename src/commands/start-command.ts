@@ -87,7 +87,7 @@ function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
 
 export const startCommand: Command = {
   summary: 'run the gateway',
-  help: `Usage: gateway start [--config-dir DIR] [--demo]
+  help: `Usage: gateway start [--config-dir DIR] [--pid-file FILE] [--demo]
 
 Loads the config (see gateway check-config) and runs the data plane and the admin listener until
 SIGTERM or SIGINT, then shuts down gracefully: no new connections, in-flight requests get

@@ -1,6 +1,7 @@
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { applicationIdOf } from '../applications/application-ids.js';
 import type { Environment } from '../applications/application-schema.js';
+import { catalogIds, referenceProblem } from '../quota/catalog-references.js';
 import { declaredListProblems, declaredPlanProblem, isMembership } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../kit/password-hash.js';
 import type { Config } from './schema.js';
@@ -21,16 +22,23 @@ export function formatKeyPath(path: KeyPath): string {
   );
 }
 
+/** The value the config files gave at a key path, before the schema read it (undefined if none). */
+export type GivenValue = (path: KeyPath) => unknown;
+
 /**
  * Rules that span several keys. They run in the same pass as the schema, so that one start names every
  * mistake: on a config whose other keys may still be wrong, a rule that meets a value of the wrong type
  * (which the schema names) is left out rather than guessed at.
  */
-export function crossFieldProblems(config: Config, environment: Environment): Problem[] {
+export function crossFieldProblems(
+  config: Config,
+  environment: Environment,
+  given: GivenValue = () => undefined,
+): Problem[] {
   const rules = [catalogProblems, keyProblems, schemeProblems, listenerProblems, quotaProblems];
   return rules.flatMap((rule) => {
     try {
-      return rule(config, environment);
+      return rule(config, environment, given);
     } catch (error) {
       if (error instanceof TypeError) return [];
       throw error;
@@ -156,14 +164,12 @@ function listenerProblems(config: Config): Problem[] {
   return problems;
 }
 
-/** Declared quotas name APIs, methods and applications of this config, each id and application once. */
-function quotaProblems(config: Config): Problem[] {
-  const methods = new Map(
-    config.apis.map((api) => [
-      api.id.toLowerCase(),
-      new Set(api.methods.map((method) => method.id.toLowerCase())),
-    ]),
-  );
+/**
+ * Declared quotas name APIs, methods and applications of this config, each id and application once.
+ * A wrong id is echoed as the file spells it (the schema keeps ids in lower case).
+ */
+function quotaProblems(config: Config, _environment: Environment, given: GivenValue): Problem[] {
+  const catalog = catalogIds(config.apis);
   const problems: Problem[] = declaredListProblems(config.quotas, 'quotas').map(({ path, message }) => ({
     path: ['quotas', ...path],
     message,
@@ -190,17 +196,12 @@ function quotaProblems(config: Config): Problem[] {
     }
     quota.restrictions.forEach((restriction, j) => {
       const path = ['quotas', i, 'restrictions', j];
-      const apiMethods = methods.get(restriction.api);
-      if (restriction.api !== '*' && !apiMethods)
-        problems.push({
-          path: [...path, 'api'],
-          message: `no API of apis has id '${restriction.api}' (or use *)`,
-        });
-      else if (apiMethods && restriction.method !== '*' && !apiMethods.has(restriction.method))
-        problems.push({
-          path: [...path, 'method'],
-          message: `API '${restriction.api}' has no method with id '${restriction.method}' (or use *)`,
-        });
+      const spelt = (field: 'api' | 'method') => {
+        const value = given([...path, field]);
+        return typeof value === 'string' ? value : restriction[field];
+      };
+      const problem = referenceProblem(catalog, spelt('api'), spelt('method'), 'apis');
+      if (problem) problems.push({ path: [...path, problem.field], message: problem.message });
     });
   });
   return problems;

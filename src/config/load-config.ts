@@ -7,7 +7,7 @@ import type { Environment } from '../applications/application-schema.js';
 import { crossFieldProblems, formatKeyPath, type KeyPath, type Problem } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';
 import { configSchema, knownTopLevelKeys, redisOnlyStoreKeys, type Config } from './schema.js';
-import { keysAt, unknownKeyMessage } from './key-suggestions.js';
+import { keysAt, unknownKeyMessage } from '../kit/key-suggestions.js';
 
 export interface LoadConfigOptions {
   /** Folder holding default.(js|yaml) and the optional <NODE_ENV>.(js|yaml) overlay. */
@@ -81,7 +81,7 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   const schema = configSchema.superRefine(
     (config, context) => {
       for (const { path: keyPath, message } of [
-        ...crossFieldProblems(config, environment),
+        ...crossFieldProblems(config, environment, (keyPath) => valueAt(merged, keyPath)),
         ...unreadableFiles(config, cwd),
       ])
         context.addIssue({ code: 'custom', path: [...keyPath], message });
@@ -198,6 +198,16 @@ function deepMerge(base: Record<string, unknown>, overlay: Record<string, unknow
     result[key] = isPlainObject(current) && isPlainObject(value) ? deepMerge(current, value) : value;
   }
   return result;
+}
+
+/** The value at `keyPath` in `values`, or undefined. */
+function valueAt(values: unknown, keyPath: KeyPath): unknown {
+  let node = values;
+  for (const key of keyPath) {
+    if (typeof node !== 'object' || node === null || !Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<string | number, unknown>)[key];
+  }
+  return node;
 }
 
 /** How many leading keys of `keyPath` exist in `values`. */

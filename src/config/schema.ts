@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
 import { onErrorPolicies } from '../limiter/limiter.js';
@@ -43,7 +44,7 @@ export const verbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as con
 const verb = z
   .string({ error: msg(`must be one of ${verbs.join(', ')}`) })
   .transform((value) => value.toUpperCase())
-  .pipe(z.enum(verbs, { error: msg(`must be one of ${verbs.join(', ')}`) }));
+  .pipe(z.enum(verbs, { error: oneOf(`must be one of ${verbs.join(', ')}`, verbs) }));
 
 const httpUrl = z.string({ error: msg('must be an http(s) URL') }).refine(
   (value) => {
@@ -143,7 +144,7 @@ const applicationSchema = z.strictObject({
 const adminUserSchema = z.strictObject({
   username: nonEmpty,
   password: nonEmpty,
-  role: z.enum(['admin', 'member'], { error: msg('must be admin or member') }),
+  role: z.enum(['admin', 'member'], { error: oneOf('must be admin or member', ['admin', 'member']) }),
 });
 
 const allowedHostsMessage =
@@ -212,7 +213,9 @@ const redisStoreSchema = z
      * folder): enforced when it starts while Redis is down, put back into a Redis that lost them.
      */
     snapshotFile: nonEmpty.default('data/quota-snapshot.json'),
-    onError: z.enum(onErrorPolicies, { error: msg('must be local, allow or deny') }).default('local'),
+    onError: z
+      .enum(onErrorPolicies, { error: oneOf('must be local, allow or deny', onErrorPolicies) })
+      .default('local'),
     /** Milliseconds a counter decision may take in Redis before the gateway treats Redis as unreachable. */
     commandTimeout: milliseconds
       .max(10_000, { error: msg('must be at most 10000 milliseconds') })
@@ -237,7 +240,10 @@ export const redisOnlyStoreKeys: ReadonlySet<string> = new Set(
 
 const storeSchema = z
   .discriminatedUnion('type', [memoryStoreSchema, redisStoreSchema], {
-    error: (issue) => (issue.code === 'invalid_union' ? 'must be memory or redis' : undefined),
+    error: (issue) =>
+      issue.code === 'invalid_union'
+        ? `must be memory or redis${didYouMean(discriminatorOf(issue), ['memory', 'redis'])}`
+        : undefined,
   })
   .default({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
 
@@ -363,7 +369,12 @@ const schemeSettings = {
   APIKeyAuthPlugin: nonEmpty.optional(),
   ldap: ldapSchema.optional(),
 };
-const authTypeError = { error: msg(`must be one of ${authTypes.join(', ')}`) };
+const authTypeError = {
+  error: (issue: { code?: string; input?: unknown; discriminator?: string }) =>
+    issue.input === undefined
+      ? 'is required'
+      : `must be one of ${authTypes.join(', ')}${didYouMean(discriminatorOf(issue), authTypes)}`,
+};
 const schemeSchema = z.discriminatedUnion(
   'APIKeyAuthType',
   [

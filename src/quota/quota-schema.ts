@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
+import { referenceProblem, type CatalogIds } from './catalog-references.js';
 import {
   applicationDefaultQuotaId,
   longestApplicationId,
@@ -6,6 +8,7 @@ import {
   periodNames,
   quotaTypes,
   restrictionModes,
+  restrictionTypes,
   restrictionVerbs,
   systemQuotaId,
   wellKnownQuotaIds,
@@ -21,17 +24,6 @@ import {
  * trailing zeros). The limits follow from what the `RateLimit-Policy` header can carry: its `q` is an
  * RFC 8941 integer of at most 15 digits, in messages for `throttle` and in bytes for `throttlemb`.
  */
-
-/** The ids of the catalog that restrictions may name: API ids and, for each, its method ids (lower case). */
-export type CatalogIds = ReadonlyMap<string, ReadonlySet<string>>;
-
-export function catalogIds(
-  apis: ReadonlyArray<{ id: string; methods: ReadonlyArray<{ id: string }> }>,
-): CatalogIds {
-  return new Map(
-    apis.map((api) => [api.id.toLowerCase(), new Set(api.methods.map((method) => method.id.toLowerCase()))]),
-  );
-}
 
 const bytesPerMb = 1_048_576;
 /** RFC 8941 §3.3.1: an Integer has at most 15 digits. */
@@ -138,7 +130,7 @@ const amount = (field: AmountField, description: string) =>
 const notFor = (type: string) => z.never({ error: `not allowed for type ${type}` }).optional();
 
 const period = z
-  .enum(periodNames, { error: msg(`must be one of ${periodNames.join(', ')}`) })
+  .enum(periodNames, { error: oneOf(`must be one of ${periodNames.join(', ')}`, periodNames) })
   .meta({ description: 'Unit of the window, singular or plural, kept as sent' });
 
 const windowRule = (config: { per: string; period: string }, ctx: z.RefinementCtx) => {
@@ -203,13 +195,20 @@ const throttleunitsConfig = z
   )
   .superRefine(windowRule);
 
+/** An id of the catalog, as the client spells it: the restriction keeps it in lower case (`lowerCaseIds`). */
 const catalogId = (what: string) =>
   z
     .string({ error: msg('must be a string') })
     .min(1, { error: 'must be 1 to 64 characters' })
     .max(64, { error: 'must be 1 to 64 characters' })
-    .toLowerCase()
     .meta({ description: what });
+
+/** Catalog ids match in any case and are kept in lower case, once the catalog rule has read them as given. */
+const lowerCaseIds = <T extends { api: string; method: string }>(restriction: T): T => ({
+  ...restriction,
+  api: restriction.api.toLowerCase(),
+  method: restriction.method.toLowerCase(),
+});
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null;
@@ -230,20 +229,8 @@ function referencesRule(catalogSource: CatalogSource | undefined) {
       return;
     }
     const catalog = catalogSource?.();
-    const methods = catalog?.get(api);
-    if (catalog && !methods) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['api'],
-        message: `no API of the catalog has id '${api}' (or use *)`,
-      });
-    } else if (methods && method !== '*' && !methods.has(method)) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['method'],
-        message: `API '${api}' has no method with id '${method}' (or use *)`,
-      });
-    }
+    const problem = catalog && referenceProblem(catalog, api, method);
+    if (problem) ctx.addIssue({ code: 'custom', path: [problem.field], message: problem.message });
   };
 }
 
@@ -252,13 +239,17 @@ function restrictionSchema(catalog?: CatalogSource) {
     api: catalogId('Catalog API id, or * for every API'),
     method: catalogId('Catalog method id of that API, or * for every method (must be * when api is *)'),
     verb: z
-      .enum(restrictionVerbs, { error: msg(`must be one of ${restrictionVerbs.join(', ')}`) })
+      .enum(restrictionVerbs, {
+        error: oneOf(`must be one of ${restrictionVerbs.join(', ')}`, restrictionVerbs),
+      })
       .optional()
       .meta({ description: 'Only requests with this verb; every verb when absent' }),
     // `enforce` is the default and is answered as it is stored, absent, so that Axway clients see the
     // restrictions they know; only a shadow restriction says so.
     mode: z
-      .enum(restrictionModes, { error: msg(`must be one of ${restrictionModes.join(', ')}`) })
+      .enum(restrictionModes, {
+        error: oneOf(`must be one of ${restrictionModes.join(', ')}`, restrictionModes),
+      })
       .optional()
       .transform((mode) => (mode === 'shadow' ? mode : undefined))
       .pipe(z.literal('shadow').optional())
@@ -279,22 +270,25 @@ function restrictionSchema(catalog?: CatalogSource) {
     [
       z
         .strictObject({ ...fields, type: z.literal('throttle'), config: throttleConfig })
-        .superRefine(referencesRule(catalog), references),
+        .superRefine(referencesRule(catalog), references)
+        .overwrite(lowerCaseIds),
       z
         .strictObject({ ...fields, type: z.literal('throttlemb'), config: throttlembConfig })
-        .superRefine(referencesRule(catalog), references),
+        .superRefine(referencesRule(catalog), references)
+        .overwrite(lowerCaseIds),
       z
         .strictObject({ ...fields, type: z.literal('throttleunits'), config: throttleunitsConfig })
-        .superRefine(referencesRule(catalog), references),
+        .superRefine(referencesRule(catalog), references)
+        .overwrite(lowerCaseIds),
     ],
     {
       // A restriction that is no object at all comes here too, as an invalid_type issue.
-      error: (issue: { code: string; input?: unknown }) => {
+      error: (issue: { code: string; input?: unknown; discriminator?: string }) => {
         if (issue.code === 'invalid_type')
           return issue.input === undefined ? 'is required' : 'must be an object';
         return isRecord(issue.input) && issue.input.type === undefined
           ? 'is required'
-          : 'must be one of throttle, throttlemb, throttleunits';
+          : `must be one of ${restrictionTypes.join(', ')}${didYouMean(discriminatorOf(issue), restrictionTypes)}`;
       },
     },
   );
@@ -302,7 +296,7 @@ function restrictionSchema(catalog?: CatalogSource) {
 
 function quotaFields(catalog?: CatalogSource) {
   return {
-    type: z.enum(quotaTypes, { error: msg(`must be one of ${quotaTypes.join(', ')}`) }),
+    type: z.enum(quotaTypes, { error: oneOf(`must be one of ${quotaTypes.join(', ')}`, quotaTypes) }),
     name: z
       .string({ error: msg('must be a string') })
       .min(1, { error: 'must be 1 to 200 characters' })

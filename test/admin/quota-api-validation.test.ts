@@ -6,7 +6,13 @@ import {
   quotaDto,
   useQuotaApiGateway,
 } from '../helpers/quota-api-client.js';
-import { adminUser, applicationDefaultQuotaId, petsApiId, userAuth } from '../helpers/test-gateway.js';
+import {
+  adminUser,
+  applicationDefaultQuotaId,
+  getPetMethodId,
+  petsApiId,
+  userAuth,
+} from '../helpers/test-gateway.js';
 
 describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', (storeType) => {
   const { call, errorsOf, adminUrl } = useQuotaApiGateway(storeType);
@@ -127,12 +133,12 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
       [
         'a method id not in the catalog',
         quotaDto({ restrictions: [getPetThrottle({ method: 'nope' })] }),
-        `restrictions[0].method: API '${petsApiId}' has no method with id 'nope' (or use *)`,
+        `restrictions[0].method: API '${petsApiId}' has no method with id 'nope' (or use *); its methods: '8b0e6c1a-3f47-4f0e-a2f5-6d9c1e7b4a21' (listPets), '${getPetMethodId}' (getPet), '0f9e8d7c-6b5a-4c3d-8e2f-1a0b9c8d7e6f' (findByStatus), 'e7a3b5c9-0d14-4b2e-8f6a-9c1d3e5f7a43' (addPet)`,
       ],
       [
         'a method of another API',
         quotaDto({ restrictions: [getPetThrottle({ method: otherApiMethodId })] }),
-        `restrictions[0].method: API '${petsApiId}' has no method with id '${otherApiMethodId}' (or use *)`,
+        `restrictions[0].method: API '${petsApiId}' has no method with id '${otherApiMethodId}' (or use *); it is a method of API '9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d' (Store)`,
       ],
       [
         'a method under api *',
@@ -156,7 +162,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
       [
         'a lower-case verb',
         quotaDto({ restrictions: [getPetThrottle({ verb: 'get' })] }),
-        'restrictions[0].verb: must be one of GET, POST, PUT, PATCH, DELETE, OPTIONS',
+        'restrictions[0].verb: must be one of GET, POST, PUT, PATCH, DELETE, OPTIONS (did you mean GET?)',
       ],
     ])('rejects %s', async (_case, body, message) => {
       const before = ((await call('GET', '/quotas')).body as unknown[]).length;

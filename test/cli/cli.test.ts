@@ -2,6 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/run-cli.js';
 
+const commandNames = ['init', 'start', 'reload', 'check-config', 'config-schema', 'quotas', 'hash-password'];
+
 describe('gateway (no command)', () => {
   it('prints the commands with --help and exits 0', async () => {
     const result = await runCli(['--help']);
@@ -39,5 +41,24 @@ describe('gateway (no command)', () => {
     const result = await runCli(['start', '--config-dri', 'conf']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("Unknown option '--config-dri'");
+  });
+
+  it('names the command a misspelt one most likely is', async () => {
+    const result = await runCli(['strat']);
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')[0]).toBe("gateway: unknown command 'strat' (did you mean start?)");
+  });
+
+  it('names the option a misspelt one most likely is', async () => {
+    const result = await runCli(['start', '--config-dri', 'conf']);
+    expect(result.stderr).toBe("gateway start: Unknown option '--config-dri' (did you mean --config-dir?)\n");
+  });
+
+  it.each(commandNames)('%s --help: the usage line names every option the help lists', async (command) => {
+    const { stdout } = await runCli([command, '--help']);
+    const usage = stdout.slice(0, stdout.indexOf('\n\n'));
+    const listed = [...stdout.matchAll(/^ {2}(?:-\w, )?(--[\w-]+)/gm)].map(([, option]) => option!);
+    expect(usage).toMatch(new RegExp(`^Usage: gateway ${command}`));
+    expect(listed.filter((option) => option !== '--help' && !usage.includes(option))).toEqual([]);
   });
 });

@@ -27,6 +27,10 @@ const rules: Array<[string, string]> = [
   ],
   ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
   [
+    'auth-type-misspelt',
+    'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin (did you mean basic?)',
+  ],
+  [
     'current-key-missing',
     "apikey_development: required when APIKeyAuthType is 'basic': set it, or set APIKEY_DEVELOPMENT where the config reads it from the environment (as the shipped conf/default.js does); `gateway start --demo` makes one up for its run",
   ],
@@ -64,6 +68,7 @@ const rules: Array<[string, string]> = [
   ['redis-url-missing', "store.url: required when store.type is 'redis' (or set store.cluster)"],
   ['redis-url-invalid', 'store.url: must be a redis:// or rediss:// URL'],
   ['store-on-error-unknown', 'store.onError: must be local, allow or deny'],
+  ['store-on-error-misspelt', 'store.onError: must be local, allow or deny (did you mean allow?)'],
   [
     'store-redis-key-without-type',
     "store.url: applies to store.type 'redis' only (the store is 'memory' unless it says so)",

@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/load-config.js';
 import {
   adminCall,
   basicAuth,
+  getPetMethodId,
   petsApiId,
   petsConfig,
   startTestGateway,
@@ -191,8 +192,26 @@ describe('quotas declared in conf/', () => {
     );
     expect(problems).toEqual([
       'quotas[2].id: duplicate of quotas[0].id',
-      "quotas[0].restrictions[0].api: no API of apis has id '11111111-2b6a-4d38-9a1e-0c3f4b8d2a10' (or use *)",
+      "quotas[0].restrictions[0].api: no API of apis has id '11111111-2b6a-4d38-9a1e-0c3f4b8d2a10' (or use *); the APIs: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10' (Pet Store)",
       "quotas[1].application: no application of the config has id 'ghost'",
+    ]);
+  });
+});
+
+describe('a declared restriction that names a method the API lacks', () => {
+  it('is told so with the ids as the file spells them, and the method it most likely means', async () => {
+    const api = petsApiId.toUpperCase();
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', {
+        quotas: [{ ...system(1), restrictions: [{ ...throttle(1, 1, 'hour'), api, method: 'GetPet' }] }],
+      }),
+    );
+    const problems = await loadConfig({ configDir: dir, env: {} }).then(
+      () => [],
+      (error: ConfigError) => error.problems.map((problem) => problem.replace(/^.*default\.mjs: /, '')),
+    );
+    expect(problems).toEqual([
+      `quotas[0].restrictions[0].method: API '${api}' has no method with id 'GetPet' (or use *); did you mean '${getPetMethodId}' (getPet)?`,
     ]);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { catalogIds } from '../../src/quota/catalog-references.js';
 import {
   canonicalAmount,
-  catalogIds,
   quotaDtoSchema,
   unitsOf,
   type RestrictionConfig,
@@ -105,9 +105,9 @@ describe('the quota schema', () => {
         'name: must be 1 to 200 characters',
         'extra: unknown field',
         'restrictions[0].config.messages: must be a whole number from 1 to 1000000000000',
-        "restrictions[0].api: no API of the catalog has id 'nope' (or use *)",
+        "restrictions[0].api: no API of the catalog has id 'nope' (or use *); the APIs: 'A'",
         'restrictions[1].config.messages: not allowed for type throttlemb',
-        "restrictions[1].method: API 'a' has no method with id 'x' (or use *)",
+        "restrictions[1].method: API 'a' has no method with id 'x' (or use *); its methods: 'M'",
         'restrictions[2].config: the window (per × period) must not exceed 366 days',
         'restrictions[2].method: must be * when api is *',
       ].sort(),
