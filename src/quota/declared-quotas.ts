@@ -3,7 +3,13 @@ import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import { ConfigError } from '../kit/config-error.js';
 import type { Logger } from '../observe/log.js';
-import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
+import {
+  longestApplicationId,
+  wellKnownQuotaIds,
+  wellKnownQuotas,
+  type QuotaRecord,
+  type StoredQuota,
+} from './model.js';
 import type { QuotaRepository } from './quota-repository.js';
 import { membershipRecord, notAPlan } from './plans.js';
 import { anyCaseUuid, quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
@@ -22,6 +28,9 @@ export function declaredQuotaSchema(catalog?: CatalogSource) {
       id: uuid('The id the file fixes (the well-known ids set the System and Application Default quotas)'),
       type: dto.shape.type.optional().meta({ description: `The quota's type${onlyWithoutPlan}` }),
       name: dto.shape.name.optional().meta({ description: `The quota's name${onlyWithoutPlan}` }),
+      description: dto.shape.description.unwrap().optional().meta({
+        description: "The quota's description (default: a well-known quota's built-in one, else empty)",
+      }),
       restrictions: dto.shape.restrictions
         .optional()
         .meta({ description: `The quota's restrictions${onlyWithoutPlan}` }),
@@ -65,13 +74,18 @@ export function declaredQuotaSchema(catalog?: CatalogSource) {
               id,
               type: type!,
               name: name!,
-              description,
+              // A well-known quota declared without one keeps its own, as a PUT without one does.
+              description: description ?? builtInDescriptions.get(id) ?? '',
               restrictions: restrictions!,
               ...(application === undefined ? {} : { application }),
             }
           : { id, application: application!, plan },
     );
 }
+
+const builtInDescriptions = new Map(
+  wellKnownQuotas().map(({ quota }) => [quota.id, quota.description] as const),
+);
 
 const uuid = (description: string) => anyCaseUuid('must be a UUID', 'is required').meta({ description });
 

@@ -3,6 +3,7 @@ import type { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import {
   adminCall,
+  applicationDefaultQuotaId,
   basicAuth,
   getPetMethodId,
   petsApiId,
@@ -64,6 +65,19 @@ describe('quotas declared in conf/', () => {
     };
     expect(own).toMatchObject({ id: mobileQuotaId, application: { id: mobile.id, name: 'Mobile app' } });
     expect(gateway.logs.filter((line) => line.msg === 'declared quota created')).toHaveLength(1);
+  });
+
+  it('keep the built-in description of a well-known quota that declares none, as the API does', async () => {
+    const applicationDefault = { ...mobileQuota, id: applicationDefaultQuotaId, application: undefined };
+    const other = { ...mobileQuota, id: mobileQuotaId, application: undefined, name: 'Plan' };
+    const { gateway } = await start([system(10), { ...applicationDefault, description: '' }, other]);
+    const description = async (id: string) =>
+      ((await (await adminCall(gateway, 'GET', `/quotas/${id}`)).json()) as { description: string })
+        .description;
+    expect(await description(systemQuotaId)).toBe('Limits on all traffic, across every application');
+    // One that says '' says so; a quota of its own has no built-in description.
+    expect(await description(applicationDefaultQuotaId)).toBe('');
+    expect(await description(mobileQuotaId)).toBe('');
   });
 
   it('are read-only through the admin API, which says where to change them', async () => {
