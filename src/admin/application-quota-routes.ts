@@ -12,8 +12,10 @@ import { applicationQuotaDtoSchema, type ApplicationQuotaDto } from '../quota/qu
 import { AdminError, errorResponses } from './admin-errors.js';
 import { noteTarget } from './admin-audit.js';
 import {
+  createdQuotaLocation,
   ifMatchHeaders,
   quotaAnswer,
+  quotaLocation,
   requireAdmin,
   unreadable,
   type IdRequest,
@@ -81,8 +83,12 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     return plan;
   };
 
-  /** What an application's quota is answered as: its own or the Application Default, or the plan it is on. */
+  /**
+   * What an application's quota is answered as: its own or the Application Default, or the plan it is on.
+   * A 201 says where the quota it created is read.
+   */
   const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {
+    if (status === 201) reply.header('location', quotaLocation(record.quota.id));
     if (record.plan === undefined) return kit.answer(reply, record, status);
     const plan = planOfMembership(record);
     reply.header('etag', `"${onPlanEtag(record, plan)}"`);
@@ -167,7 +173,7 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     applicationSchema(
       'createApplicationQuota',
       'Give an application a quota of its own, or put it on a plan (`{"plan": "<id>"}`)',
-      { 201: quotaAnswer('Created') },
+      { 201: quotaAnswer('Created', createdQuotaLocation) },
       { body: true },
     ),
     async (request: ApplicationBodyRequest, reply) => {
@@ -192,7 +198,10 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     applicationSchema(
       'updateApplicationQuota',
       'Give an application restrictions of its own (201 when it had none), or put it on a plan with `{"plan": "<id>"}` (200)',
-      { 200: quotaAnswer('Updated, or put on the plan'), 201: quotaAnswer('Created') },
+      {
+        200: quotaAnswer('Updated, or put on the plan'),
+        201: quotaAnswer('Created', createdQuotaLocation),
+      },
       { body: true, ifMatch: true },
     ),
     async (request: ApplicationBodyRequest, reply) => {

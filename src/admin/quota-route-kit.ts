@@ -44,6 +44,12 @@ export const quotaAnswer = (description: string, extra: Record<string, unknown> 
   headers: { ...etagHeader, ...extra },
   $ref: 'Quota#',
 });
+/** The path a created quota is read at, for the `Location` of a 201. */
+export const quotaLocation = (id: string) => `/api/portal/v1.3/quotas/${id}`;
+/** The `Location` field of a 201 that created a quota, for the OpenAPI document. */
+export const createdQuotaLocation = {
+  Location: { type: 'string', description: 'The path of the created quota' },
+};
 export const quotaResponse = (status: number, description: string, extra: Record<string, unknown> = {}) => ({
   [status]: quotaAnswer(description, extra),
   ...errorResponses,

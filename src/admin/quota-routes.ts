@@ -9,7 +9,9 @@ import { AdminError, errorResponses } from './admin-errors.js';
 import { noteTarget } from './admin-audit.js';
 import { registerApplicationQuotaRoutes } from './application-quota-routes.js';
 import {
+  createdQuotaLocation,
   ifMatchHeaders,
+  quotaLocation,
   quotaResponse,
   requireAdmin,
   QuotaRouteKit,
@@ -53,16 +55,14 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
         operationId: 'createQuota',
         tags: ['quotas'],
         body: quotaBody,
-        response: quotaResponse(201, 'The created quota', {
-          Location: { type: 'string', description: 'The path of the created quota' },
-        }),
+        response: quotaResponse(201, 'The created quota', createdQuotaLocation),
       },
     },
     async (request: BodyRequest, reply) => {
       requireAdmin(request);
       const created = await repository.create({ quota: kit.build(request.body, randomUUID(), false) });
       noteTarget(request, { quota: created.quota.id });
-      reply.header('location', `/api/portal/v1.3/quotas/${created.quota.id}`);
+      reply.header('location', quotaLocation(created.quota.id));
       return kit.answer(reply, created, 201);
     },
   );

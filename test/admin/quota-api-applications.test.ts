@@ -16,6 +16,7 @@ describe.each(['memory', 'redis'] as const)("Quota API: applications' own quotas
       });
       expect(created.status).toBe(201);
       const own = created.body as { id: string };
+      expect(created.headers.get('location')).toBe(`/api/portal/v1.3/quotas/${own.id}`);
       expect((await call('GET', path)).body).toMatchObject({
         id: own.id,
         name: 'Mobile quota',
@@ -29,7 +30,12 @@ describe.each(['memory', 'redis'] as const)("Quota API: applications' own quotas
       expect((await call('GET', path)).body).toMatchObject({ id: applicationDefaultQuotaId });
       expect((await call('DELETE', path)).status).toBe(404);
       // PUT gives it one again, as Axway does (test/admin/axway-compat.test.ts).
-      expect((await call('PUT', path, { body: quotaDto({ type: 'APPLICATION' }) })).status).toBe(201);
+      const again = await call('PUT', path, { body: quotaDto({ type: 'APPLICATION' }) });
+      expect(again.status).toBe(201);
+      expect(again.headers.get('location')).toBe(
+        `/api/portal/v1.3/quotas/${(again.body as { id: string }).id}`,
+      );
+      expect(updated.headers.get('location')).toBeNull();
     });
 
     it('knows the project application and refuses unknown applications (404)', async () => {
