@@ -1,10 +1,11 @@
 import http, { type Server } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import { createAdminServer, renewAdminCertificates, type ReadinessCheck } from './admin/admin-server.js';
 import type { DataPlaneAddress } from './admin/try-it.js';
 import { LiveConfig } from './config/live-config.js';
-import { defaultCommandTimeoutMs } from './config/schema.js';
+import { defaultCommandTimeoutMs, type Config } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
 import { ApplicationDirectory } from './applications/application-directory.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
@@ -23,6 +24,7 @@ import { readForReload, type ConfigSource } from './reload/config-source.js';
 import { fixedSettingsOf } from './reload/fixed-settings.js';
 import { secretValues } from './kit/secret-redaction.js';
 import { readTlsFiles } from './kit/tls-files.js';
+import { listenError } from './kit/listen-errors.js';
 import { Limiter } from './limiter/limiter.js';
 import { MemoryCounterStore } from './limiter/memory-counter-store.js';
 import { FleetHeartbeat } from './stores/fleet-heartbeat.js';
@@ -86,14 +88,34 @@ export interface StartOptions {
   worker?: WorkerRole;
 }
 
-function listen(server: Server, port: number, host: string | undefined): Promise<number> {
+/**
+ * Opens a data-plane listener; a port that cannot be had is named with the settings that move it.
+ * @param listener how messages name it (`the data plane's port`), and its settings (`port, or PORT`)
+ */
+function listen(
+  server: Server,
+  port: number,
+  host: string | undefined,
+  listener: { name: string; settings: string },
+): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.once('error', reject);
+    const failed = (error: Error) =>
+      reject(listenError(error, `${listener.name} ${port}`, listener.settings));
+    server.once('error', failed);
     server.listen(port, host, () => {
-      server.off('error', reject);
+      server.off('error', failed);
       resolve((server.address() as AddressInfo).port);
     });
   });
+}
+
+/** Opens the admin listener of `config` on `admin`; a port that cannot be had says which key moves it. */
+export async function listenAdmin(admin: FastifyInstance, config: Config): Promise<number> {
+  const { port, host } = config.admin;
+  await admin.listen({ port, host }).catch((error: unknown) => {
+    throw listenError(error, `the admin listener's port ${port}`, 'admin.port, or ADMIN_PORT,');
+  });
+  return (admin.server.address() as AddressInfo).port;
 }
 
 /** A data-plane server: the gateway decides, not Node, when a client waiting to send its body may. */
@@ -328,16 +350,20 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
 
   try {
     const httpPort =
-      plainServer && config.port !== false ? await listen(plainServer, config.port, config.host) : undefined;
+      plainServer && config.port !== false
+        ? await listen(plainServer, config.port, config.host, {
+            name: "the data plane's port",
+            settings: 'port, or PORT,',
+          })
+        : undefined;
     const httpsPort =
       tlsServer && config.tls
-        ? await listen(tlsServer, config.tls.port, config.tls.host ?? config.host)
+        ? await listen(tlsServer, config.tls.port, config.tls.host ?? config.host, {
+            name: "the data plane's HTTPS port",
+            settings: 'tls.port',
+          })
         : undefined;
-    let adminPort = worker?.adminPort ?? 0;
-    if (admin) {
-      await admin.listen({ port: config.admin.port, host: config.admin.host });
-      adminPort = (admin.server.address() as AddressInfo).port;
-    }
+    const adminPort = admin ? await listenAdmin(admin, config) : (worker?.adminPort ?? 0);
     ports = {
       ...(httpPort === undefined ? {} : { http: httpPort }),
       ...(httpsPort === undefined ? {} : { https: httpsPort }),

@@ -40,8 +40,7 @@ export function jsonSyntaxError(text: string): JsonSyntaxError | null {
   };
   for (;;) {
     while (at < text.length && space.has(text[at]!)) at += 1;
-    if (at === text.length)
-      return expected === 'next' && open.length === 0 ? null : fail('it ends too soon');
+    if (at === text.length) return expected === 'next' && open.length === 0 ? null : fail('it ends too soon');
     const char = text[at]!;
     switch (expected) {
       case 'firstValue':

@@ -1,4 +1,3 @@
-import type { AddressInfo } from 'node:net';
 import { askWorkers } from './ask-workers.js';
 import { createAdminServer, renewAdminCertificates, type ReadinessCheck } from '../admin/admin-server.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
@@ -27,7 +26,7 @@ import { readForReload, type ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { readTlsFiles } from '../kit/tls-files.js';
-import { dataPlaneAddress, type RunningGateway } from '../server.js';
+import { dataPlaneAddress, listenAdmin, type RunningGateway } from '../server.js';
 import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { WorkerPool } from './worker-pool.js';
@@ -210,8 +209,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   };
 
   try {
-    await admin.listen({ port: config.admin.port, host: config.admin.host });
-    adminPort = (admin.server.address() as AddressInfo).port;
+    adminPort = await listenAdmin(admin, config);
     ports = { ...(await pool.start()), admin: adminPort };
   } catch (error) {
     await pool.drain(config.shutdownTimeout + drainGraceMs);

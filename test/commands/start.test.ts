@@ -150,6 +150,28 @@ describe('gateway start', () => {
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 
+  it.each([
+    [
+      'port',
+      (taken: number) => ({ port: taken }),
+      "the data plane's port {taken} is in use (EADDRINUSE): set port, or PORT, to another",
+    ],
+    [
+      'admin.port',
+      (taken: number) => ({ admin: { host: '127.0.0.1', port: taken } }),
+      "the admin listener's port {taken} is in use (EADDRINUSE): set admin.port, or ADMIN_PORT, to another",
+    ],
+  ])(
+    'names the listener whose port is taken, and the setting that moves it: %s',
+    async (_key, overrides, message) => {
+      const dir = writeConfigDir(petsConfig(upstream.url, overrides(upstream.port)));
+      tempDirs.removeAfter(dir);
+      const result = await runCli(['start', '--config-dir', dir]);
+      expect(result.code).toBe(1);
+      expect(result.stderr).toBe(`gateway start: ${message.replace('{taken}', String(upstream.port))}\n`);
+    },
+  );
+
   it('exits 2 on a bad config', async () => {
     const result = await runCli(['start', '--config-dir', 'test/fixtures/bad-config/port-out-of-range']);
     expect(result.code).toBe(2);
