@@ -137,7 +137,7 @@ const applicationSchema = z.strictObject({
   description: z.string().optional(),
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),
-  /** Puts the application on this plan (see README, "Plans"), written into the store as quotas are. */
+  /** Puts the application on this plan (see docs/quotas.md, "Plans"), written into the store as quotas are. */
   plan: uuid.optional(),
 });
 
@@ -424,7 +424,7 @@ const commonSchema = z.object({
   trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),
   forwardCredentials: z.boolean({ error: msg('must be true or false') }).default(false),
   /**
-   * Where a caller reads its own quotas on the data plane (see docs/quotas.md, "Your own usage"), or
+   * Where a caller reads its own quotas on the data plane (see docs/quotas.md, "A caller's own usage"), or
    * false for nowhere; it must not be a path of the catalog.
    */
   usagePath: z
@@ -441,7 +441,7 @@ const commonSchema = z.object({
   accessLog: accessLogSchema,
   /**
    * Quotas kept in git: written into the store at start and at each reload, read-only through the admin
-   * API (see README, "Declared quotas").
+   * API (see docs/admin-api.md, "Declared quotas, and moving quotas").
    */
   quotas: z.array(declaredQuotaSchema(), { error: msg('must be an array of quotas') }).default([]),
   server: serverSchema,

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import GithubSlugger from 'github-slugger';
 import { describe, expect, it } from 'vitest';
+import { filesUnder } from '../helpers/files-under.js';
 
 /**
  * Every relative link of the README, the changelog, deploy/README.md and docs/ leads somewhere: the file exists, and an
@@ -73,4 +74,36 @@ describe('files the documentation names', () => {
   it.each(pages)('%s: every source, test or deploy file named in inline code exists', (page) => {
     expect(namedFilesOf(page).filter((named) => !existsSync(named))).toEqual([]);
   });
+});
+
+/**
+ * The files that send a reader to a section in words rather than a link, `(see deploy/README.md, "Keys
+ * and their rotation")`: the pages, and every file of deploy/, conf/ and src/ (comments, manifests).
+ */
+const referringFiles = [
+  ...pages,
+  ...['deploy', 'conf', 'src'].flatMap((dir) => filesUnder(dir)).filter((file) => !file.endsWith('.md')),
+];
+
+/** `<page>, "<heading>"` as files write it; a bare `README` is the repository's. */
+function sectionsNamedIn(file: string): Array<{ page: string; heading: string }> {
+  const text = readFileSync(file, 'utf8').replace(/\s*\n\s*(?:#|\/\/|\*)?\s*/g, ' ');
+  return [...text.matchAll(/((?:[\w.-]+\/)*README(?:\.md)?|(?:[\w.-]+\/)*[\w.-]+\.md), "([^"]+)"/g)].map(
+    ([, page, heading]) => ({ page: page === 'README' ? 'README.md' : page!, heading: heading! }),
+  );
+}
+
+describe('sections named in words', () => {
+  it.each(referringFiles.filter((file) => sectionsNamedIn(file).length > 0))(
+    '%s: every section it names in words is a heading of its page',
+    (file) => {
+      const slugger = new GithubSlugger();
+      const missing = sectionsNamedIn(file).filter(({ page, heading }) => {
+        if (!existsSync(page)) return true;
+        slugger.reset();
+        return !anchorsOf(page).has(slugger.slug(heading));
+      });
+      expect(missing).toEqual([]);
+    },
+  );
 });
