@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
@@ -18,6 +19,14 @@ describe('deploy/systemd/quotagate.service', () => {
 
   it('reloads the config on systemctl reload with the SIGHUP the gateway reloads on', () => {
     expect(unitValue('ExecReload')).toBe('/bin/kill -HUP $MAINPID');
+  });
+
+  it('has deploy/README.md rotate the keys of conf/ with that reload, not with a restart', () => {
+    const readme = readFileSync('deploy/README.md', 'utf8');
+    const rotation = readme.slice(readme.indexOf('## Keys and their rotation'));
+    const step = /^- \*\*systemd\*\*: [\s\S]*?(?=\n\n|\n- |$)/m.exec(rotation)?.[0] ?? '';
+    expect(step).toMatch(/edit `conf\/production\.js`, then `systemctl reload quotagate`/);
+    expect(step).not.toMatch(/conf\/production\.js`, then `systemctl restart/);
   });
 
   it("lets the gateway write only the memory store's folder", () => {
