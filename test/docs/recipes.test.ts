@@ -1,0 +1,106 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import https from 'node:https';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/load-config.js';
+import { devKey, petsConfig, startTestGateway, writeConfigDir } from '../helpers/test-gateway.js';
+import { useTempDirs } from '../helpers/temp-dirs.js';
+import { startUpstream } from '../helpers/upstream.js';
+
+/** The shell blocks of a section of a page (from its heading to the next of the same level or above). */
+function shellBlocks(page: string, heading: string): string[] {
+  const text = readFileSync(page, 'utf8');
+  const start = text.search(new RegExp(`^#+ ${heading.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`, 'm'));
+  expect(start, `${page} has a heading "${heading}"`).toBeGreaterThan(-1);
+  const level = /^#+/.exec(text.slice(start))![0].length;
+  const rest = text.slice(start + level);
+  const end = rest.search(new RegExp(`^#{1,${level}} `, 'm'));
+  const section = end === -1 ? rest : rest.slice(0, end);
+  // A block in a list item is indented as the item is.
+  return [...section.matchAll(/^( *)```sh\n([\s\S]*?)^\1```/gm)].map(([, indent, block]) =>
+    block!.replace(new RegExp(`^${indent}`, 'gm'), ''),
+  );
+}
+
+const hasOpenssl = (() => {
+  try {
+    execFileSync('openssl', ['version']);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/** The recipes a new user copies from the docs, run as written: what they make is what the gateway takes. */
+describe('recipes of the documentation', () => {
+  const tempDirs = useTempDirs('quotagate-recipes-');
+
+  it("docs/admin-api.md's key recipe makes an application key the config takes", async () => {
+    const [recipe] = shellBlocks('docs/admin-api.md', 'Giving an application a key')
+      .flatMap((block) => block.split('\n'))
+      .filter((line) => line.startsWith('node -p'));
+    expect(recipe).toBeDefined();
+    const key = execFileSync('sh', ['-c', recipe!], { encoding: 'utf8' }).trim();
+    expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9', {
+        applications: [
+          { id: '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e', name: 'Mobile', apikey_development: key },
+        ],
+      }),
+    );
+    tempDirs.removeAfter(dir);
+    const { config } = await loadConfig({ configDir: dir, env: {} });
+    expect(config.applications[0]?.apikey_development).toBe(key);
+  });
+
+  it.runIf(hasOpenssl)(
+    "docs/authentication.md's self-signed TLS recipe makes a pair the gateway serves apikey with",
+    async () => {
+      const [recipe] = shellBlocks('docs/authentication.md', '`apikey`').filter((block) =>
+        block.includes('openssl req'),
+      );
+      expect(recipe).toBeDefined();
+      const project = tempDirs.make();
+      execFileSync('sh', ['-e', '-c', recipe!], { cwd: project, stdio: 'pipe' });
+      const keyFile = path.join(project, 'conf/tls/key.pem');
+      const certFile = path.join(project, 'conf/tls/cert.pem');
+      expect(existsSync(keyFile) && existsSync(certFile)).toBe(true);
+
+      const upstream = await startUpstream();
+      const gateway = await startTestGateway(
+        petsConfig(upstream.url, {
+          APIKeyAuthType: 'apikey',
+          port: false,
+          tls: { port: 0, key: keyFile, cert: certFile },
+        }),
+      );
+      try {
+        // As the page's curl does: the certificate is its own CA, and names localhost.
+        const status = await new Promise<number>((resolve, reject) => {
+          https
+            .get(
+              {
+                host: '127.0.0.1',
+                servername: 'localhost',
+                port: gateway.running.ports.https,
+                path: '/pets/1',
+                ca: readFileSync(certFile),
+                headers: { apikey: devKey },
+              },
+              (res) => {
+                res.resume();
+                resolve(res.statusCode ?? 0);
+              },
+            )
+            .on('error', reject);
+        });
+        expect(status).toBe(200);
+      } finally {
+        await gateway.close();
+        await upstream.close();
+      }
+    },
+  );
+});
