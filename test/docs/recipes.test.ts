@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import https from 'node:https';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
 import { devKey, petsConfig, startTestGateway, writeConfigDir } from '../helpers/test-gateway.js';
 import { useTempDirs } from '../helpers/temp-dirs.js';
+import { httpsGet } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
 
 /** The shell blocks of a section of a page (from its heading to the next of the same level or above). */
@@ -78,23 +78,10 @@ describe('recipes of the documentation', () => {
       );
       try {
         // As the page's curl does: the certificate is its own CA, and names localhost.
-        const status = await new Promise<number>((resolve, reject) => {
-          https
-            .get(
-              {
-                host: '127.0.0.1',
-                servername: 'localhost',
-                port: gateway.running.ports.https,
-                path: '/pets/1',
-                ca: readFileSync(certFile),
-                headers: { apikey: devKey },
-              },
-              (res) => {
-                res.resume();
-                resolve(res.statusCode ?? 0);
-              },
-            )
-            .on('error', reject);
+        const { status } = await httpsGet(gateway.running.ports.https, '/pets/1', {
+          ca: readFileSync(certFile),
+          headers: { apikey: devKey },
+          servername: 'localhost',
         });
         expect(status).toBe(200);
       } finally {

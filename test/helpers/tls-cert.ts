@@ -1,5 +1,6 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
@@ -48,5 +49,35 @@ export function servedFingerprint(port: number): Promise<string> {
       socket.end();
     });
     socket.on('error', reject);
+  });
+}
+
+/**
+ * GETs `path` over HTTPS from a listener on 127.0.0.1, trusting only `ca` (as `curl --cacert` does) and
+ * checking the certificate names `servername` (default: 127.0.0.1).
+ */
+export function httpsGet(
+  port: number | undefined,
+  path: string,
+  options: { ca: string | Buffer; headers?: Record<string, string>; servername?: string },
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    https
+      .get(
+        {
+          host: '127.0.0.1',
+          port,
+          path,
+          ca: options.ca,
+          headers: options.headers,
+          ...(options.servername ? { servername: options.servername } : {}),
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (chunk) => (body += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      )
+      .on('error', reject);
   });
 }

@@ -1,5 +1,4 @@
 import { rmSync } from 'node:fs';
-import https from 'node:https';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from '../helpers/raw-http.js';
 import {
@@ -9,7 +8,7 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { createTestCertificate, type TestCertificate } from '../helpers/tls-cert.js';
+import { createTestCertificate, httpsGet, type TestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 let certificate: TestCertificate;
@@ -30,30 +29,15 @@ afterAll(async () => {
   rmSync(certificate.dir, { recursive: true, force: true });
 });
 
-function httpsGet(path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    https
-      .get(
-        {
-          host: '127.0.0.1',
-          port: gateway.running.ports.https,
-          path,
-          ca: certificate.cert,
-          headers: { authorization: basicAuth(devKey) },
-        },
-        (res) => {
-          let body = '';
-          res.on('data', (chunk) => (body += chunk));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        },
-      )
-      .on('error', reject);
+const httpsGetPet = (path: string) =>
+  httpsGet(gateway.running.ports.https, path, {
+    ca: certificate.cert,
+    headers: { authorization: basicAuth(devKey) },
   });
-}
 
 describe('HTTPS listener', () => {
   it('serves the same routes over TLS and tells the upstream the client used https', async () => {
-    const res = await httpsGet('/pets/1');
+    const res = await httpsGetPet('/pets/1');
     expect(res.status).toBe(200);
     expect(JSON.parse(res.body).url).toBe('/1');
     expect(upstream.requests.at(-1)!.headers['x-forwarded-proto']).toBe('https');
@@ -85,24 +69,11 @@ describe('port: false', () => {
         https: httpsOnly.running.ports.https,
         admin: httpsOnly.running.ports.admin,
       });
-      const res = await new Promise<number>((resolve, reject) => {
-        https
-          .get(
-            {
-              host: '127.0.0.1',
-              port: httpsOnly.running.ports.https,
-              path: '/pets/1',
-              ca: certificate.cert,
-              headers: { apikey: devKey },
-            },
-            (answer) => {
-              answer.resume();
-              resolve(answer.statusCode ?? 0);
-            },
-          )
-          .on('error', reject);
+      const res = await httpsGet(httpsOnly.running.ports.https, '/pets/1', {
+        ca: certificate.cert,
+        headers: { apikey: devKey },
       });
-      expect(res).toBe(200);
+      expect(res.status).toBe(200);
     } finally {
       await httpsOnly.close();
     }
