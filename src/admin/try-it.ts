@@ -81,7 +81,8 @@ const basic = (user: string, password: string) =>
 /** The options of the test request, with the credentials of the scheme in force added. */
 function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress): TestRequestOptions {
   const { config, environment } = parts.live.current;
-  const secure = config.APIKeyAuthType === 'apikey';
+  // apikey takes keys over HTTPS only; `port: false` leaves the data plane nothing else.
+  const secure = config.APIKeyAuthType === 'apikey' || address.http === undefined;
   const port = secure ? address.https : address.http;
   if (port === undefined) throw new AdminError(503, ['the data plane does not listen yet']);
   const options: TestRequestOptions = {

@@ -1,3 +1,4 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, inject, it } from 'vitest';
 import {
   adminUser,
@@ -14,6 +15,7 @@ import {
   accessLines,
 } from '../helpers/test-gateway.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
 
 /**
@@ -74,6 +76,18 @@ describe('try it', () => {
       path: '/pets/1',
       status: 200,
     });
+  });
+
+  it('goes over HTTPS when the data plane has no plain-HTTP port (port: false)', async () => {
+    const certificate = await createTestCertificate();
+    defer(() => rmSync(certificate.dir, { recursive: true, force: true }));
+    const gateway = await start({
+      port: false,
+      tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+    });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+    expect(answer.json.status).toBe(200);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ path: '/pets/1', status: 200 });
   });
 
   it("adds the plugin's credentials (applyCredentialsForTest): the request passes, and the secret is not shown", async () => {

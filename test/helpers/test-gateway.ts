@@ -152,7 +152,11 @@ export async function startTestGateway(
   }
   const logs: Array<Record<string, unknown>> = [];
   return {
-    url: `http://127.0.0.1:${running.ports.http}`,
+    // With `port: false` the data plane is HTTPS only.
+    url:
+      running.ports.http === undefined
+        ? `https://127.0.0.1:${running.ports.https}`
+        : `http://127.0.0.1:${running.ports.http}`,
     adminUrl: `http://127.0.0.1:${running.ports.admin}`,
     running,
     configDir: dir,
