@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { ConfigError } from '../kit/config-error.js';
 import type { Logger } from '../observe/log.js';
 import { longestApplicationId, wellKnownQuotaIds, type QuotaRecord, type StoredQuota } from './model.js';
-import type { QuotaRepository } from './quota-repository.js';
-import { membershipRecord, notAPlan } from './plans.js';
+import type { QuotaRepository, QuotaWrite } from './quota-repository.js';
+import { membershipRecord, notAPlan, planRuleBroken } from './plans.js';
 import { anyCaseUuid, quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
 
 /**
@@ -167,21 +167,23 @@ function recordOf(declared: DeclaredQuota): QuotaRecord {
 }
 
 /**
- * What writing `wanted` into a store that holds `current` does, quota by quota, and what cannot be done
- * (a well-known quota given another type; an application that has another quota of its own, made
- * through the admin API: the file would take it away silently).
+ * What writing `wanted` into a store that holds `current` does, quota by quota, the writes that do it
+ * (for one `writeAll`: all or none), and what cannot be done: a well-known quota given another type; an
+ * application that has another quota of its own, made through the admin API (the file would take it
+ * away silently); a rule of plans broken by the set as the whole list leaves it (a membership naming no
+ * plan, or a plan made into something else while an application stays on it), whatever the order.
  */
 export function planQuotas(
   current: readonly StoredQuota[],
   wanted: readonly DeclaredQuota[],
-): { changes: QuotaChange[]; problems: string[] } {
+): { changes: QuotaChange[]; writes: QuotaWrite[]; problems: string[] } {
   const byId = new Map(current.map((record) => [record.quota.id, record]));
-  // A membership may name a plan the same list declares: it is written first (see applyQuotas).
   const after = new Map<string, QuotaRecord>([
     ...byId,
     ...wanted.map((declared) => [declared.id, recordOf(declared)] as const),
   ]);
   const changes: QuotaChange[] = [];
+  const writes: QuotaWrite[] = [];
   const problems: string[] = [];
   for (const declared of wanted) {
     const stored = byId.get(declared.id);
@@ -219,40 +221,23 @@ export function planQuotas(
         continue;
       }
     }
-    if (!stored) changes.push({ action: 'create', ...named });
-    else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan)
+    // The plan's own message names it, the applications on it, and the way to take them off.
+    const inUse = planRuleBroken(after, declared.id, record);
+    if (inUse) {
+      problems.push(inUse);
+      continue;
+    }
+    if (!stored) {
+      changes.push({ action: 'create', ...named });
+      writes.push({ record });
+    } else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan) {
       changes.push({ action: 'unchanged', ...named });
-    else changes.push({ action: 'replace', ...named });
-  }
-  return { changes, problems };
-}
-
-/**
- * Writes the declarations a plan creates or replaces, one by one; unchanged ones are left alone.
- * @throws Error saying how many were written when the store fails part way (each write is atomic, the
- * whole is not): writing the same file again completes it
- */
-export async function applyQuotas(
-  repository: Pick<QuotaRepository, 'create' | 'replace'>,
-  wanted: readonly DeclaredQuota[],
-  changes: readonly QuotaChange[],
-): Promise<void> {
-  const byId = new Map(wanted.map((declared) => [declared.id, declared]));
-  // Plans before the memberships that name them.
-  const writes = changes
-    .filter((change) => change.action !== 'unchanged')
-    .sort((a, b) => Number(isMembership(byId.get(a.id)!)) - Number(isMembership(byId.get(b.id)!)));
-  for (const [written, change] of writes.entries()) {
-    const record = recordOf(byId.get(change.id)!);
-    try {
-      if (change.action === 'create') await repository.create(record);
-      else await repository.replace(record);
-    } catch (error) {
-      throw new Error(
-        `${written} of ${writes.length} quotas were written when the store failed at quota '${change.id}' (${(error as Error).message}); the others were not: write them again`,
-      );
+    } else {
+      changes.push({ action: 'replace', ...named });
+      writes.push({ record, etag: stored.etag });
     }
   }
+  return { changes, writes, problems };
 }
 
 /** The stored quotas as a file declares them: what `gateway quotas export` writes. */
@@ -269,7 +254,7 @@ export function declarationsOf(records: readonly StoredQuota[]): Array<Record<st
 /** The quotas of conf/, checked against the store and ready to be written. */
 export interface DeclaredQuotasPlan {
   changes: QuotaChange[];
-  /** Writes the new and changed ones, and logs each (a replaced one with what the store held). */
+  /** Writes the new and changed ones, all or none, and logs each (a replaced one with what the store held). */
   apply(logger: Logger): Promise<void>;
 }
 
@@ -279,7 +264,7 @@ export interface DeclaredQuotasPlan {
  * @throws ConfigError when one cannot be written without taking away what the admin API made
  */
 export function planDeclaredQuotas(
-  repository: Pick<QuotaRepository, 'all' | 'create' | 'replace'>,
+  repository: Pick<QuotaRepository, 'all' | 'writeAll'>,
   config: {
     quotas: readonly DeclaredQuota[];
     applications: ReadonlyArray<{ id: string; plan?: string | undefined }>;
@@ -287,12 +272,12 @@ export function planDeclaredQuotas(
 ): DeclaredQuotasPlan {
   const declared = [...config.quotas, ...declaredMemberships(config.applications)];
   const before = repository.all();
-  const { changes, problems } = planQuotas(before, declared);
+  const { changes, writes, problems } = planQuotas(before, declared);
   if (problems.length > 0) throw new ConfigError(problems.map((problem) => `quotas: ${problem}`));
   return {
     changes,
     async apply(logger) {
-      await applyQuotas(repository, declared, changes);
+      await repository.writeAll(writes);
       for (const change of changes) {
         if (change.action === 'create')
           logger.info({ quota: change.id, name: change.name }, 'declared quota created');
