@@ -211,7 +211,7 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
       const made = new ApplicationDirectory();
       made.follow(applications);
       const wanted = readImportFile(file, loaded.config, made);
-      const quotas = planQuotas(repository.all(), wanted.quotas);
+      const quotas = planQuotas(repository, wanted.quotas);
       const moved =
         wanted.applications &&
         planApplications(applications.all(), wanted.applications, loaded.config.applications, 'applications');

@@ -167,17 +167,20 @@ function recordOf(declared: DeclaredQuota): QuotaRecord {
 }
 
 /**
- * What writing `wanted` into a store that holds `current` does, quota by quota, the writes that do it
+ * What writing `wanted` into `store` does, quota by quota, the writes that do it
  * (for one `writeAll`: all or none), and what cannot be done: a well-known quota given another type; an
  * application that has another quota of its own, made through the admin API (the file would take it
  * away silently); a rule of plans broken by the set as the whole list leaves it (a membership naming no
  * plan, or a plan made into something else while an application stays on it), whatever the order.
  */
 export function planQuotas(
-  current: readonly StoredQuota[],
+  store: Pick<QuotaRepository, 'all' | 'refused'>,
   wanted: readonly DeclaredQuota[],
 ): { changes: QuotaChange[]; writes: QuotaWrite[]; problems: string[] } {
+  const current = store.all();
   const byId = new Map(current.map((record) => [record.quota.id, record]));
+  // A stored text the quota schema refuses is replaced (by its own ETag), never created over.
+  const unreadable = new Map(store.refused().map((refused) => [refused.id, refused]));
   const after = new Map<string, QuotaRecord>([
     ...byId,
     ...wanted.map((declared) => [declared.id, recordOf(declared)] as const),
@@ -186,7 +189,9 @@ export function planQuotas(
   const writes: QuotaWrite[] = [];
   const problems: string[] = [];
   for (const declared of wanted) {
+    // A well-known quota the schema refuses reads as its default: its type is the one to keep.
     const stored = byId.get(declared.id);
+    const refused = unreadable.get(declared.id);
     const record = recordOf(declared);
     const named = {
       id: declared.id,
@@ -204,9 +209,10 @@ export function planQuotas(
       );
       continue;
     }
-    if (stored && stored.application !== declared.application) {
+    const owner = refused ? refused.application : stored?.application;
+    if ((refused || stored) && owner !== declared.application) {
       problems.push(
-        `quota '${declared.id}': is stored as the own quota of ${stored.application ? `application '${stored.application}'` : 'no application'}, not of ${declared.application ? `'${declared.application}'` : 'none'}`,
+        `quota '${declared.id}': is stored as the own quota of ${owner ? `application '${owner}'` : 'no application'}, not of ${declared.application ? `'${declared.application}'` : 'none'}`,
       );
       continue;
     }
@@ -227,7 +233,10 @@ export function planQuotas(
       problems.push(inUse);
       continue;
     }
-    if (!stored) {
+    if (refused) {
+      changes.push({ action: 'replace', ...named });
+      writes.push({ record, etag: refused.etag });
+    } else if (!stored) {
       changes.push({ action: 'create', ...named });
       writes.push({ record });
     } else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan) {
@@ -264,7 +273,7 @@ export interface DeclaredQuotasPlan {
  * @throws ConfigError when one cannot be written without taking away what the admin API made
  */
 export function planDeclaredQuotas(
-  repository: Pick<QuotaRepository, 'all' | 'writeAll'>,
+  repository: Pick<QuotaRepository, 'all' | 'refused' | 'writeAll'>,
   config: {
     quotas: readonly DeclaredQuota[];
     applications: ReadonlyArray<{ id: string; plan?: string | undefined }>;
@@ -272,7 +281,7 @@ export function planDeclaredQuotas(
 ): DeclaredQuotasPlan {
   const declared = [...config.quotas, ...declaredMemberships(config.applications)];
   const before = repository.all();
-  const { changes, writes, problems } = planQuotas(before, declared);
+  const { changes, writes, problems } = planQuotas(repository, declared);
   if (problems.length > 0) throw new ConfigError(problems.map((problem) => `quotas: ${problem}`));
   return {
     changes,

@@ -185,9 +185,11 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
 
   async writeAll(writes: readonly QuotaWrite[]): Promise<void> {
     if (writes.length === 0) return;
-    // A replacement keeps the application of the record it replaces: the ETag says it is the one read.
+    // A replacement keeps the application of the record it replaces (one the schema refuses too): the
+    // ETag says it is the one read.
+    const ownerOf = (id: string) => this.refusedRecords.get(id)?.application ?? this.get(id)?.application;
     const records = writes.map(({ record, etag }) =>
-      etag === undefined ? record : replacing(record, this.get(record.quota.id)?.application),
+      etag === undefined ? record : replacing(record, ownerOf(record.quota.id)),
     );
     const definitions = records.map((record, i) => {
       const { etag } = writes[i]!;

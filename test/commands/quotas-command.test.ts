@@ -279,18 +279,23 @@ describe('what gateway quotas prints', () => {
   it('writes only the export or the report to stdout, and what it logs to stderr as sentences, never JSON lines', async () => {
     const store = redisStore();
     const dir = configDir(store);
-    // A definition this gateway refuses: the store logs an error whenever it loads the set.
-    await redis().hset(`${store.prefix}{quotas}:definitions`, randomUUID(), 'not a quota');
+    // A definition this gateway refuses: the store logs an error whenever it loads the set, and the
+    // import replaces it.
+    const unreadable = randomUUID();
+    await redis().hset(`${store.prefix}{quotas}:definitions`, unreadable, 'not a quota');
+    const fixed = { id: unreadable, type: 'API', name: 'Fixed', restrictions: [] };
     const exported = await quotas(dir, 'export');
     expect(exported.code).toBe(0);
     expect(Object.keys(YAML.parse(exported.stdout) as object)).toEqual(['quotas']);
-    const imported = await quotas(dir, 'import', scratch('quotas.yaml', YAML.stringify(quotaFile)));
+    const file = scratch('quotas.yaml', YAML.stringify({ quotas: [...quotaFile.quotas, fixed] }));
+    const imported = await quotas(dir, 'import', file);
     expect(imported.code).toBe(0);
     expect(imported.stdout.trim().split('\n')).toEqual([
       `replaced ${systemQuotaId} System`,
       'created 7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f Pets',
       `created a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d Mobile (application ${mobile.id})`,
-      '2 to create, 1 to replace, 0 unchanged',
+      `replaced ${unreadable} Fixed`,
+      '2 to create, 2 to replace, 0 unchanged',
     ]);
     for (const { stderr } of [exported, imported]) {
       expect(stderr).toMatch(
