@@ -41,6 +41,7 @@ function sentenceOf(line: string): string {
 
 function textOf(value: unknown): string {
   if (typeof value === 'string') return value;
+  if (Array.isArray(value)) return value.map(textOf).join('; ');
   const message = (value as { message?: unknown } | null)?.message;
   return typeof message === 'string' ? message : JSON.stringify(value);
 }

@@ -297,6 +297,7 @@ describe('what gateway quotas prints', () => {
       `replaced ${unreadable} Fixed`,
       '2 to create, 2 to replace, 0 unchanged',
     ]);
+    expect(exported.stderr).toContain(`(id: ${unreadable}, problems: not JSON)`);
     for (const { stderr } of [exported, imported]) {
       expect(stderr).toMatch(
         /^gateway quotas: error: a stored quota definition breaks the quota schema; it is not enforced/m,
