@@ -157,11 +157,11 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     '/applications/:id/quota',
     applicationSchema(
       'getApplicationQuota',
-      "An application's quota: its own, else the plan it is on (with `plan`), else the Application Default",
+      "An application's quota: its own, else the plan it is on (with `plan`), else the Application Default; one no longer in conf/ or the directory too, while a quota is stored for it",
       { 200: quotaAnswer('The quota') },
     ),
     async (request: IdRequest, reply) => {
-      const applicationId = await kit.application(request.params.id);
+      const applicationId = await kit.applicationOrLeaver(request.params.id);
       const refused = kit.refusedWith((candidate) => candidate.application === applicationId);
       if (refused) throw unreadable(refused);
       return answer(reply, repository.ofApplication(applicationId) ?? kit.found(applicationDefaultQuotaId));
@@ -238,13 +238,13 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     '/applications/:id/quota',
     applicationSchema(
       'deleteApplicationQuota',
-      'Return an application to the Application Default quota (from its own quota, or off its plan)',
+      'Return an application to the Application Default quota (from its own quota, or off its plan); one no longer in conf/ or the directory too, named by its id as stored',
       { 204: { description: 'Deleted', type: 'null' } },
       { ifMatch: true },
     ),
     async (request: IdRequest, reply) => {
       requireAdmin(request);
-      const applicationId = await kit.application(request.params.id);
+      const applicationId = await kit.applicationOrLeaver(request.params.id);
       noteApplication(request, applicationId);
       requireUndeclaredPlan(applicationId);
       const current = await ownQuota(applicationId);

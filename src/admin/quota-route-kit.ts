@@ -228,4 +228,21 @@ export class QuotaRouteKit {
     if ('unknown' in identification) throw new AdminError(404, [identification.unknown]);
     return identification.identity;
   }
+
+  /**
+   * The application `id` names, to read or take away its quota: as `application` finds it, else, when
+   * nothing answers to `id` any more (an application dropped from conf/, an LDAP entry gone from the
+   * directory), the one whose quota is stored under exactly `id`, so that it can still be taken off its
+   * plan and the plan deleted.
+   */
+  async applicationOrLeaver(id: string): Promise<string> {
+    try {
+      return await this.application(id);
+    } catch (error) {
+      const stored =
+        this.repository.ofApplication(id) ?? this.refusedWith((candidate) => candidate.application === id);
+      if (error instanceof AdminError && error.status === 404 && stored) return id;
+      throw error;
+    }
+  }
 }

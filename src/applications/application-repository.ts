@@ -19,9 +19,28 @@ export interface ApplicationRepository {
   update(id: string, change: (current: StoredApplication) => StoredApplication): Promise<StoredApplication>;
   /** @throws ApplicationNotFound */
   remove(id: string): Promise<void>;
+  /**
+   * Writes every application of `writes`, or none: one atomic, durable write, made only when each is
+   * still as `previous` says it was read (undefined: absent).
+   * @throws ApplicationChanged, ApplicationStoreUnavailable; nothing is written then
+   */
+  writeAll(writes: readonly ApplicationWrite[]): Promise<void>;
   /** Called with the whole set after every change this process learns of. */
   onChange(listener: (applications: StoredApplication[]) => void): void;
   close(): Promise<void>;
+}
+
+/** One write of a batch: an application as it is to be, and as it was read (undefined: absent). */
+export interface ApplicationWrite {
+  application: StoredApplication;
+  previous: StoredApplication | undefined;
+}
+
+/** An application of a batch changed since it was read: nothing was written. */
+export class ApplicationChanged extends Error {
+  constructor(id: string) {
+    super(`application '${id}' changed since it was read`);
+  }
 }
 
 export class ApplicationNotFound extends Error {

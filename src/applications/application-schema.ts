@@ -7,9 +7,14 @@ import { z } from 'zod';
  * the gateway compares digests already.
  */
 
-const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, {
-  error: 'must be a lower-case UUID',
-});
+const uuid = z
+  .string({ error: 'must be a lower-case UUID' })
+  .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, {
+    error: 'must be a lower-case UUID',
+  });
+const createdOn = z
+  .int({ error: 'must be a whole number of milliseconds since the epoch' })
+  .nonnegative({ error: 'must be a whole number of milliseconds since the epoch' });
 
 export const environments = ['development', 'production'] as const;
 /** Which key of each application is in force: NODE_ENV=production selects `apikey_production`. */
@@ -18,11 +23,13 @@ export type Environment = (typeof environments)[number];
 export const storedKeySchema = z.strictObject({
   id: uuid,
   /** Hex SHA-256 of the key. */
-  digest: z.string().regex(/^[0-9a-f]{64}$/, { error: 'must be a hex SHA-256 digest' }),
-  environment: z.enum(environments),
-  enabled: z.boolean(),
+  digest: z
+    .string({ error: 'must be a hex SHA-256 digest' })
+    .regex(/^[0-9a-f]{64}$/, { error: 'must be a hex SHA-256 digest' }),
+  environment: z.enum(environments, { error: 'must be development or production' }),
+  enabled: z.boolean({ error: 'must be true or false' }),
   /** Milliseconds since the epoch. */
-  createdOn: z.int().nonnegative(),
+  createdOn,
 });
 
 const name = z
@@ -44,8 +51,10 @@ export const storedApplicationSchema = z.strictObject({
   name,
   description,
   enabled,
-  createdOn: z.int().nonnegative(),
-  keys: z.array(storedKeySchema).max(100),
+  createdOn,
+  keys: z
+    .array(storedKeySchema, { error: 'must be a list of keys' })
+    .max(100, { error: 'must be at most 100 keys' }),
 });
 
 /**

@@ -1,12 +1,15 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
 import type { Logger } from '../observe/log.js';
 import { readFileIfPresent, writeFileDurably, WriteQueue } from '../quota/durable-file.js';
 import {
+  ApplicationChanged,
   ApplicationNotFound,
   ApplicationStoreUnavailable,
   type ApplicationRepository,
+  type ApplicationWrite,
 } from './application-repository.js';
 import { storedApplicationSchema, type StoredApplication } from './application-schema.js';
 import { ApplicationSet } from './application-set.js';
@@ -74,6 +77,16 @@ export class FileApplicationRepository extends ApplicationSet implements Applica
   remove(id: string): Promise<void> {
     return this.write((all) => {
       if (!all.delete(id)) throw new ApplicationNotFound(id);
+    });
+  }
+
+  writeAll(writes: readonly ApplicationWrite[]): Promise<void> {
+    return this.write((all) => {
+      for (const { application, previous } of writes) {
+        if (!isDeepStrictEqual(all.get(application.id), previous))
+          throw new ApplicationChanged(application.id);
+        all.set(application.id, application);
+      }
     });
   }
 

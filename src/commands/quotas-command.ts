@@ -1,39 +1,48 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { z } from 'zod';
-import { applicationIdOf } from '../applications/application-ids.js';
 import { ApplicationDirectory } from '../applications/application-directory.js';
-import { openApplicationRepository } from '../stores/open-application-repository.js';
+import type { ApplicationRepository } from '../applications/application-repository.js';
+import {
+  exportedApplications,
+  planApplications,
+  writeQuotasThenApplications,
+  type ApplicationChange,
+} from '../applications/application-transfer.js';
+import {
+  ApplicationStoreCorrupt,
+  FileApplicationRepository,
+} from '../applications/file-application-repository.js';
+import { applicationsFileOf, openApplicationRepository } from '../stores/open-application-repository.js';
 import { ConfigError } from '../kit/config-error.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
-import { LogSecrets, createLogger, type Logger } from '../observe/log.js';
-import {
-  applyQuotas,
-  declarationsOf,
-  declaredListProblems,
-  declaredQuotaSchema,
-  planQuotas,
-  type DeclaredQuota,
-} from '../quota/declared-quotas.js';
+import { LogSecrets, type Logger } from '../observe/log.js';
+import { declarationsOf, planQuotas, type QuotaChange } from '../quota/declared-quotas.js';
 import { openQuotaRepository } from '../stores/open-quota-repository.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
-import { catalogIds } from '../quota/catalog-references.js';
 import { storeFileOwner } from '../quota/store-owner.js';
 import { fieldPath } from '../quota/schema-problems.js';
 import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
 import { secretValues } from '../kit/secret-redaction.js';
+import { commandLogger } from './command-log.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
+import { readImportFile } from './import-file.js';
+
+/** Everything a store holds, as a file declares it: what export writes and import reads. */
+interface StoreContent {
+  quotas: Array<Record<string, unknown>>;
+  applications: ReturnType<typeof exportedApplications>;
+}
 
 /**
- * Opens the quota store of the config as a gateway does (with the applications made through the admin
- * API, which quotas may belong to), for one command, and closes it after.
+ * Opens the stores of the config as a gateway does (the quotas, and the applications made through the
+ * admin API, which quotas may belong to), for one command, and closes them after.
  */
 async function withStore<T>(
   loaded: LoadedConfig,
   logger: Logger,
-  use: (repository: QuotaRepository, made: ApplicationDirectory) => Promise<T>,
+  use: (repository: QuotaRepository, applications: ApplicationRepository) => Promise<T>,
 ): Promise<T> {
   const { config } = loaded;
   const redis = await openStoreRedis(config.store, logger);
@@ -45,9 +54,7 @@ async function withStore<T>(
     try {
       const applications = await openApplicationRepository(config, redis, { logger, cwd: process.cwd() });
       try {
-        const made = new ApplicationDirectory();
-        made.follow(applications);
-        return await use(repository, made);
+        return await use(repository, applications);
       } finally {
         await applications.close();
       }
@@ -59,88 +66,73 @@ async function withStore<T>(
   }
 }
 
-/** The quotas of a memory store's file (`store.file`), as a file declares them. */
-async function fromQuotaFile(file: string, logger: Logger): Promise<Array<Record<string, unknown>>> {
+/**
+ * What a memory store's files hold: the quotas of `file` (`store.file`) and the applications of
+ * `applicationsFile` (none when that file is absent).
+ */
+async function fromStoreFiles(file: string, applicationsFile: string, logger: Logger): Promise<StoreContent> {
   if (!existsSync(file)) throw new UsageError(`--from-file: ${file} does not exist`);
-  const repository = new FileQuotaRepository(file, logger);
+  const quotas = new FileQuotaRepository(file, logger);
+  const applications = new FileApplicationRepository(applicationsFile, logger);
   try {
-    await repository.open();
+    await quotas.open();
+    await applications.open();
   } catch (error) {
-    if (error instanceof QuotaStoreCorrupt) throw new ConfigError([error.message]);
+    if (error instanceof QuotaStoreCorrupt || error instanceof ApplicationStoreCorrupt)
+      throw new ConfigError([error.message]);
     throw error;
+  } finally {
+    await Promise.all([quotas.close(), applications.close()]);
   }
-  const quotas = declarationsOf(repository.all());
-  await repository.close();
-  return quotas;
+  return { quotas: declarationsOf(quotas.all()), applications: exportedApplications(applications.all()) };
 }
 
-/**
- * The quotas of an import file (a `quotas` list, or the list alone; YAML or JSON), checked against the
- * catalog and applications of the config: every mistake at once, named by file and key path.
- * @throws ConfigError
- */
-export function readQuotaFile(
-  file: string,
-  loaded: LoadedConfig,
-  made: ApplicationDirectory,
-): DeclaredQuota[] {
-  let document: unknown;
-  try {
-    document = YAML.parse(readFileSync(file, 'utf8'));
-  } catch (error) {
-    throw new ConfigError([`${file}: cannot read: ${(error as Error).message.split('\n')[0]}`]);
-  }
-  const list = Array.isArray(document) ? document : (document as { quotas?: unknown } | null)?.quotas;
-  const prefix = Array.isArray(document) ? '' : 'quotas';
-  const { config } = loaded;
-  const schema = z.array(
-    declaredQuotaSchema(() => catalogIds(config.apis)),
-    { error: 'must be a list of quotas' },
+/** The lines of an import's report: each change, then how many of each (`what`: "" for quotas). */
+function reportLines(
+  changes: ReadonlyArray<QuotaChange | ApplicationChange>,
+  dryRun: boolean,
+  what: string,
+): string[] {
+  const verb = {
+    create: dryRun ? 'would create' : 'created',
+    replace: dryRun ? 'would replace' : 'replaced',
+    unchanged: 'unchanged',
+  };
+  const lines = changes.map((change) => {
+    const owned = 'application' in change && change.application ? ` (application ${change.application})` : '';
+    return `${verb[change.action]} ${what}${change.id} ${change.name}${owned}`;
+  });
+  const count = (action: string) => changes.filter((change) => change.action === action).length;
+  const kind = what === '' ? '' : `${what.trim()}s `;
+  lines.push(
+    `${dryRun ? 'dry run: nothing written; ' : ''}${count('create')} ${kind}to create, ${count('replace')} to replace, ${count('unchanged')} unchanged`,
   );
-  const parsed = schema.safeParse(list);
-  const at = (path: ReadonlyArray<PropertyKey>) =>
-    `${file}: ${fieldPath([...(prefix ? [prefix] : []), ...path]) || 'quotas'}`;
-  const problems = parsed.success
-    ? []
-    : parsed.error.issues.map((issue) => `${at(issue.path)}: ${issue.message}`);
-  if (Array.isArray(list)) {
-    const named = list.filter(
-      (item): item is { id: string; application?: string } =>
-        typeof (item as { id?: unknown })?.id === 'string',
-    );
-    problems.push(
-      ...declaredListProblems(named, prefix).map(({ path, message }) => `${at(path)}: ${message}`),
-    );
-    list.forEach((item, i) => {
-      const application = (item as { application?: unknown } | null)?.application;
-      if (typeof application === 'string' && applicationIdOf(config, application, made) === null)
-        problems.push(
-          `${at([i, 'application'])}: no application has id '${application}' (in conf/ or made through the admin API)`,
-        );
-    });
-  }
-  if (!parsed.success || problems.length > 0) throw new ConfigError(problems);
-  return parsed.data;
+  return lines;
 }
 
 export const quotasCommand: Command = {
-  summary: 'export the quotas of the store, or import them from a file',
-  help: `Usage: gateway quotas export [--config-dir DIR] [--format yaml|json] [--from-file FILE]
+  summary: 'export the quotas and applications of the store, or import them from a file',
+  help: `Usage: gateway quotas export [--config-dir DIR] [--format yaml|json] [--from-file FILE [--applications-file FILE]]
        gateway quotas import FILE [--config-dir DIR] [--dry-run]
 
-export   writes every quota of the config's store (the memory store's file, or Redis) to standard
-         output as a \`quotas\` list: the QuotaDTO of each, with its id and, for an application's own
-         quota, its application; an application on a plan as its record's id, application and plan.
-         It is what \`quotas\` in conf/ and \`import\` read. With
-         --from-file, from that memory store's file instead (to move to Redis): no config is read.
-import   reads FILE (YAML or JSON: a \`quotas\` list, or the list alone), checks every quota against
-         the catalog and the applications of the config (all mistakes at once), and writes those that
-         are new or changed into the store; quotas the file does not name are left alone. An
+export   writes everything the config's store holds (the memory store's files, or Redis) to standard
+         output: a \`quotas\` list (the QuotaDTO of each, with its id and, for an application's own
+         quota, its application; an application on a plan as its record's id, application and plan),
+         and an \`applications\` list of the applications made through the admin API as stored (their
+         keys as SHA-256 digests, never a key). The quotas are what \`quotas\` in conf/ reads; the whole
+         is what \`import\` reads. With --from-file, from that memory store's file instead (to move to
+         Redis; no config is read), and the applications from --applications-file (default:
+         applications.json beside it).
+import   reads FILE (YAML or JSON: what export wrote, or a list of quotas alone), checks everything
+         against the catalog and the applications of the config (all mistakes at once), and writes what is
+         new or changed into the store; quotas and applications the file does not name are left alone.
+         The quotas are written all or none, in one write, then the applications likewise. An
          application that has another quota of its own is a mistake, not an overwrite. With Redis the
-         running gateways see the change within a second; the memory store's file belongs to its
-         running gateway (it marks the file so), so import refuses while that gateway runs.
+         running gateways see the change within a second; the memory store's files belong to its running
+         gateway (it marks them so), so import refuses while that gateway runs.
 --dry-run  prints what import would do, and writes nothing.
 
+Standard output holds only the export, or the report; warnings go to standard error.
 Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a file with mistakes.`,
   async run(argv) {
     const { values, positionals } = parseOptions(
@@ -150,6 +142,7 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
         format: { type: 'string', default: 'yaml' },
         'dry-run': { type: 'boolean', default: false },
         'from-file': { type: 'string' },
+        'applications-file': { type: 'string' },
       },
       true,
     );
@@ -162,26 +155,45 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
     if (action !== 'export' && action !== 'import') throw new UsageError('say export or import (see --help)');
     if (values.format !== 'yaml' && values.format !== 'json')
       throw new UsageError('--format must be yaml or json');
-    const write = (quotas: Array<Record<string, unknown>>) =>
-      process.stdout.write(
-        values.format === 'json' ? `${JSON.stringify({ quotas }, null, 2)}\n` : YAML.stringify({ quotas }),
-      );
     const fromFile = values['from-file'];
+    const applicationsFile = values['applications-file'];
+    if (applicationsFile !== undefined && (action !== 'export' || !fromFile))
+      throw new UsageError('--applications-file goes with export --from-file');
+    const write = ({ quotas, applications }: StoreContent) => {
+      const content = applications.length > 0 ? { quotas, applications } : { quotas };
+      process.stdout.write(
+        values.format === 'json' ? `${JSON.stringify(content, null, 2)}\n` : YAML.stringify(content),
+      );
+    };
     if (action === 'export' && fromFile) {
-      // A memory store's file alone: no config is read, so none (keys, users) needs to be complete.
-      const logger = createLogger({ level: 'warn', destination: process.stderr });
-      write(await fromQuotaFile(path.resolve(fromFile), logger));
+      // A memory store's files alone: no config is read, so none (keys, users) needs to be complete.
+      const quotaFile = path.resolve(fromFile);
+      if (applicationsFile !== undefined && !existsSync(applicationsFile))
+        throw new UsageError(`--applications-file: ${applicationsFile} does not exist`);
+      write(
+        await fromStoreFiles(
+          quotaFile,
+          applicationsFile === undefined
+            ? applicationsFileOf({ file: quotaFile }, process.cwd())
+            : path.resolve(applicationsFile),
+          commandLogger('quotas'),
+        ),
+      );
       return exitCode.ok;
     }
     const loaded = await loadConfig({ configDir: values['config-dir'] });
-    const logger = createLogger({
-      level: 'warn',
-      destination: process.stderr,
-      secrets: new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config })),
-    });
+    const logger = commandLogger(
+      'quotas',
+      new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config })),
+    );
 
     if (action === 'export') {
-      write(await withStore(loaded, logger, async (repository) => declarationsOf(repository.all())));
+      write(
+        await withStore(loaded, logger, async (repository, applications) => ({
+          quotas: declarationsOf(repository.all()),
+          applications: exportedApplications(applications.all()),
+        })),
+      );
       return exitCode.ok;
     }
 
@@ -195,24 +207,32 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
       return exitCode.failure;
     }
     const dryRun = values['dry-run'];
-    await withStore(loaded, logger, async (repository, made) => {
-      const wanted = readQuotaFile(file, loaded, made);
-      const { changes, problems } = planQuotas(repository.all(), wanted);
+    await withStore(loaded, logger, async (repository, applications) => {
+      const made = new ApplicationDirectory();
+      made.follow(applications);
+      const wanted = readImportFile(file, loaded.config, made);
+      const quotas = planQuotas(repository, wanted.quotas);
+      const moved =
+        wanted.applications &&
+        planApplications(applications.all(), wanted.applications, loaded.config.applications, 'applications');
+      const problems = [
+        ...quotas.problems,
+        ...(moved?.problems ?? []).map(
+          ({ path, message }) => `${fieldPath(['applications', ...path])}: ${message}`,
+        ),
+      ];
       if (problems.length > 0) throw new ConfigError(problems.map((problem) => `${file}: ${problem}`));
-      if (!dryRun) await applyQuotas(repository, wanted, changes);
-      const verb = {
-        create: dryRun ? 'would create' : 'created',
-        replace: dryRun ? 'would replace' : 'replaced',
-        unchanged: 'unchanged',
-      };
-      for (const change of changes) {
-        const owned = change.application ? ` (application ${change.application})` : '';
-        process.stdout.write(`${verb[change.action]} ${change.id} ${change.name}${owned}\n`);
-      }
-      const count = (action: string) => changes.filter((change) => change.action === action).length;
-      process.stdout.write(
-        `${dryRun ? 'dry run: nothing written; ' : ''}${count('create')} to create, ${count('replace')} to replace, ${count('unchanged')} unchanged\n`,
-      );
+      if (!dryRun)
+        await writeQuotasThenApplications(
+          { quotas: repository, applications },
+          quotas.writes,
+          moved?.writes ?? [],
+        );
+      const lines = [
+        ...reportLines(quotas.changes, dryRun, ''),
+        ...(moved ? reportLines(moved.changes, dryRun, 'application ') : []),
+      ];
+      process.stdout.write(`${lines.join('\n')}\n`);
     });
     return exitCode.ok;
   },

@@ -10,8 +10,8 @@ import {
   type QuotaRecord,
   type StoredQuota,
 } from './model.js';
-import type { QuotaRepository } from './quota-repository.js';
-import { membershipRecord, notAPlan } from './plans.js';
+import type { QuotaRepository, QuotaWrite } from './quota-repository.js';
+import { membershipRecord, notAPlan, planRuleBroken } from './plans.js';
 import { anyCaseUuid, quotaDtoSchema, type CatalogSource, type QuotaDto } from './quota-schema.js';
 
 /**
@@ -181,24 +181,31 @@ function recordOf(declared: DeclaredQuota): QuotaRecord {
 }
 
 /**
- * What writing `wanted` into a store that holds `current` does, quota by quota, and what cannot be done
- * (a well-known quota given another type; an application that has another quota of its own, made
- * through the admin API: the file would take it away silently).
+ * What writing `wanted` into `store` does, quota by quota, the writes that do it
+ * (for one `writeAll`: all or none), and what cannot be done: a well-known quota given another type; an
+ * application that has another quota of its own, made through the admin API (the file would take it
+ * away silently); a rule of plans broken by the set as the whole list leaves it (a membership naming no
+ * plan, or a plan made into something else while an application stays on it), whatever the order.
  */
 export function planQuotas(
-  current: readonly StoredQuota[],
+  store: Pick<QuotaRepository, 'all' | 'refused'>,
   wanted: readonly DeclaredQuota[],
-): { changes: QuotaChange[]; problems: string[] } {
+): { changes: QuotaChange[]; writes: QuotaWrite[]; problems: string[] } {
+  const current = store.all();
   const byId = new Map(current.map((record) => [record.quota.id, record]));
-  // A membership may name a plan the same list declares: it is written first (see applyQuotas).
+  // A stored text the quota schema refuses is replaced (by its own ETag), never created over.
+  const unreadable = new Map(store.refused().map((refused) => [refused.id, refused]));
   const after = new Map<string, QuotaRecord>([
     ...byId,
     ...wanted.map((declared) => [declared.id, recordOf(declared)] as const),
   ]);
   const changes: QuotaChange[] = [];
+  const writes: QuotaWrite[] = [];
   const problems: string[] = [];
   for (const declared of wanted) {
+    // A well-known quota the schema refuses reads as its default: its type is the one to keep.
     const stored = byId.get(declared.id);
+    const refused = unreadable.get(declared.id);
     const record = recordOf(declared);
     const named = {
       id: declared.id,
@@ -216,9 +223,10 @@ export function planQuotas(
       );
       continue;
     }
-    if (stored && stored.application !== declared.application) {
+    const owner = refused ? refused.application : stored?.application;
+    if ((refused || stored) && owner !== declared.application) {
       problems.push(
-        `quota '${declared.id}': is stored as the own quota of ${stored.application ? `application '${stored.application}'` : 'no application'}, not of ${declared.application ? `'${declared.application}'` : 'none'}`,
+        `quota '${declared.id}': is stored as the own quota of ${owner ? `application '${owner}'` : 'no application'}, not of ${declared.application ? `'${declared.application}'` : 'none'}`,
       );
       continue;
     }
@@ -233,40 +241,26 @@ export function planQuotas(
         continue;
       }
     }
-    if (!stored) changes.push({ action: 'create', ...named });
-    else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan)
+    // The plan's own message names it, the applications on it, and the way to take them off.
+    const inUse = planRuleBroken(after, declared.id, record);
+    if (inUse) {
+      problems.push(inUse);
+      continue;
+    }
+    if (refused) {
+      changes.push({ action: 'replace', ...named });
+      writes.push({ record, etag: refused.etag });
+    } else if (!stored) {
+      changes.push({ action: 'create', ...named });
+      writes.push({ record });
+    } else if (isDeepStrictEqual(stored.quota, record.quota) && stored.plan === record.plan) {
       changes.push({ action: 'unchanged', ...named });
-    else changes.push({ action: 'replace', ...named });
-  }
-  return { changes, problems };
-}
-
-/**
- * Writes the declarations a plan creates or replaces, one by one; unchanged ones are left alone.
- * @throws Error saying how many were written when the store fails part way (each write is atomic, the
- * whole is not): writing the same file again completes it
- */
-export async function applyQuotas(
-  repository: Pick<QuotaRepository, 'create' | 'replace'>,
-  wanted: readonly DeclaredQuota[],
-  changes: readonly QuotaChange[],
-): Promise<void> {
-  const byId = new Map(wanted.map((declared) => [declared.id, declared]));
-  // Plans before the memberships that name them.
-  const writes = changes
-    .filter((change) => change.action !== 'unchanged')
-    .sort((a, b) => Number(isMembership(byId.get(a.id)!)) - Number(isMembership(byId.get(b.id)!)));
-  for (const [written, change] of writes.entries()) {
-    const record = recordOf(byId.get(change.id)!);
-    try {
-      if (change.action === 'create') await repository.create(record);
-      else await repository.replace(record);
-    } catch (error) {
-      throw new Error(
-        `${written} of ${writes.length} quotas were written when the store failed at quota '${change.id}' (${(error as Error).message}); the others were not: write them again`,
-      );
+    } else {
+      changes.push({ action: 'replace', ...named });
+      writes.push({ record, etag: stored.etag });
     }
   }
+  return { changes, writes, problems };
 }
 
 /** The stored quotas as a file declares them: what `gateway quotas export` writes. */
@@ -283,7 +277,7 @@ export function declarationsOf(records: readonly StoredQuota[]): Array<Record<st
 /** The quotas of conf/, checked against the store and ready to be written. */
 export interface DeclaredQuotasPlan {
   changes: QuotaChange[];
-  /** Writes the new and changed ones, and logs each (a replaced one with what the store held). */
+  /** Writes the new and changed ones, all or none, and logs each (a replaced one with what the store held). */
   apply(logger: Logger): Promise<void>;
 }
 
@@ -293,7 +287,7 @@ export interface DeclaredQuotasPlan {
  * @throws ConfigError when one cannot be written without taking away what the admin API made
  */
 export function planDeclaredQuotas(
-  repository: Pick<QuotaRepository, 'all' | 'create' | 'replace'>,
+  repository: Pick<QuotaRepository, 'all' | 'refused' | 'writeAll'>,
   config: {
     quotas: readonly DeclaredQuota[];
     applications: ReadonlyArray<{ id: string; plan?: string | undefined }>;
@@ -301,12 +295,12 @@ export function planDeclaredQuotas(
 ): DeclaredQuotasPlan {
   const declared = [...config.quotas, ...declaredMemberships(config.applications)];
   const before = repository.all();
-  const { changes, problems } = planQuotas(before, declared);
+  const { changes, writes, problems } = planQuotas(repository, declared);
   if (problems.length > 0) throw new ConfigError(problems.map((problem) => `quotas: ${problem}`));
   return {
     changes,
     async apply(logger) {
-      await applyQuotas(repository, declared, changes);
+      await repository.writeAll(writes);
       for (const change of changes) {
         if (change.action === 'create')
           logger.info({ quota: change.id, name: change.name }, 'declared quota created');

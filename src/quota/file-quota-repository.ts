@@ -10,11 +10,12 @@ import {
   QuotaStoreCorrupt,
   QuotaWriteFailed,
   type QuotaRepository,
+  type QuotaWrite,
 } from './quota-repository.js';
 import { notAPlan, planRuleBroken } from './plans.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
 import { claimStoreFile } from './store-owner.js';
-import { parseRecord, serializeRecord, stored } from './stored-records.js';
+import { parseRecord, replacing, serializeRecord, stored } from './stored-records.js';
 
 const formatVersion = 1;
 
@@ -22,6 +23,15 @@ const formatVersion = 1;
 function keepPlanRules(records: ReadonlyMap<string, QuotaRecord>, id: string, next: QuotaRecord | undefined) {
   const broken = planRuleBroken(records, id, next);
   if (broken) throw new QuotaConflict(broken);
+}
+
+/** @throws QuotaConflict when the application of `record` has a quota in `records` already. */
+function refuseSecondQuota(records: ReadonlyMap<string, QuotaRecord>, record: QuotaRecord) {
+  if (
+    record.application &&
+    [...records.values()].some((existing) => existing.application === record.application)
+  )
+    throw new QuotaConflict(`application '${record.application}' already has a quota`);
 }
 
 /**
@@ -64,12 +74,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
 
   create(record: QuotaRecord): Promise<StoredQuota> {
     return this.write((records) => {
-      if (
-        record.application &&
-        [...records.values()].some((existing) => existing.application === record.application)
-      ) {
-        throw new QuotaConflict(`application '${record.application}' already has a quota`);
-      }
+      refuseSecondQuota(records, record);
       keepPlanRules(records, record.quota.id, record);
       const created = stored(record);
       records.set(record.quota.id, created);
@@ -80,11 +85,7 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
   replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota> {
     return this.write((records) => {
       const current = this.current(records, record.quota.id, ifMatch);
-      const replaced = stored({
-        quota: record.quota,
-        ...(current.application ? { application: current.application } : {}),
-        ...(record.plan === undefined ? {} : { plan: record.plan }),
-      });
+      const replaced = stored(replacing(record, current.application));
       keepPlanRules(records, record.quota.id, replaced);
       records.set(record.quota.id, replaced);
       return replaced;
@@ -96,6 +97,20 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       this.current(records, id, ifMatch);
       keepPlanRules(records, id, undefined);
       records.delete(id);
+    });
+  }
+
+  writeAll(writes: readonly QuotaWrite[]): Promise<void> {
+    return this.write((records) => {
+      for (const { record, etag } of writes) {
+        const id = record.quota.id;
+        const current = records.get(id);
+        if (etag === undefined ? current !== undefined : current?.etag !== etag)
+          throw new QuotaPreconditionFailed(id);
+        if (current === undefined) refuseSecondQuota(records, record);
+        records.set(id, stored(current === undefined ? record : replacing(record, current.application)));
+      }
+      for (const { record } of writes) keepPlanRules(records, record.quota.id, records.get(record.quota.id));
     });
   }
 

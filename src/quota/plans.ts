@@ -53,10 +53,29 @@ export function membersByPlan(records: Iterable<QuotaRecord>): Map<string, numbe
   return members;
 }
 
-/** What a write that would leave applications on no plan is told. */
-export function planInUse(id: string, members: number): string {
-  const applications = members === 1 ? '1 application is' : `${members} applications are`;
-  return `quota '${id}' is a plan that ${applications} on; take them off it first (DELETE /applications/{id}/quota, or put them on another plan)`;
+/** The applications `records` put on plan `id`, in the order of their ids. */
+export function membersOf(records: Iterable<QuotaRecord>, id: string): string[] {
+  const members: string[] = [];
+  for (const record of records) if (record.plan === id) members.push(record.application ?? '');
+  return members.sort();
+}
+
+/** How many applications on a plan a refusal names; it counts the others. */
+const namedMembers = 10;
+
+/**
+ * What a write that would leave applications on no plan is told: who they are (`named`, the first
+ * `namedMembers` of `count`), and the way to take each off, which works whatever says the application
+ * no longer exists (an application gone from conf/, an LDAP entry gone from the directory).
+ */
+export function planInUse(id: string, named: readonly string[], count = named.length): string {
+  const applications = count === 1 ? '1 application is' : `${count} applications are`;
+  const listed = named
+    .slice(0, namedMembers)
+    .map((application) => `'${application}'`)
+    .join(', ');
+  const others = count > namedMembers ? `, and ${count - namedMembers} more` : '';
+  return `quota '${id}' is a plan that ${applications} on (${listed}${others}); take each off it first with DELETE /applications/{id}/quota (an application gone from conf/ or from the directory too), or put it on another plan`;
 }
 
 /**
@@ -74,6 +93,6 @@ export function planRuleBroken(
     if (problem) return problem;
   }
   if (next !== undefined && isPlan(next)) return undefined;
-  const members = membersByPlan(records.values()).get(id);
-  return members === undefined ? undefined : planInUse(id, members);
+  const members = membersOf(records.values(), id);
+  return members.length === 0 ? undefined : planInUse(id, members);
 }

@@ -31,9 +31,24 @@ export interface QuotaRepository {
   replace(record: QuotaRecord, ifMatch?: string): Promise<StoredQuota>;
   /** @throws QuotaNotFound, QuotaPreconditionFailed, QuotaConflict for a plan applications are on */
   remove(id: string, ifMatch?: string): Promise<void>;
+  /**
+   * Writes every record of `writes`, or none: one atomic, durable write. A creation needs its id free and
+   * its application without a quota; a replacement needs the ETag it names, and keeps the application
+   * of the record it replaces. The rules of plans are checked on the set as the whole batch leaves it,
+   * so the order of the writes does not matter.
+   * @throws QuotaPreconditionFailed (an id taken, changed or gone since it was read), QuotaConflict (an
+   * application with a quota already, a rule of plans), or the store's failures; nothing is written then
+   */
+  writeAll(writes: readonly QuotaWrite[]): Promise<void>;
   /** Called with the whole set after every change this process learns of. */
   onChange(listener: (quotas: StoredQuota[]) => void): void;
   close(): Promise<void>;
+}
+
+/** One write of a batch: a record to create (no `etag`), or to replace if it still has `etag`. */
+export interface QuotaWrite {
+  record: QuotaRecord;
+  etag?: string;
 }
 
 /** A stored definition that the quota schema refuses, with every problem it has and its text as stored. */

@@ -42,3 +42,12 @@ export function parseRecord(value: unknown): { record: QuotaRecord } | { problem
 export function stored(record: QuotaRecord): StoredQuota {
   return { ...record, etag: etagOf(serializeRecord(record)) };
 }
+
+/** `record` as it replaces a stored record of `application`: a replacement keeps the application. */
+export function replacing(record: QuotaRecord, application: string | undefined): QuotaRecord {
+  return {
+    quota: record.quota,
+    ...(application === undefined ? {} : { application }),
+    ...(record.plan === undefined ? {} : { plan: record.plan }),
+  };
+}

@@ -12,7 +12,10 @@ import {
 import { RedisApplicationRepository } from './redis-application-repository.js';
 
 /** The file of the memory store's applications: `store.applicationsFile`, else beside `store.file`. */
-export function applicationsFileOf(store: Readonly<MemoryStoreConfig>, cwd: string): string {
+export function applicationsFileOf(
+  store: Readonly<Pick<MemoryStoreConfig, 'file' | 'applicationsFile'>>,
+  cwd: string,
+): string {
   return path.resolve(
     cwd,
     store.applicationsFile ?? path.join(path.dirname(store.file), 'applications.json'),

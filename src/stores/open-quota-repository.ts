@@ -1,4 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError } from '../kit/config-error.js';
 import type { Config, RedisStoreConfig } from '../config/schema.js';
@@ -6,15 +5,16 @@ import type { Logger } from '../observe/log.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { planDeclaredQuotas } from '../quota/declared-quotas.js';
 import { DefinitionsSnapshot } from '../quota/definitions-snapshot.js';
-import { wellKnownQuotaIds } from '../quota/model.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
 import { RedisQuotaRepository } from './redis-quota-repository.js';
+import { hintAtUnmovedMemoryStore } from './unmoved-memory-store.js';
 
 /**
  * The repository of `store.type`, opened: the well-known quotas exist when this resolves, and with
- * `declare` (a gateway's start; not a command's) the quotas of conf/ are written into it and the memory
- * store's file is marked as this gateway's.
+ * `declare` (a gateway's start; not a command's) the quotas of conf/ are written into it, the memory
+ * store's file is marked as this gateway's, and a Redis store that a memory store's files were not moved
+ * into says how to move them.
  * @throws ConfigError when the stored definitions cannot be read, or a declared quota cannot be written
  * (the start fails with exit 2; the store is left as it is).
  */
@@ -47,34 +47,9 @@ export async function openQuotaRepository(
     await repository.close();
     throw error;
   }
-  if (redis) migrationHint(repository, path.resolve(context.cwd, store.file), logger);
+  if (redis && store.type === 'redis' && context.declare)
+    await hintAtUnmovedMemoryStore(repository, redis, store, context.cwd, logger);
   return repository;
-}
-
-/**
- * A Redis store that holds only the untouched well-known quotas, beside a memory store's file that holds
- * more: someone switched stores, and the file's quotas are not carried over by themselves.
- */
-function migrationHint(repository: QuotaRepository, file: string, logger: Logger): void {
-  const untouched = repository
-    .all()
-    .every((record) => wellKnownQuotaIds.has(record.quota.id) && record.quota.restrictions.length === 0);
-  if (!untouched || !existsSync(file)) return;
-  let held: unknown[] = [];
-  try {
-    held = (JSON.parse(readFileSync(file, 'utf8')) as { quotas?: unknown[] }).quotas ?? [];
-  } catch {
-    return;
-  }
-  const own = held.filter((value) => {
-    const record = value as { id?: string; restrictions?: unknown[] } | null;
-    return !wellKnownQuotaIds.has(record?.id ?? '') || (record?.restrictions?.length ?? 0) > 0;
-  });
-  if (own.length === 0) return;
-  logger.warn(
-    { file, quotas: own.length },
-    `Redis holds no quotas yet, but the memory store's file holds ${own.length}: they are not carried over by themselves. To move them: gateway quotas export --from-file ${file} > quotas.yaml, then gateway quotas import quotas.yaml`,
-  );
 }
 
 /**

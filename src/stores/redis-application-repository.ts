@@ -1,11 +1,15 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from '../observe/log.js';
 import { WriteQueue } from '../quota/durable-file.js';
 import { ReloadLoop } from '../quota/reload-loop.js';
 import { duplicateConnection, firstConnection, type RedisConnection } from '../redis/connect-redis.js';
+import { readLuaScript } from '../redis/lua-script.js';
 import {
+  ApplicationChanged,
   ApplicationNotFound,
   ApplicationStoreUnavailable,
   type ApplicationRepository,
+  type ApplicationWrite,
 } from '../applications/application-repository.js';
 import { storedApplicationSchema, type StoredApplication } from '../applications/application-schema.js';
 import { ApplicationSet } from '../applications/application-set.js';
@@ -22,6 +26,13 @@ redis.call('PUBLISH', ARGV[4], ARGV[1])
 return 1`;
 
 const casAttempts = 10;
+
+/** The hash of the applications made through the portal API in the Redis store of `prefix`. */
+export const applicationsKeyOf = (prefix: string) => `${prefix}applications`;
+
+interface ApplicationScripts {
+  applicationsWriteAll(key: string, channel: string, ...triples: string[]): Promise<0 | 1>;
+}
 
 /**
  * `store.type: "redis"`: the applications in one Redis hash under the store's prefix (id → JSON), shared
@@ -45,7 +56,11 @@ export class RedisApplicationRepository extends ApplicationSet implements Applic
     private readonly logger: Logger,
   ) {
     super();
-    this.key = `${prefix}applications`;
+    this.key = applicationsKeyOf(prefix);
+    redis.defineCommand('applicationsWriteAll', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'applications-write-all'),
+    });
     this.channel = `${prefix}applications:changed`;
     this.reloads = new ReloadLoop(() => this.load(), {
       onFailure: (error, failures, retryInMs) => {
@@ -108,6 +123,31 @@ export class RedisApplicationRepository extends ApplicationSet implements Applic
         return true;
       }).then(() => undefined),
     );
+  }
+
+  writeAll(writes: readonly ApplicationWrite[]): Promise<void> {
+    if (writes.length === 0) return Promise.resolve();
+    const ids = writes.map(({ application }) => application.id);
+    const scripts = this.redis as unknown as ApplicationScripts;
+    return this.writes
+      .run(() =>
+        this.retried(ids[0]!, async () => {
+          const texts = await this.run(() => this.redis.hmget(this.key, ...ids));
+          const triples = writes.flatMap(({ application, previous }, i) => {
+            const text = texts[i] ?? null;
+            const current = text === null ? undefined : this.parse(application.id, text);
+            if (!isDeepStrictEqual(current, previous)) throw new ApplicationChanged(application.id);
+            return [application.id, text ?? '', JSON.stringify(application)];
+          });
+          if ((await this.run(() => scripts.applicationsWriteAll(this.key, this.channel, ...triples))) !== 1)
+            return null;
+          const next = new Map(this.applications);
+          for (const { application } of writes) next.set(application.id, application);
+          this.publish(next);
+          return true;
+        }),
+      )
+      .then(() => undefined);
   }
 
   /** Runs a read-compare-write until it lands (null: another gateway wrote between), waiting a little. */

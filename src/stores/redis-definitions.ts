@@ -6,7 +6,8 @@ import { serializeRecord } from '../quota/stored-records.js';
 
 /**
  * A write's answer: EMPTY when Redis has lost the whole set, which must be restored first; NO_PLAN and
- * IN_USE (with how many applications are on the plan) when it breaks a rule of plans (plan-rules.lua).
+ * IN_USE (with how many applications are on the plan, and the first ten) when it breaks a rule of plans
+ * (plan-rules.lua).
  */
 export type WriteReply =
   | 'OK'
@@ -15,7 +16,15 @@ export type WriteReply =
   | 'PRECONDITION'
   | 'EMPTY'
   | 'NO_PLAN'
-  | `IN_USE:${number}`;
+  | `IN_USE:${number}:${string}`;
+
+/** One definition of a batch: its stored text, and the ETag it replaces (none: it is created). */
+export interface DefinitionWrite {
+  id: string;
+  json: string;
+  etag?: string;
+  application?: string;
+}
 
 interface DefinitionScripts {
   quotaLoad(defs: string, apps: string, version: string): Promise<[string[], string[], string, string]>;
@@ -38,6 +47,13 @@ interface DefinitionScripts {
     etag: string,
     channel: string,
   ): Promise<WriteReply>;
+  quotaWriteAll(
+    defs: string,
+    apps: string,
+    version: string,
+    channel: string,
+    ...writes: string[]
+  ): Promise<[WriteReply, string]>;
   quotaRemove(
     defs: string,
     apps: string,
@@ -58,6 +74,7 @@ const scripts: Array<
   ['quotaCreate', 'quota-create', 3, ['plan-rules']],
   ['quotaReplace', 'quota-replace', 2, ['plan-rules']],
   ['quotaRemove', 'quota-remove', 3, ['plan-rules']],
+  ['quotaWriteAll', 'quota-write-all', 3, ['plan-rules']],
 ];
 
 /**
@@ -134,6 +151,21 @@ export class RedisDefinitions {
   /** Compare and set on `etag`, the SHA-1 of the stored text. */
   replace(id: string, json: string, etag: string): Promise<WriteReply> {
     return this.scripts.quotaReplace(this.keys.defs, this.keys.version, id, json, etag, this.channel);
+  }
+
+  /**
+   * Writes every definition of `writes` or none (quota-write-all.lua): the answer, and the id of the
+   * write it refused.
+   */
+  writeAll(writes: readonly DefinitionWrite[]): Promise<[WriteReply, string]> {
+    const { defs, apps, version } = this.keys;
+    const args = writes.flatMap(({ id, json, etag, application }) => [
+      id,
+      json,
+      etag ?? '',
+      application ?? '',
+    ]);
+    return this.scripts.quotaWriteAll(defs, apps, version, this.channel, ...args);
   }
 
   remove(id: string, etag: string, application: string | undefined): Promise<WriteReply> {

@@ -16,20 +16,23 @@ import {
   QuotaPreconditionFailed,
   QuotaStoreUnavailable,
   type QuotaRepository,
+  type QuotaWrite,
   type RefusedQuota,
 } from '../quota/quota-repository.js';
 import { QuotaSnapshot } from '../quota/quota-snapshot.js';
 import { planInUse } from '../quota/plans.js';
 import { RedisDefinitions, type WriteReply } from './redis-definitions.js';
 import { ReloadLoop, type Timers } from '../quota/reload-loop.js';
-import { etagOf, serializeRecord, stored } from '../quota/stored-records.js';
+import { etagOf, replacing, serializeRecord, stored } from '../quota/stored-records.js';
 
 /** @throws QuotaConflict when Redis refused a write of quota `id` for a rule of plans (plan-rules.lua). */
 function refuseBrokenPlanRule(reply: WriteReply, id: string, plan: string | undefined): void {
   if (reply === 'NO_PLAN')
     throw new QuotaConflict(`quota '${plan}' is not a plan (an APPLICATION quota that no application owns)`);
-  if (reply.startsWith('IN_USE:'))
-    throw new QuotaConflict(planInUse(id, Number(reply.slice('IN_USE:'.length))));
+  if (reply.startsWith('IN_USE:')) {
+    const [, count, named] = /^IN_USE:(\d+):(.*)$/s.exec(reply) ?? [];
+    throw new QuotaConflict(planInUse(id, JSON.parse(named ?? '[]') as string[], Number(count)));
+  }
 }
 
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
@@ -135,7 +138,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     const json = serializeRecord(record);
     for (let attempt = 0; attempt < casAttempts; attempt += 1) {
       const reply = await this.run(() => this.store.create(record.quota.id, json, record.application));
-      if (reply === 'OK') return this.applied(record);
+      if (reply === 'OK') return this.applied([record])[0]!;
       if (reply === 'CONFLICT')
         throw new QuotaConflict(`application '${record.application}' already has a quota`);
       refuseBrokenPlanRule(reply, record.quota.id, record.plan);
@@ -150,13 +153,9 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     for (let attempt = 0; attempt < casAttempts; attempt += 1) {
       const current = await this.current(id);
       if (ifMatch !== undefined && ifMatch !== current.etag) throw new QuotaPreconditionFailed(id);
-      const next: QuotaRecord = {
-        quota: record.quota,
-        ...(current.application ? { application: current.application } : {}),
-        ...(record.plan === undefined ? {} : { plan: record.plan }),
-      };
+      const next = replacing(record, current.application);
       const reply = await this.run(() => this.store.replace(id, serializeRecord(next), current.etag));
-      if (reply === 'OK') return this.applied(next);
+      if (reply === 'OK') return this.applied([next])[0]!;
       refuseBrokenPlanRule(reply, id, record.plan);
       if (reply === 'PRECONDITION' && ifMatch !== undefined) throw new QuotaPreconditionFailed(id);
       // Gone since the read (removed, or Redis lost the set): the next read tells which.
@@ -184,6 +183,39 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     throw new QuotaStoreUnavailable(`quota '${id}' keeps changing under concurrent writers; try again`);
   }
 
+  async writeAll(writes: readonly QuotaWrite[]): Promise<void> {
+    if (writes.length === 0) return;
+    // A replacement keeps the application of the record it replaces (one the schema refuses too): the
+    // ETag says it is the one read.
+    const ownerOf = (id: string) => this.refusedRecords.get(id)?.application ?? this.get(id)?.application;
+    const records = writes.map(({ record, etag }) =>
+      etag === undefined ? record : replacing(record, ownerOf(record.quota.id)),
+    );
+    const definitions = records.map((record, i) => {
+      const { etag } = writes[i]!;
+      return {
+        id: record.quota.id,
+        json: serializeRecord(record),
+        ...(etag === undefined ? { application: record.application } : { etag }),
+      };
+    });
+    for (let attempt = 0; attempt < casAttempts; attempt += 1) {
+      const [reply, id] = await this.run(() => this.store.writeAll(definitions));
+      if (reply === 'OK') {
+        this.applied(records);
+        return;
+      }
+      if (reply === 'PRECONDITION') throw new QuotaPreconditionFailed(id);
+      const record = records.find((candidate) => candidate.quota.id === id);
+      if (reply === 'CONFLICT')
+        throw new QuotaConflict(`application '${record?.application}' already has a quota`);
+      refuseBrokenPlanRule(reply, id, record?.plan);
+      // EMPTY: Redis lost the set; put it back before writing into it.
+      await this.reloadNow();
+    }
+    throw new QuotaStoreUnavailable('redis keeps losing the quota definitions; try again');
+  }
+
   async close(): Promise<void> {
     this.redis.off('ready', this.reloadSoon);
     await this.reloads.close();
@@ -209,12 +241,17 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     return application === undefined ? { etag: etagOf(json) } : { etag: etagOf(json), application };
   }
 
-  /** Makes a write visible to this process at once: its admin reads its own writes. */
-  private applied(record: QuotaRecord): StoredQuota {
-    const result = stored(record);
-    this.refusedRecords.delete(record.quota.id);
-    this.publish(new Map(this.records).set(record.quota.id, result));
-    return result;
+  /** Makes writes visible to this process at once: its admin reads its own writes. */
+  private applied(records: readonly QuotaRecord[]): StoredQuota[] {
+    const next = new Map(this.records);
+    const results = records.map((record) => {
+      const result = stored(record);
+      this.refusedRecords.delete(record.quota.id);
+      next.set(record.quota.id, result);
+      return result;
+    });
+    this.publish(next);
+    return results;
   }
 
   private async run<T>(command: () => Promise<T>): Promise<T> {

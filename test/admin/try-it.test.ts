@@ -17,6 +17,7 @@ import {
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
+import { ldapSettingsOf } from '../helpers/slapd-server.js';
 
 /**
  * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
@@ -171,13 +172,7 @@ describe('try it', () => {
   it('sends the request as the directory user entered with ldap, and never shows their password', async () => {
     const gateway = await start({
       APIKeyAuthType: 'ldap',
-      ldap: {
-        url: ldap.url,
-        adminDn: ldap.adminDn,
-        adminPassword: ldap.adminPassword,
-        searchBase: ldap.peopleDn,
-        searchFilter: '(uid={{username}})',
-      },
+      ldap: ldapSettingsOf(ldap),
     });
     const alice = ldap.users.find((user) => user.uid === 'alice')!;
     expect((await tryIt(gateway, { method: 'GET', path: '/pets/1' })).text).toContain(

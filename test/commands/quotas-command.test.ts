@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import YAML from 'yaml';
+import { suiteRedis } from '../helpers/redis-clients.js';
 import { cliPath, runCli } from '../helpers/run-cli.js';
 import {
   adminUser,
@@ -83,7 +84,7 @@ describe.each([
     const imported = await quotas(dir, 'import', file);
     expect(imported.code).toBe(0);
     // A test Redis without persistence earns a warning; nothing worse is said.
-    expect(imported.stderr).not.toMatch(/"level":[56]0/);
+    expect(imported.stderr).not.toMatch(/^gateway quotas: (error|fatal):/m);
     expect(imported.stdout).toContain('2 to create, 1 to replace, 0 unchanged');
 
     const exported = await quotas(dir, 'export', '--format', 'json');
@@ -177,7 +178,7 @@ describe('gateway quotas import', () => {
       `${bad}: quotas[0].id: must be a UUID`,
       `${bad}: quotas[0].restrictions[0].config.messages: must be a whole number from 1 to 1000000000000`,
       `${bad}: quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks`,
-      `${bad}: quotas[1].application: no application has id 'ghost' (in conf/ or made through the admin API)`,
+      `${bad}: quotas[1].application: no application has id 'ghost' (in conf/, made through the admin API, or in the file's applications)`,
     ]);
     expect(JSON.parse((await quotas(dir, 'export', '--format', 'json')).stdout).quotas).toHaveLength(2);
   });
@@ -270,6 +271,40 @@ describe('gateway quotas with many quotas, and applications made through the API
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('0 to create, 0 to replace, 603 unchanged');
   }, 60_000);
+});
+
+describe('what gateway quotas prints', () => {
+  const redis = suiteRedis();
+
+  it('writes only the export or the report to stdout, and what it logs to stderr as sentences, never JSON lines', async () => {
+    const store = redisStore();
+    const dir = configDir(store);
+    // A definition this gateway refuses: the store logs an error whenever it loads the set, and the
+    // import replaces it.
+    const unreadable = randomUUID();
+    await redis().hset(`${store.prefix}{quotas}:definitions`, unreadable, 'not a quota');
+    const fixed = { id: unreadable, type: 'API', name: 'Fixed', restrictions: [] };
+    const exported = await quotas(dir, 'export');
+    expect(exported.code).toBe(0);
+    expect(Object.keys(YAML.parse(exported.stdout) as object)).toEqual(['quotas']);
+    const file = scratch('quotas.yaml', YAML.stringify({ quotas: [...quotaFile.quotas, fixed] }));
+    const imported = await quotas(dir, 'import', file);
+    expect(imported.code).toBe(0);
+    expect(imported.stdout.trim().split('\n')).toEqual([
+      `replaced ${systemQuotaId} System`,
+      'created 7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f Pets',
+      `created a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d Mobile (application ${mobile.id})`,
+      `replaced ${unreadable} Fixed`,
+      '2 to create, 2 to replace, 0 unchanged',
+    ]);
+    expect(exported.stderr).toContain(`(id: ${unreadable}, problems: not JSON)`);
+    for (const { stderr } of [exported, imported]) {
+      expect(stderr).toMatch(
+        /^gateway quotas: error: a stored quota definition breaks the quota schema; it is not enforced/m,
+      );
+      expect(stderr).not.toMatch(/^\s*\{/m);
+    }
+  });
 });
 
 describe('moving from the memory store to Redis', () => {

@@ -8,6 +8,7 @@ import { spawnCli, startedPorts, type CliProcess } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, writeSeedConfigDir } from '../helpers/test-gateway.js';
 import { createTestCertificate, type TestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { ldapSettingsOf } from '../helpers/slapd-server.js';
 
 let upstream: TestUpstream;
 let certificate: TestCertificate;
@@ -86,13 +87,7 @@ describe('every scheme through gateway start', () => {
     const alice = ldap.users.find((user) => user.uid === 'alice')!;
     const gateway = await start({
       APIKeyAuthType: 'ldap',
-      ldap: {
-        url: ldap.url,
-        adminDn: ldap.adminDn,
-        adminPassword: ldap.adminPassword,
-        searchBase: ldap.peopleDn,
-        searchFilter: '(uid={{username}})',
-      },
+      ldap: ldapSettingsOf(ldap),
     });
     const credentials = (password: string) => `Basic ${Buffer.from(`alice:${password}`).toString('base64')}`;
     expect(await status(gateway.http, { authorization: credentials(alice.password) })).toBe(200);

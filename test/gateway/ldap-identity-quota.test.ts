@@ -12,6 +12,7 @@ import {
 } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { freePort } from '../helpers/free-port.js';
+import { ldapSettingsOf } from '../helpers/slapd-server.js';
 
 const ldap = inject('ldap');
 const alice = ldap.users.find((user) => user.uid === 'alice')!;
@@ -47,14 +48,7 @@ async function ldapGateway(ldapOverrides: Record<string, unknown>): Promise<Test
   const gateway = await startTestGateway(
     petsConfig(upstream.url, {
       APIKeyAuthType: 'ldap',
-      ldap: {
-        url: ldap.url,
-        adminDn: ldap.adminDn,
-        adminPassword: ldap.adminPassword,
-        searchBase: ldap.peopleDn,
-        searchFilter: '(uid={{username}})',
-        ...ldapOverrides,
-      },
+      ldap: { ...ldapSettingsOf(ldap), ...ldapOverrides },
     }),
     {},
     { clock: () => clock.now },

@@ -168,6 +168,65 @@ export function describeQuotaRepositoryContract(name: string, open: () => Promis
     );
 
     it(
+      'writes a batch whole, judging the rules of plans on the set it leaves: a plan retyped before its application moves off it',
+      withRepository(async ({ repository, reopen }) => {
+        const gold = await repository.create({ quota: sampleQuota({ type: 'APPLICATION', name: 'Gold' }) });
+        const silver = sampleQuota({ type: 'APPLICATION', name: 'Silver' });
+        const member = await repository.create(membershipRecord(randomUUID(), 'gold-app', gold.quota.id));
+        await repository.writeAll([
+          { record: { quota: { ...gold.quota, type: 'API' } }, etag: gold.etag },
+          { record: { quota: silver } },
+          { record: membershipRecord(member.quota.id, 'gold-app', silver.id), etag: member.etag },
+        ]);
+        const next = await reopen();
+        try {
+          for (const seen of [repository, next]) {
+            expect(seen.get(gold.quota.id)?.quota.type).toBe('API');
+            expect(seen.ofApplication('gold-app')).toMatchObject({ plan: silver.id });
+          }
+        } finally {
+          await next.close();
+        }
+      }),
+    );
+
+    it(
+      'writes nothing of a batch one write of which it refuses: a stale ETag, an id taken, a second quota, a plan left with its application',
+      withRepository(async ({ repository, reopen }) => {
+        const kept = await repository.create({ quota: sampleQuota() });
+        await repository.replace({ quota: { ...kept.quota, name: 'changed since' } });
+        const plan = await repository.create({ quota: sampleQuota({ type: 'APPLICATION' }) });
+        await repository.create(membershipRecord(randomUUID(), 'stays', plan.quota.id));
+        await repository.create({ quota: sampleQuota({ type: 'APPLICATION' }), application: 'owner' });
+        const fresh = sampleQuota();
+        const refused: Array<[Parameters<QuotaRepository['writeAll']>[0][number], unknown]> = [
+          [{ record: { quota: { ...kept.quota, name: 'lost' } }, etag: kept.etag }, QuotaPreconditionFailed],
+          [{ record: { quota: kept.quota } }, QuotaPreconditionFailed],
+          [{ record: { quota: sampleQuota({ type: 'APPLICATION' }), application: 'owner' } }, QuotaConflict],
+          [
+            { record: { quota: { ...plan.quota, type: 'API' } }, etag: plan.etag },
+            /is a plan that 1 application is on \('stays'\)/,
+          ],
+        ];
+        for (const [write, refusal] of refused) {
+          const batch = repository.writeAll([{ record: { quota: fresh } }, write]);
+          if (refusal instanceof RegExp) await expect(batch).rejects.toThrow(refusal);
+          else await expect(batch).rejects.toBeInstanceOf(refusal);
+        }
+        const next = await reopen();
+        try {
+          for (const seen of [repository, next]) {
+            expect(seen.get(fresh.id)).toBeUndefined();
+            expect(seen.get(kept.quota.id)?.quota.name).toBe('changed since');
+            expect(seen.get(plan.quota.id)?.quota.type).toBe('APPLICATION');
+          }
+        } finally {
+          await next.close();
+        }
+      }),
+    );
+
+    it(
       'tells its listeners the whole set after each change',
       withRepository(async ({ repository }) => {
         const seen: StoredQuota[][] = [];

@@ -34,6 +34,15 @@ export interface LdapFixture {
 
 export type LdapService = LdapFixture & { stop(): Promise<void> };
 
+/** The `ldap` settings of a gateway on `directory`, finding users by uid under its people. */
+export const ldapSettingsOf = (directory: LdapFixture) => ({
+  url: directory.url,
+  adminDn: directory.adminDn,
+  adminPassword: directory.adminPassword,
+  searchBase: directory.peopleDn,
+  searchFilter: '(uid={{username}})',
+});
+
 const BASE_DN = 'dc=example,dc=org';
 const ADMIN_DN = `cn=admin,${BASE_DN}`;
 const ADMIN_PASSWORD = 'admin-password';

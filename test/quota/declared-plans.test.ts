@@ -81,6 +81,51 @@ describe('plans declared in conf/', () => {
     expect(await get(gateway, webKey)).toBe(429);
   });
 
+  it('move applications off a plan and retype it in one reload, and refuse whole a reload that leaves one on it', async () => {
+    const { gateway, config } = await start();
+    const silverId = '7e6d5c4b-3a29-4817-9605-f4e3d2c1b0a9';
+    const silver = { ...gold(5), id: silverId, name: 'Silver' };
+    const [, webMembership] = config.quotas as Array<Record<string, unknown>>;
+    const withSilver = { ...config, quotas: [...(config.quotas as unknown[]), silver] };
+    expect(await gateway.reloadWith(withSilver)).toMatchObject({ applied: true });
+
+    const moved = {
+      ...config,
+      applications: [{ ...mobile, plan: silverId }, web],
+      quotas: [{ ...gold(1), type: 'API' }, { ...webMembership, plan: silverId }, silver],
+    };
+    expect(await gateway.reloadWith(moved)).toMatchObject({ applied: true });
+    expect(await (await adminCall(gateway, 'GET', `/quotas/${goldId}`)).json()).toMatchObject({
+      type: 'API',
+    });
+    for (const application of [mobile, web])
+      expect(
+        await (await adminCall(gateway, 'GET', `/applications/${application.id}/quota`)).json(),
+      ).toMatchObject({ plan: { id: silverId } });
+
+    // The project is put on Silver through the API; Mobile and Web stay on it when conf/ lets them go.
+    expect((await adminCall(gateway, 'PUT', '/applications/project/quota', { plan: silverId })).status).toBe(
+      200,
+    );
+    const refused = await gateway.reloadWith({
+      ...moved,
+      applications: [mobile, web],
+      quotas: [
+        { ...gold(1), type: 'API', name: 'Renamed' },
+        { ...silver, type: 'API' },
+      ],
+    });
+    expect(refused).toMatchObject({
+      applied: false,
+      problems: [
+        `quotas: quota '${silverId}' is a plan that 3 applications are on ('${mobile.id}', '${web.id}', 'project'); take each off it first with DELETE /applications/{id}/quota (an application gone from conf/ or from the directory too), or put it on another plan`,
+      ],
+    });
+    expect(await (await adminCall(gateway, 'GET', `/quotas/${goldId}`)).json()).toMatchObject({
+      name: 'Gold',
+    });
+  });
+
   it('are read-only through the admin API, which says where to change them', async () => {
     const { gateway } = await start();
     const mobileAnswer = await adminCall(gateway, 'DELETE', `/applications/${mobile.id}/quota`);

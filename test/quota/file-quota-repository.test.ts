@@ -108,6 +108,12 @@ describe('FileQuotaRepository', () => {
       QuotaWriteFailed,
     );
     await expect(repository.remove(kept.id)).rejects.toBeInstanceOf(QuotaWriteFailed);
+    await expect(
+      repository.writeAll([
+        { record: { quota: sampleQuota() } },
+        { record: { quota: { ...kept, name: 'not saved' } }, etag: repository.get(kept.id)!.etag },
+      ]),
+    ).rejects.toBeInstanceOf(QuotaWriteFailed);
     expect(readFileSync(file, 'utf8')).toBe(before);
     expect(repository.all()).toHaveLength(3);
     expect(repository.get(kept.id)?.quota.name).toBe(kept.name);

@@ -20,20 +20,32 @@ local function is_plan(definition)
     and definition.plan == nil and definition.system == false
 end
 
--- How many definitions of the hash put an application on plan `id`.
+-- The refusal of a write that would leave `applications` on no plan: 'IN_USE:<how many>:<JSON list of
+-- the first ten, by id>' (plans.ts names them, with the way to take each off).
+local function in_use(applications)
+  table.sort(applications)
+  local named = {}
+  for i = 1, math.min(#applications, 10) do
+    named[i] = applications[i]
+  end
+  return 'IN_USE:' .. #applications .. ':' .. cjson.encode(named)
+end
+
+-- The applications that definitions of the hash put on plan `id`.
 local function members(definitions_key, id)
   local needle = '"plan":"' .. id .. '"'
-  local count = 0
+  local applications = {}
   for _, json in ipairs(redis.call('HVALS', definitions_key)) do
     if string.find(json, needle, 1, true) then
-      count = count + 1
+      local definition = decoded(json)
+      applications[#applications + 1] = (definition and definition.application) or ''
     end
   end
-  return count
+  return applications
 end
 
 -- Why writing `json` under `id` (or removing `id`, when `json` is nil) breaks the rules: 'NO_PLAN' when
--- it names a plan that is none, 'IN_USE:<members>' when it leaves applications on no plan; nil when not.
+-- it names a plan that is none, IN_USE (see in_use) when it leaves applications on no plan; nil when not.
 local function plan_rule_broken(definitions_key, id, json)
   local written = decoded(json)
   if written and written.plan then
@@ -44,9 +56,9 @@ local function plan_rule_broken(definitions_key, id, json)
   if written and is_plan(written) then
     return nil
   end
-  local count = members(definitions_key, id)
-  if count > 0 then
-    return 'IN_USE:' .. count
+  local applications = members(definitions_key, id)
+  if #applications > 0 then
+    return in_use(applications)
   end
   return nil
 end
