@@ -187,22 +187,31 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     quotas = new QuotaIndex(records);
   });
   const shared = config.store.type === 'redis' ? config.store : null;
+  let sharedTrips: RedisCounterTrips | null = null;
   const heartbeat =
     redis && shared
       ? new FleetHeartbeat(redis, shared.prefix, {
           clock: systemClock,
-          onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+          onBeat: (live) => {
+            metrics.counterStoreLiveGateways.set(live);
+            // Keeps this gateway's concurrency slots alive, and puts right a release that failed.
+            sharedTrips?.refreshSlots().catch(() => undefined);
+          },
         })
       : null;
+  if (redis && shared && heartbeat) {
+    const holder = { id: heartbeat.id, ttlMs: heartbeat.ttlMs };
+    sharedTrips = new RedisCounterTrips(redis, shared.prefix, options.clock, holder);
+  }
   await heartbeat?.start();
   const primaryCounters = worker?.counters ?? null;
   // Tests move the counters' clock; a gateway's shared counters otherwise keep the Redis server's.
   const sharedClock = options.clock ? { ...systemClock, now: options.clock } : systemClock;
   const limiter = new Limiter({
     shared:
-      redis && shared && heartbeat
+      sharedTrips && heartbeat
         ? new SharedCounterStore({
-            trips: new RedisCounterTrips(redis, shared.prefix, options.clock),
+            trips: sharedTrips,
             clock: sharedClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),

@@ -11,7 +11,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import type { CounterAddition, CounterRef, CounterSpec } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
@@ -59,6 +59,10 @@ class RequestRecord extends Exchange {
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
+  /** The concurrency slots it holds while in flight, and where each was taken. */
+  private slots: Array<{ by: SlotRelease; keys: readonly string[] }> | null = null;
+  /** Its exchange has ended (`Gateway.account`): a slot taken from now on is freed at once. */
+  private ended = false;
 
   constructor(
     req: IncomingMessage,
@@ -71,6 +75,21 @@ class RequestRecord extends Exchange {
     super(req, res);
     this.plane = plane;
     this.fields.push('x-request-id', id);
+  }
+
+  /** Holds slots until the request ends; a verdict that came after the client left frees them at once. */
+  holdSlots(by: SlotRelease | undefined, keys: readonly string[]): void {
+    if (!by || keys.length === 0) return;
+    if (this.ended) by.release(keys);
+    else (this.slots ??= []).push({ by, keys });
+  }
+
+  /** The request has ended: its slots are free from now on. */
+  end(): void {
+    this.ended = true;
+    if (this.slots === null) return;
+    for (const { by, keys } of this.slots) by.release(keys);
+    this.slots = null;
   }
 
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
@@ -393,6 +412,8 @@ export class Gateway {
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
         if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];
+        if (restriction.type === 'concurrency')
+          record.holdSlots(verdict.slotsFreedBy, [restriction.counterKey]);
         continue;
       }
       this.parts.metrics.shadowRefusal(restriction);
@@ -434,6 +455,7 @@ export class Gateway {
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;
       record.unitCounters = checks.unitRestrictions;
+      record.holdSlots(verdict.slotsFreedBy, checks.slotKeys);
     }
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
@@ -474,8 +496,12 @@ export class Gateway {
       upstreamFields.push('content-length', '0');
   }
 
-  /** Step 7, once the response has closed: charges the bytes it moved, then logs and counts it. */
+  /**
+   * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots, charges
+   * the bytes it moved, then logs and counts it.
+   */
   private account(record: RequestRecord): void {
+    record.end();
     const elapsedMs = performance.now() - record.arrivedAt;
     // The client left before its answer was whole: the upstream exchange is of no use to anyone.
     record.abandonUpstream();
