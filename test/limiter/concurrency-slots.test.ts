@@ -5,6 +5,9 @@ import type { CounterTrips, Trip, TripCheck } from '../../src/limiter/counter-tr
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
+import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
+import { IpcPeer } from '../../src/workers/ipc-peer.js';
+import { ipcPair } from '../helpers/ipc-pair.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
 
 /**
@@ -141,12 +144,19 @@ describe('concurrency slots of a gateway of the fleet (Redis)', () => {
 });
 
 describe('concurrency slots of a worker (memory, workers: N)', () => {
-  it('are all freed when the worker is gone, and only its own', async () => {
+  it('are all freed when its channel to the primary closes, however it exited, and only its own', async () => {
     const { memory, tripsOf } = openMemory();
-    await tripsOf('worker 1').trip(trip({ checks: [slot('{c}s', 5), slot('{c}t', 5)] }));
-    await tripsOf('worker 1').trip(trip({ checks: [slot('{c}s', 5)] }));
+    const channel = ipcPair();
+    serveCounterTrips(new IpcPeer(channel.primary), memory, 'worker 1');
+    const worker = new IpcCounterTrips(new IpcPeer(channel.worker));
+    await worker.trip(trip({ checks: [slot('{c}s', 5), slot('{c}t', 5)] }));
+    await worker.trip(trip({ checks: [slot('{c}s', 5)] }));
     await tripsOf('worker 2').trip(trip({ checks: [slot('{c}s', 5)] }));
-    memory.releaseAll('worker 1');
+    expect(await memory.usage('{c}', 0)).toEqual([
+      { key: '{c}s', used: 3, resetMs: 0 },
+      { key: '{c}t', used: 1, resetMs: 0 },
+    ]);
+    channel.close();
     expect(await memory.usage('{c}', 0)).toEqual([{ key: '{c}s', used: 1, resetMs: 0 }]);
   });
 });
