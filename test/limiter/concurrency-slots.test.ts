@@ -56,7 +56,13 @@ const slot = (key: string, limit: number): TripCheck => ({
   wanted: 0,
 });
 
-const trip = (parts: Partial<Trip>): Trip => ({ checks: [], additions: [], giveBacks: [], live: 1, ...parts });
+const trip = (parts: Partial<Trip>): Trip => ({
+  checks: [],
+  additions: [],
+  giveBacks: [],
+  live: 1,
+  ...parts,
+});
 
 const inFlight = async (trips: CounterTrips, key: string) =>
   (await trips.peek([{ key, windowMs: 0 }]))[0]!.used;
