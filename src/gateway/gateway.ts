@@ -6,7 +6,7 @@ import { normalizeTarget } from '../kit/normalize-path.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
 import { sendJson } from './answers/json-answer.js';
-import { authRefusalDetails, sendError, type DataPlaneErrorCode } from './errors.js';
+import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
@@ -196,6 +196,8 @@ export class Gateway {
   ): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
+    record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
