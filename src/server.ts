@@ -16,6 +16,7 @@ import { openAccessLog } from './observe/access-log.js';
 import { AddedLatency, latencyReport, type EncodedLatency } from './observe/added-latency.js';
 import type { LogSecrets, Logger } from './observe/log.js';
 import { httpServerOptions } from './gateway/http-server-options.js';
+import { alpnProtocols, Http2Transport } from './gateway/transports/http2-transport.js';
 import { createMetrics, type Metrics } from './observe/metrics.js';
 import { UpstreamProxy } from './gateway/proxy/upstream-proxy.js';
 import { ConfigReloader, type ReloadOutcome } from './reload/config-reloader.js';
@@ -286,11 +287,25 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       : null;
   const plainServer = config.port === false ? null : http.createServer(httpServerOptions(config));
   const tlsServer = config.tls
-    ? https.createServer({ ...httpServerOptions(config), ...readTlsFiles(config.tls, cwd) })
+    ? https.createServer({
+        ...httpServerOptions(config),
+        ...readTlsFiles(config.tls, cwd),
+        ...(config.http2 ? { ALPNProtocols: alpnProtocols } : {}),
+      })
     : null;
   const dataServers = [plainServer, tlsServer].flatMap((server) =>
     server ? [dataServer(server, gateway)] : [],
   );
+  const http2 = config.http2
+    ? new Http2Transport({
+        onRequest: gateway.handle,
+        onCheckContinue: gateway.handleExpectingContinue,
+        limits: config.server,
+        logger: logger.child({ component: 'http2' }),
+      })
+    : null;
+  if (http2 && plainServer) http2.acceptPriorKnowledge(plainServer);
+  if (http2 && tlsServer) http2.acceptAlpn(tlsServer);
 
   const fixed = fixedSettingsOf(config);
   const reloader = new ConfigReloader({
@@ -371,6 +386,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     };
   } catch (error) {
     for (const server of dataServers) server.close();
+    http2?.closeAll();
     await closeResources();
     throw error;
   }
@@ -398,10 +414,12 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         server.close();
         server.closeIdleConnections();
       }
+      http2?.close();
       const { shutdownTimeout } = live.config;
       const idle = await gateway.waitForIdle(shutdownTimeout);
       if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
       for (const server of dataServers) server.closeAllConnections();
+      http2?.closeAll();
       await closeResources();
       logger.info(worker ? 'worker stopped' : 'gateway stopped');
     },

@@ -420,6 +420,11 @@ const commonSchema = z.object({
   /** The data plane's plain-HTTP port, or false for none (HTTPS only, on `tls.port`). */
   port: z.union([z.literal(false), portIn(portOrFalse)], { error: msg(portOrFalse) }).default(8080),
   workers,
+  /**
+   * HTTP/2 on the data plane: h2 by ALPN on the TLS listener, and HTTP/2 with prior knowledge (h2c)
+   * beside HTTP/1.1 on the cleartext port; false serves HTTP/1.1 only.
+   */
+  http2: z.boolean({ error: msg('must be true or false') }).default(true),
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),
   admin: adminSchema,
