@@ -1,4 +1,5 @@
 import { status } from '@grpc/grpc-js';
+import { basicChallenge } from '../../src/auth/basic-authenticator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore } from '../helpers/enforcement-gateways.js';
@@ -60,7 +61,8 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
   };
 
   it('passes a unary call with its metadata both ways and its trailers', async () => {
-    const client = clientOf(await gatewayWith());
+    const gateway = await gatewayWith();
+    const client = clientOf(gateway);
     const metadata = credentials();
     metadata.set('x-trace', 'trace-1');
     const outcome = await client.sayHello('ann', metadata);
@@ -123,7 +125,7 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     const outcome = await client.sayHello('ann');
     expect(outcome.status.code).toBe(status.UNAUTHENTICATED);
     expect(outcome.status.details).toBe('Unauthorized');
-    expect(outcome.status.metadata.get('www-authenticate')).toEqual(['Basic realm="quotagate"']);
+    expect(outcome.status.metadata.get('www-authenticate')).toEqual([basicChallenge]);
     expect(greeter.calls.length).toBe(before);
   });
 

@@ -200,8 +200,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (!this.res.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.settle();
+    trailers = http2Trailers(controller) ?? trailers;
     this.responseTrailers = trailers;
     const { res } = this;
     if (this.heldHead) {
@@ -229,6 +230,20 @@ const connectionTrailers: ReadonlySet<string> = new Set([
   'upgrade',
   'te',
 ]);
+
+/**
+ * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
+ * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
+ * (undici 7.30.2); the controller keeps what it was handed, which this reads. Null for a list (HTTP/1.1),
+ * which the adapter has read right.
+ */
+function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpHeaders | null {
+  const raw = (controller as { rawTrailers?: unknown }).rawTrailers;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return null;
+  const trailers: IncomingHttpHeaders = {};
+  for (const name in raw) trailers[name] = (raw as IncomingHttpHeaders)[name];
+  return trailers;
+}
 
 /** The upstream's trailers a client may be given. */
 function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
