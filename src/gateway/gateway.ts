@@ -5,10 +5,12 @@ import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authentic
 import { normalizeTarget } from '../kit/normalize-path.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
-import { authRefusalDetails, sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
+import { sendJson } from './answers/json-answer.js';
+import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
@@ -102,6 +104,7 @@ class RequestRecord extends Exchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
 
@@ -212,6 +215,8 @@ export class Gateway {
   ): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
+    record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
@@ -244,6 +249,11 @@ export class Gateway {
       return allowed.length === 0
         ? this.refuse(record, 'not_found')
         : this.refuse(record, 'method_not_allowed', ['allow', allowed.join(', ')]);
+    }
+    if (route.api.config.protocol === 'grpc') {
+      const deadlineMs = grpcTimeoutMs(req.headers['grpc-timeout']);
+      if (Number.isNaN(deadlineMs)) return this.refuse(record, 'bad_request', [], malformedGrpcTimeout);
+      if (deadlineMs !== null && deadlineMs < this.parts.proxy.proxyTimeout) record.deadlineMs = deadlineMs;
     }
     // Authentication (an auth plugin's matchURL among it) sees the path that was routed and goes upstream.
     req.url = route.path;
