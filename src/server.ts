@@ -32,7 +32,7 @@ import { RedisCounterTrips } from './stores/redis-counter-trips.js';
 import { FleetRejections } from './stores/fleet-rejections.js';
 import type { RestrictionRejections } from './observe/rejection-history.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
-import { systemClock } from './kit/clock.js';
+import { systemClock, type Clock } from './kit/clock.js';
 import { openQuotaRepository } from './stores/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
@@ -81,6 +81,8 @@ export interface StartOptions {
   now?: () => number;
   /** Clock of the counters, memory or Redis, in milliseconds (tests move it; Redis keeps its own otherwise). */
   clock?: () => number;
+  /** Timers of the open WebSockets' once-a-second tick (tests move them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
    * admin listener and, with the memory store, the counters; this process serves the data plane only.
@@ -122,6 +124,7 @@ export async function listenAdmin(admin: FastifyInstance, config: Config): Promi
 function dataServer(server: Server, gateway: Gateway): Server {
   server.on('request', gateway.handle);
   server.on('checkContinue', gateway.handleExpectingContinue);
+  server.on('upgrade', gateway.handleUpgrade);
   return server;
 }
 
@@ -260,6 +263,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     accessLog,
     metrics,
     ...(options.clock ? { now: options.clock } : {}),
+    ...(options.timers ? { timers: options.timers } : {}),
+    credentialsGeneration: () => applications.generation,
   });
 
   let draining = false;
@@ -400,7 +405,10 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       }
       const { shutdownTimeout } = live.config;
       const idle = await gateway.waitForIdle(shutdownTimeout);
-      if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
+      if (!idle) {
+        logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
+        gateway.endWebSockets();
+      }
       for (const server of dataServers) server.closeAllConnections();
       await closeResources();
       logger.info(worker ? 'worker stopped' : 'gateway stopped');

@@ -129,6 +129,8 @@ const apiSchema = z.strictObject({
   caseSensitive: z.boolean({ error: msg('must be true or false') }).default(false),
   /** Forward paths and verbs that no method declares (default: 404 or 405 from the gateway). */
   passUndeclared: z.boolean({ error: msg('must be true or false') }).default(false),
+  /** Its GET operations accept a WebSocket upgrade (RFC 6455), proxied to the upstream (default: true). */
+  websocket: z.boolean({ error: msg('must be true or false') }).default(true),
 });
 
 const applicationSchema = z.strictObject({

@@ -11,6 +11,7 @@ const petsApi = (methods: MethodConfig[], caseSensitive = false, basePath = '/pe
   methods,
   caseSensitive,
   passUndeclared: false,
+  websocket: true,
 });
 
 const method = (id: string, verb: MethodConfig['verb'], path: string): MethodConfig => ({

@@ -17,6 +17,7 @@ const api = (
   methods,
   caseSensitive: false,
   passUndeclared: false,
+  websocket: true,
   ...options,
 });
 

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load-config.js';
+import type { Clock } from '../../src/kit/clock.js';
 import { LogSecrets, createLogger } from '../../src/observe/log.js';
 import { secretValues } from '../../src/kit/secret-redaction.js';
 import type { ReloadOutcome } from '../../src/reload/config-reloader.js';
@@ -125,7 +126,11 @@ export interface TestGateway {
 export async function startTestGateway(
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
-  clocks: { now?: () => number; clock?: () => number } = {},
+  clocks: {
+    now?: () => number;
+    clock?: () => number;
+    timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  } = {},
 ): Promise<TestGateway> {
   const dir = writeConfigDir(config);
   const lines: string[] = [];

@@ -1,0 +1,139 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import WebSocket, { WebSocketServer } from 'ws';
+
+/** What a WebSocket upstream saw of one opening handshake. */
+export interface SeenUpgrade {
+  url: string;
+  headers: IncomingHttpHeaders;
+}
+
+export interface WebSocketUpstream {
+  /** `http://127.0.0.1:<port>`, for an API's `upstream`. */
+  url: string;
+  upgrades: SeenUpgrade[];
+  /** The upstream's side of every WebSocket it accepted, in order. */
+  sockets: WebSocket[];
+  /** Every message it received, as text. */
+  received: string[];
+  close(): Promise<void>;
+}
+
+/**
+ * A real WebSocket upstream on 127.0.0.1:0 (the `ws` package) that echoes every message; an upgrade to a
+ * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`.
+ */
+export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+  const upgrades: SeenUpgrade[] = [];
+  const sockets: WebSocket[] = [];
+  const received: string[] = [];
+  const wss = new WebSocketServer({ noServer: true });
+  const server = http.createServer((_req, res) => res.end('plain'));
+  server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    upgrades.push({ url: req.url ?? '', headers: req.headers });
+    if (req.url?.includes('/refused')) {
+      socket.end('HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 7\r\n\r\nrefused');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      sockets.push(ws);
+      ws.on('message', (data, isBinary) => {
+        received.push(data.toString());
+        ws.send(data, { binary: isBinary });
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    upgrades,
+    sockets,
+    received,
+    async close() {
+      for (const ws of sockets) ws.terminate();
+      wss.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+/** A refused opening handshake as the client saw it: an ordinary HTTP answer, never a 101. */
+export interface RefusedUpgrade {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** An opened WebSocket, with the headers of the 101 that opened it. */
+export interface OpenedWebSocket {
+  ws: WebSocket;
+  headers: IncomingHttpHeaders;
+}
+
+/**
+ * Opens a WebSocket to `url` (`ws://…`) with the `ws` client; resolves with it once open, or with the
+ * HTTP answer that refused it.
+ */
+export function openWebSocket(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<OpenedWebSocket | RefusedUpgrade> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    ws.once('upgrade', (res: IncomingMessage) => {
+      ws.once('open', () => resolve({ ws, headers: res.headers }));
+    });
+    ws.once('unexpected-response', (_req, res: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks).toString(),
+        }),
+      );
+    });
+    ws.once('error', reject);
+  });
+}
+
+/** Opens a WebSocket that must open; fails the test with the refusal otherwise. */
+export async function mustOpen(url: string, headers: Record<string, string> = {}): Promise<OpenedWebSocket> {
+  const opened = await openWebSocket(url, headers);
+  if (!('ws' in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
+  return opened;
+}
+
+/** Opens a WebSocket that must be refused; fails the test if it opens. */
+export async function mustRefuse(url: string, headers: Record<string, string> = {}): Promise<RefusedUpgrade> {
+  const opened = await openWebSocket(url, headers);
+  if ('ws' in opened) {
+    opened.ws.terminate();
+    throw new Error('the WebSocket opened');
+  }
+  return opened;
+}
+
+/** Sends `text` and resolves with the next message. */
+export function echo(ws: WebSocket, text: string): Promise<string> {
+  return new Promise((resolve) => {
+    ws.once('message', (data) => resolve(data.toString()));
+    ws.send(text);
+  });
+}
+
+/** Resolves with the close code and reason once the WebSocket has closed. */
+export function closed(ws: WebSocket): Promise<{ code: number; reason: string }> {
+  if (ws.readyState === WebSocket.CLOSED) return Promise.resolve({ code: 1006, reason: '' });
+  return new Promise((resolve) => {
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }));
+  });
+}
+
+/** `http://…` of a gateway as `ws://…`. */
+export const wsUrl = (httpUrl: string, path: string) => `${httpUrl.replace(/^http/, 'ws')}${path}`;
