@@ -7,6 +7,7 @@ import {
   petsConfig,
   startTestGateway,
   userAuth,
+  type StartClocks,
   type TestGateway,
 } from './test-gateway.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
@@ -69,6 +70,7 @@ export function useEnforcementGateways(): EnforcementGateways {
 export async function startFleetOfTwo(
   defer: (cleanup: () => Promise<void> | void) => void,
   overrides: Record<string, unknown> = {},
+  clocks: [StartClocks, StartClocks] = [{}, {}],
 ): Promise<[TestGateway, TestGateway]> {
   const upstream = await startUpstream();
   defer(() => upstream.close());
@@ -77,9 +79,9 @@ export async function startFleetOfTwo(
     applications: [applications[0]],
     ...overrides,
   });
-  const a = await startTestGateway(config);
+  const a = await startTestGateway(config, {}, clocks[0]);
   defer(() => a.close());
-  const b = await startTestGateway(config);
+  const b = await startTestGateway(config, {}, clocks[1]);
   defer(() => b.close());
   return [a, b];
 }

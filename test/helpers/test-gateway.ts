@@ -122,15 +122,18 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/** The clocks a test gateway may be given instead of the system's (src/server.ts's StartOptions). */
+export interface StartClocks {
+  now?: () => number;
+  clock?: () => number;
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+}
+
 /** Starts a gateway in this process on ephemeral ports, with its log captured. */
 export async function startTestGateway(
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
-  clocks: {
-    now?: () => number;
-    clock?: () => number;
-    timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
-  } = {},
+  clocks: StartClocks = {},
 ): Promise<TestGateway> {
   const dir = writeConfigDir(config);
   const lines: string[] = [];
