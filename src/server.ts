@@ -90,6 +90,9 @@ export interface StartOptions {
   worker?: WorkerRole;
 }
 
+/** Milliseconds the connections cut off at the end of a shutdown have to close before the log does. */
+const closingGraceMs = 1_000;
+
 /**
  * Opens a data-plane listener; a port that cannot be had is named with the settings that move it.
  * @param listener how messages name it (`the data plane's port`), and its settings (`port, or PORT`)
@@ -405,11 +408,11 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       }
       const { shutdownTimeout } = live.config;
       const idle = await gateway.waitForIdle(shutdownTimeout);
-      if (!idle) {
-        logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
-        gateway.endWebSockets();
-      }
+      if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
+      gateway.endWebSockets();
       for (const server of dataServers) server.closeAllConnections();
+      // What was just cut off is accounted (its access line written) before the log closes.
+      if (!idle) await gateway.waitForIdle(closingGraceMs);
       await closeResources();
       logger.info(worker ? 'worker stopped' : 'gateway stopped');
     },

@@ -292,7 +292,10 @@ export class UpstreamProxy {
     exchange.forwardedAt = performance.now();
     const upstream = this.upstreamOf(api);
     req.url = upstreamTarget;
-    // http-proxy-3 sends the request's fields as they are: they become those the gateway prepared.
+    // http-proxy-3 sends the request's fields as they are, read when `ws()` makes the upstream request:
+    // they are those the gateway prepared for that long. The client's stay the request's, for the
+    // credentials to be checked again while the WebSocket is open.
+    const { headers } = req;
     req.headers = headersOf(exchange.upstreamFields, [
       'host',
       upstream.host,
@@ -303,6 +306,7 @@ export class UpstreamProxy {
     ]) as IncomingHttpHeaders;
     // http-proxy-3 types its callback for `web()`; `ws()` calls it with the client's socket.
     upstream.server.ws(req, req.socket, exchange.upgradeHead!, this.upgradeFailed as never);
+    req.headers = headers;
   }
 
   /** Closes the upstream connections; call after the last exchange. */
