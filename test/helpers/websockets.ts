@@ -1,5 +1,5 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 
 /** What a WebSocket upstream saw of one opening handshake. */
@@ -16,6 +16,8 @@ export interface WebSocketUpstream {
   sockets: WebSocket[];
   /** Every message it received, as text. */
   received: string[];
+  /** Every plain (not upgraded) request it received. */
+  plain: SeenUpgrade[];
   close(): Promise<void>;
 }
 
@@ -27,8 +29,12 @@ export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
   const upgrades: SeenUpgrade[] = [];
   const sockets: WebSocket[] = [];
   const received: string[] = [];
+  const plain: SeenUpgrade[] = [];
   const wss = new WebSocketServer({ noServer: true });
-  const server = http.createServer((_req, res) => res.end('plain'));
+  const server = http.createServer((req, res) => {
+    plain.push({ url: req.url ?? '', headers: req.headers });
+    res.end('plain');
+  });
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     upgrades.push({ url: req.url ?? '', headers: req.headers });
     if (req.url?.includes('/refused')) {
@@ -50,6 +56,7 @@ export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
     upgrades,
     sockets,
     received,
+    plain,
     async close() {
       for (const ws of sockets) ws.terminate();
       wss.close();
@@ -137,3 +144,61 @@ export function closed(ws: WebSocket): Promise<{ code: number; reason: string }>
 
 /** `http://…` of a gateway as `ws://…`. */
 export const wsUrl = (httpUrl: string, path: string) => `${httpUrl.replace(/^http/, 'ws')}${path}`;
+
+/** A valid `Sec-WebSocket-Key` (RFC 6455 §4.1: 16 bytes in base64). */
+export const validKey = 'dGhlIHNhbXBsZSBub25jZQ==';
+
+/** The head of a WebSocket opening handshake for `path`, with `fields` (lines, without CRLF) added. */
+export const handshake = (path: string, fields: string[] = []) =>
+  [
+    `GET ${path} HTTP/1.1`,
+    'Host: gw',
+    'Upgrade: websocket',
+    'Connection: Upgrade',
+    `Sec-WebSocket-Key: ${validKey}`,
+    'Sec-WebSocket-Version: 13',
+    ...fields,
+    '',
+    '',
+  ].join('\r\n');
+
+/** A raw connection that has opened a WebSocket: what it received after the 101, and its end. */
+export interface RawWebSocket {
+  socket: Socket;
+  /** The bytes received after the 101's head. */
+  received(): Buffer;
+  /** Resolves once the gateway has closed the connection. */
+  closed: Promise<void>;
+}
+
+/** Opens a WebSocket on a raw socket with `head` (a handshake), for frames a real client never sends. */
+export function rawWebSocket(baseUrl: string, head: string): Promise<RawWebSocket> {
+  const url = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(url.port), url.hostname);
+    let bytes = Buffer.alloc(0);
+    let opened = false;
+    const closed = new Promise<void>((done) => socket.on('close', () => done()));
+    socket.on('error', () => undefined);
+    socket.on('data', (chunk: Buffer) => {
+      bytes = Buffer.concat([bytes, chunk]);
+      const end = bytes.indexOf('\r\n\r\n');
+      if (opened || end === -1) return;
+      opened = true;
+      const status = bytes.subarray(0, end).toString('latin1');
+      if (!status.startsWith('HTTP/1.1 101')) reject(new Error(`not opened: ${status}`));
+      bytes = bytes.subarray(end + 4);
+      resolve({ socket, received: () => bytes, closed });
+    });
+    socket.write(head, 'latin1');
+  });
+}
+
+/** A frame head as bytes: `first` (FIN, opcode), then a length byte and what follows it. */
+export const frame = (...bytes: number[]) => Buffer.from(bytes);
+
+/** The close code of the close frame at the start of `bytes` (unmasked, from the gateway), or null. */
+export function closeCodeOf(bytes: Buffer): number | null {
+  if (bytes.length < 4 || bytes[0] !== 0x88) return null;
+  return bytes.readUInt16BE(2);
+}
