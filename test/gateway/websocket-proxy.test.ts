@@ -1,4 +1,7 @@
+import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/free-port.js';
+import { rawExchange } from '../helpers/raw-http.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import {
   accessLines,
@@ -14,6 +17,7 @@ import {
 import {
   closed,
   echo,
+  handshake,
   mustOpen,
   mustRefuse,
   startWebSocketUpstream,
@@ -141,5 +145,50 @@ describe('WebSocket through the gateway', () => {
     expect(line!.bytesIn).toBeGreaterThanOrEqual(106);
     expect(line!.bytesOut).toBeGreaterThanOrEqual(102);
     expect(line!.outcome).toBe('completed');
+  });
+});
+
+describe('an upgrade the upstream cannot take', () => {
+  it('answers 502 before any 101 when the upstream is unreachable', async () => {
+    const gateway = await startTestGateway(petsConfig(`http://127.0.0.1:${await freePort()}`));
+    defer(() => gateway.close());
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(refused.status).toBe(502);
+    expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.bad_gateway' });
+    await expect
+      .poll(() => accessLines(gateway).at(-1))
+      .toMatchObject({ status: 502, outcome: 'unreachable' });
+  });
+
+  it('answers 504 before any 101 when the upstream does not answer the upgrade within proxyTimeout', async () => {
+    const silent = net.createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    defer(
+      () =>
+        new Promise<void>((resolve) => {
+          silent.close(() => resolve());
+        }),
+    );
+    const { port } = silent.address() as AddressInfo;
+    const gateway = await startTestGateway(petsConfig(`http://127.0.0.1:${port}`, { proxyTimeout: 200 }));
+    defer(() => gateway.close());
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(refused.status).toBe(504);
+    await expect.poll(() => accessLines(gateway).at(-1)).toMatchObject({ status: 504, outcome: 'timeout' });
+  });
+
+  it('answers an upgrade to another protocol (h2c) as a plain request, then closes the connection', async () => {
+    const gateway = await gatewayWith();
+    const answer = await rawExchange(
+      gateway.url,
+      handshake('/pets/1', [`Authorization: ${withKey.authorization}`]).replace(
+        'Upgrade: websocket',
+        'Upgrade: h2c',
+      ),
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toMatch(/\r\nConnection: close\r\n/i);
+    expect(answer).toMatch(/plain$/);
+    expect(upstream.plain.at(-1)!.headers.upgrade).toBeUndefined();
   });
 });
