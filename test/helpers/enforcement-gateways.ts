@@ -7,6 +7,7 @@ import {
   petsConfig,
   startTestGateway,
   userAuth,
+  type StartClocks,
   type TestGateway,
 } from './test-gateway.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
@@ -64,12 +65,15 @@ export function useEnforcementGateways(): EnforcementGateways {
 
 /**
  * Two gateways on one Redis (a prefix of their own) over an upstream of their own (or `upstream`, which
- * the caller stops), with the mobile application of conf/: a fleet, stopped by `defer` after the test.
+ * the caller stops) and with clocks of its own when given, with the mobile application of conf/: a fleet, stopped by `defer` after the test.
  */
 export async function startFleetOfTwo(
   defer: (cleanup: () => Promise<void> | void) => void,
   overrides: Record<string, unknown> = {},
-  given?: TestUpstream,
+  {
+    upstream: given,
+    clocks = [{}, {}],
+  }: { upstream?: TestUpstream; clocks?: [StartClocks, StartClocks] } = {},
 ): Promise<[TestGateway, TestGateway]> {
   const upstream = given ?? (await startUpstream());
   if (!given) defer(() => upstream.close());
@@ -78,9 +82,9 @@ export async function startFleetOfTwo(
     applications: [applications[0]],
     ...overrides,
   });
-  const a = await startTestGateway(config);
+  const a = await startTestGateway(config, {}, clocks[0]);
   defer(() => a.close());
-  const b = await startTestGateway(config);
+  const b = await startTestGateway(config, {}, clocks[1]);
   defer(() => b.close());
   return [a, b];
 }

@@ -33,7 +33,7 @@ describe('a concurrency restriction on a fleet of 2 (Redis)', () => {
   it('admits N requests in flight across the fleet, wherever they arrive', async () => {
     const upstream = await startHoldingUpstream();
     defer(() => upstream.close());
-    const [a, b] = await startFleetOfTwo(defer, {}, upstream);
+    const [a, b] = await startFleetOfTwo(defer, {}, { upstream });
     await setSystem(a, 3);
     // b follows the definitions a wrote (pub/sub).
     await expect.poll(async () => (await quotaUsage(b.adminUrl, systemQuotaId)).restrictions.length).toBe(1);
