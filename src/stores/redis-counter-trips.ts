@@ -38,7 +38,7 @@ export interface SlotHolder {
 }
 
 /** The functions of the scripts that read or write concurrency counters. */
-const slotPrelude = ['slot-entries'];
+const slotPrelude = ['store-clock', 'slot-entries'];
 
 /**
  * The shared counters on Redis or Redis Cluster: one Lua script per trip, atomic, on the Redis server's
@@ -83,7 +83,10 @@ export class RedisCounterTrips implements CounterTrips {
     }
     // numberOfKeys is left out: each call says how many counters it touches.
     redis.defineCommand(counterScript, { lua: readLuaScript(import.meta.url, 'consume', slotPrelude) });
-    redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: readLuaScript(import.meta.url, 'usage') });
+    redis.defineCommand('quotagateUsage', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'usage', ['store-clock']),
+    });
     redis.defineCommand('quotagateSlotsHold', {
       numberOfKeys: 1,
       lua: readLuaScript(import.meta.url, 'slots-hold', slotPrelude),
