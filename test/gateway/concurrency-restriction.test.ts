@@ -110,6 +110,14 @@ describe.each(eachStore)('a concurrency restriction on %s', (_storeName, store) 
     expect((await next[0]!).status).toBe(200);
   });
 
+  it('frees the slot of a request whose upstream failed, once its 502 is sent', async () => {
+    const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9', { applications, ...store() }));
+    defer(() => gateway.close());
+    await setSystem(gateway, concurrency(1));
+    expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([502, 502]);
+    await expect.poll(() => inFlightOf(gateway)).toBe(0);
+  });
+
   it("counts each application apart under an application's quota", async () => {
     const [gateway, upstream] = await gatewayOverHolding();
     await setQuota(
