@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { slotRetryMs } from '../../src/limiter/counter-store.js';
-import type { CounterTrips, Trip, TripCheck } from '../../src/limiter/counter-trips.js';
+import type { CounterTrips, TripCheck } from '../../src/limiter/counter-trips.js';
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
@@ -9,6 +9,7 @@ import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counte
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { ipcPair } from '../helpers/ipc-pair.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
+import { trip } from '../helpers/trips.js';
 
 /**
  * Concurrency counters (`windowMs` 0) in a trip: the Redis script and the memory counters of a primary
@@ -54,14 +55,6 @@ const slot = (key: string, limit: number): TripCheck => ({
   cost: 1,
   need: 1,
   wanted: 0,
-});
-
-const trip = (parts: Partial<Trip>): Trip => ({
-  checks: [],
-  additions: [],
-  giveBacks: [],
-  live: 1,
-  ...parts,
 });
 
 const inFlight = async (trips: CounterTrips, key: string) =>
