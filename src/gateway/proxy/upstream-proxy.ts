@@ -10,6 +10,7 @@ import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { connectionSpecific } from '../transports/http2-messages.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
@@ -221,16 +222,6 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-/** Trailer fields with a meaning only on an HTTP/1.1 connection (RFC 9113 §8.2.2), never relayed. */
-const connectionTrailers: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-]);
-
 /**
  * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
  * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
@@ -245,10 +236,10 @@ function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpH
   return trailers;
 }
 
-/** The upstream's trailers a client may be given. */
+/** The upstream's trailers an HTTP/2 client may be given: none that only an HTTP/1.1 connection has (RFC 9113 §8.2.2). */
 function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
   const relayed: IncomingHttpHeaders = {};
-  for (const name in trailers) if (!connectionTrailers.has(name)) relayed[name] = trailers[name];
+  for (const name in trailers) if (!connectionSpecific.has(name)) relayed[name] = trailers[name];
   return relayed;
 }
 
