@@ -137,6 +137,8 @@ const apiSchema = z.strictObject({
    * statuses (see docs/routing-and-proxy.md, "gRPC").
    */
   protocol: z.enum(apiProtocols, { error: oneOf("must be 'http' or 'grpc'", apiProtocols) }).default('http'),
+  /** Its GET operations accept a WebSocket upgrade (RFC 6455), proxied to the upstream (default: true). */
+  websocket: z.boolean({ error: msg('must be true or false') }).default(true),
 });
 
 const applicationSchema = z.strictObject({

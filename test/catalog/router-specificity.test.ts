@@ -12,6 +12,7 @@ const petsApi = (methods: MethodConfig[], caseSensitive = false, basePath = '/pe
   caseSensitive,
   passUndeclared: false,
   protocol: 'http',
+  websocket: true,
 });
 
 const method = (id: string, verb: MethodConfig['verb'], path: string): MethodConfig => ({

@@ -18,6 +18,7 @@ const api = (
   caseSensitive: false,
   passUndeclared: false,
   protocol: 'http',
+  websocket: true,
   ...options,
 });
 

@@ -27,9 +27,11 @@ export function http2Request(
   options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
 ): Promise<Http2Answer> {
   return new Promise((resolve, reject) => {
+    const method = options.method ?? 'GET';
+    // CONNECT names no path (RFC 9113 §8.5).
     const stream = session.request({
-      ':method': options.method ?? 'GET',
-      ':path': options.path,
+      ':method': method,
+      ...(method === 'CONNECT' ? {} : { ':path': options.path }),
       ...options.headers,
     });
     let headers: IncomingHttpHeaders = {};

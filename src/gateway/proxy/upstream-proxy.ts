@@ -1,4 +1,11 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type {
+  ClientRequest,
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  ServerResponse,
+} from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
@@ -11,6 +18,7 @@ import type { Logger } from '../../observe/log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
 import { connectionSpecific } from '../transports/http2-messages.js';
+import { WebSocketLink } from './websocket-link.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
@@ -29,10 +37,16 @@ class DeadlineExceeded extends Error {
   readonly code = 'GRPC_DEADLINE_EXCEEDED';
 }
 
+/** The upstream did not answer an upgrade request within `proxyTimeout`. */
+class UpgradeTimeout extends Error {
+  readonly code = 'UPSTREAM_UPGRADE_TIMEOUT';
+}
+
 const timeoutCodes: ReadonlySet<string> = new Set([
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
   'GRPC_DEADLINE_EXCEEDED',
+  'UPSTREAM_UPGRADE_TIMEOUT',
 ]);
 
 /**
@@ -95,6 +109,15 @@ export class Exchange implements Dispatcher.DispatchHandler {
    * HTTP/2, "Responses"), relayed as one once the upstream has ended it.
    */
   private heldHead: Array<string | string[]> | null = null;
+  /**
+   * For a request that came through the server's 'upgrade' event: the bytes that followed its head on
+   * the connection (the new protocol's, never read as HTTP); null for any other request.
+   */
+  upgradeHead: Buffer | null = null;
+  /** The WebSocket the upstream accepted (it answered 101), open until the client response closes. */
+  webSocket: WebSocketLink | null = null;
+  /** Bytes of a WebSocket charged to its byte restrictions while it was open. */
+  chargedBytes = 0;
   /** undici's control of the upstream exchange: pause, resume, abort. */
   private controller: Dispatcher.DispatchController | null = null;
   /** Ended, one way or another: the upstream has nothing more to say. */
@@ -112,7 +135,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   /** How the exchange ended, once the client response has closed. */
   outcome(): ProxyOutcome {
-    return this.upstreamOutcome === 'completed' && !this.res.writableFinished
+    return this.upstreamOutcome === 'completed' && !this.res.writableFinished && this.webSocket === null
       ? 'client_aborted'
       : this.upstreamOutcome;
   }
@@ -257,6 +280,20 @@ async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
   }
 }
 
+/** `fields` (name, value pairs) and `more` as the header object http-proxy-3 writes; repeated names as lists. */
+function headersOf(fields: ReadonlyArray<string | string[]>, more: readonly string[]): OutgoingHttpHeaders {
+  const headers: Record<string, string | string[]> = {};
+  for (const list of [fields, more]) {
+    for (let i = 0; i < list.length; i += 2) {
+      const name = list[i] as string;
+      const value = list[i + 1]!;
+      const existing = headers[name];
+      headers[name] = existing === undefined ? value : [existing, value].flat();
+    }
+  }
+  return headers;
+}
+
 // The listener of every exchange's response, shared: `this` is the response, linked to its exchange.
 function resumeUpstream(this: ServerResponse): void {
   exchangeOf(this)?.resumeUpstream();
@@ -316,6 +353,36 @@ export class UpstreamProxy {
     exchange.grpc = api.config.protocol === 'grpc';
     req.url = upstreamTarget;
     this.upstreamOf(api).server.web(req, res);
+  }
+
+  /**
+   * Forwards the exchange's WebSocket opening handshake to `api`'s upstream at `upstreamTarget` through
+   * http-proxy-3's `ws()`, with the fields of `exchange.upstreamFields`, the upstream's Host and the
+   * upgrade fields. When the upstream answers 101, its answer goes to the client with the gateway's
+   * fields (`exchange.fields`) and the sockets are piped (`exchange.webSocket`); any other answer is
+   * relayed as it is, after which the connection closes.
+   */
+  forwardUpgrade(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
+    const { req } = exchange;
+    exchange.forwarded = true;
+    exchange.forwardedAt = performance.now();
+    const upstream = this.upstreamOf(api);
+    req.url = upstreamTarget;
+    // http-proxy-3 sends the request's fields as they are, read when `ws()` makes the upstream request:
+    // they are those the gateway prepared for that long. The client's stay the request's, for the
+    // credentials to be checked again while the WebSocket is open.
+    const { headers } = req;
+    req.headers = headersOf(exchange.upstreamFields, [
+      'host',
+      upstream.host,
+      'connection',
+      'Upgrade',
+      'upgrade',
+      'websocket',
+    ]) as IncomingHttpHeaders;
+    // http-proxy-3 types its callback for `web()`; `ws()` calls it with the client's socket.
+    upstream.server.ws(req, req.socket, exchange.upgradeHead!, this.upgradeFailed as never);
+    req.headers = headers;
   }
 
   /** Closes the upstream connections; call after the last exchange. */
@@ -396,6 +463,60 @@ export class UpstreamProxy {
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
   }
 
+  /**
+   * http-proxy-3's 'proxyReqWs': the upgrade request is made, not sent. The listeners added here run
+   * before http-proxy-3's own, so the answer's fields are the gateway's by the time it writes them.
+   */
+  private watchUpgrade(proxyReq: ClientRequest, exchange: Exchange): void {
+    const client = exchange.req.socket;
+    proxyReq.setTimeout(this.proxyTimeout, () => proxyReq.destroy(new UpgradeTimeout('upgrade timed out')));
+    client.once('close', () => {
+      if (exchange.webSocket === null) proxyReq.destroy();
+    });
+    proxyReq.on('upgrade', (proxyRes: IncomingMessage, upstreamSocket: Socket) => {
+      this.answered(exchange, proxyRes, ['connection', 'Upgrade', 'upgrade', 'websocket']);
+      if (client.destroyed) {
+        upstreamSocket.destroy();
+        return;
+      }
+      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket);
+    });
+    proxyReq.on('response', (proxyRes: IncomingMessage) => {
+      // The upstream refused the upgrade: its answer is relayed, and the connection closes after it.
+      this.answered(exchange, proxyRes, ['connection', 'close']);
+      proxyRes.on('data', (chunk: Buffer) => {
+        exchange.bytesOut += chunk.length;
+      });
+    });
+  }
+
+  /** The upstream's answer to an upgrade request, its fields made the end-to-end ones and the gateway's. */
+  private answered(exchange: Exchange, proxyRes: IncomingMessage, connection: readonly string[]): void {
+    exchange.upstreamMs = performance.now() - exchange.forwardedAt;
+    exchange.status = proxyRes.statusCode ?? 0;
+    exchange.responseHeaders = proxyRes.headers;
+    const fields = appendEndToEndResponseFields(proxyRes.headers, [...exchange.fields, ...connection], null);
+    proxyRes.headers = headersOf(fields, []) as IncomingHttpHeaders;
+  }
+
+  /** http-proxy-3's callback of a failed upgrade exchange: `socket` is the client's. */
+  private readonly upgradeFailed = (error: Error, req: IncomingMessage, socket: Socket): void => {
+    const exchange = exchangeOf(req)!;
+    if (exchange.status === 0) {
+      this.fail(error, exchange);
+      return;
+    }
+    // After the upstream's answer began: the connection breaks, as it would have without the gateway.
+    if (exchange.webSocket?.endedBy == null && exchange.upstreamOutcome === 'completed') {
+      exchange.upstreamOutcome = 'reset';
+      this.options.logger.warn(
+        { err: { code: (error as NodeJS.ErrnoException).code, message: error.message }, outcome: 'reset' },
+        'upstream WebSocket failed',
+      );
+    }
+    socket.destroy();
+  };
+
   private upstreamOf(api: CompiledApi): Upstream {
     const { protocol } = api.config;
     const key = `${protocol} ${api.upstreamOrigin}`;
@@ -408,9 +529,15 @@ export class UpstreamProxy {
       protocol === 'grpc'
         ? http2Pool(api.upstreamOrigin, this.proxyTimeout)
         : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
-    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false });
+    // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
+    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
     const upstream: Upstream = { server, pool, host: target.host };
     server.before('web', 'deleteLength', (req: IncomingMessage) => this.send(req, upstream));
+    server.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage) =>
+      this.watchUpgrade(proxyReq, exchangeOf(req)!),
+    );
+    // Errors of a WebSocket's exchange come to `upgradeFailed`; this one hears those of its client socket.
+    server.on('error', () => undefined);
     this.upstreams.set(key, upstream);
     return upstream;
   }

@@ -81,7 +81,11 @@ export const connectionSpecific: ReadonlySet<string> = new Set([
   'te',
 ]);
 
-/** The response of one HTTP/2 stream: its head never carries a connection-specific field. */
+/**
+ * The response of one HTTP/2 stream: its head never carries a connection-specific field, it is
+ * `destroyed` once its stream is, as a ServerResponse is once its socket is, and `writableFinished` only
+ * once all of it was sent.
+ */
 export class Http2GatewayResponse extends http2.Http2ServerResponse {
   override writeHead(statusCode: number, headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this;
   override writeHead(
@@ -103,6 +107,22 @@ export class Http2GatewayResponse extends http2.Http2ServerResponse {
     );
   }
 }
+
+// What the pipeline reads of a response as of a ServerResponse: Node's compatibility response has no
+// `destroyed` (its types name one), and calls itself `writableFinished` once its stream has closed,
+// even when a reset cut it short: it is finished once ended and its stream closed without an error.
+Object.defineProperties(Http2GatewayResponse.prototype, {
+  destroyed: {
+    get(this: Http2GatewayResponse): boolean {
+      return this.stream.destroyed;
+    },
+  },
+  writableFinished: {
+    get(this: Http2GatewayResponse): boolean {
+      return this.writableEnded && this.stream.rstCode === http2.constants.NGHTTP2_NO_ERROR;
+    },
+  },
+});
 
 function withoutConnectionFields(
   headers: OutgoingHttpHeaders | OutgoingHttpHeader[],

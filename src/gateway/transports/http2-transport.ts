@@ -65,8 +65,14 @@ export class Http2Transport {
       Http2ServerRequest: Http2GatewayRequest,
       Http2ServerResponse: Http2GatewayResponse,
     } as http2.ServerOptions);
-    this.engine.on('request', options.onRequest as never);
-    this.engine.on('checkContinue', options.onCheckContinue as never);
+    // A stream reset before Node handed it over (a malformed body in the same read as its head) has no
+    // one to answer: it never enters the pipeline, as an HTTP/1.1 request cut off in its head does not.
+    this.engine.on('request', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
+      if (!req.stream.destroyed) options.onRequest(req as never, res as never);
+    });
+    this.engine.on('checkContinue', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
+      if (!req.stream.destroyed) options.onCheckContinue(req as never, res as never);
+    });
     this.engine.on('session', (session: TrackedSession) => this.track(session));
     this.engine.on('stream', (stream: ServerHttp2Stream) => this.opened(stream));
   }
