@@ -269,7 +269,7 @@ export class Gateway {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
     // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
-    record.status = dataPlaneErrors[code].status;
+    if (!record.res.headersSent) record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
