@@ -259,7 +259,10 @@ function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpH
   return trailers;
 }
 
-/** The upstream's trailers an HTTP/2 client may be given: none that only an HTTP/1.1 connection has (RFC 9113 §8.2.2). */
+/**
+ * The upstream's trailers an HTTP/2 client may be given: none that only an HTTP/1.1 connection has
+ * (RFC 9113 §8.2.2).
+ */
 function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
   const relayed: IncomingHttpHeaders = {};
   for (const name in trailers) if (!connectionSpecific.has(name)) relayed[name] = trailers[name];
