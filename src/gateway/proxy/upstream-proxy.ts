@@ -7,7 +7,12 @@ import type { AddedLatencySink } from '../../observe/added-latency.js';
 import type { CompiledApi } from '../../catalog/router.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
-import { appendEndToEndResponseFields } from './hop-by-hop.js';
+import {
+  announceTrailers,
+  appendEndToEndResponseFields,
+  endToEndTrailers,
+  namedInConnection,
+} from './hop-by-hop.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
@@ -70,6 +75,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   readonly upstreamFields: Array<string | string[]> = [];
   /** Whether the request announced a body, which then streams upstream. */
   hasBody = false;
+  /** Whether the client takes trailer fields: the upstream's are then relayed after the body. */
+  relaysTrailers = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
   /** undici's control of the upstream exchange: pause, resume, abort. */
@@ -141,6 +148,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.fields,
       res.getHeaderNames().length > 0 ? res : null,
     );
+    if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
     this.proxy?.addedResponse(performance.now() - respondedAt);
     if (!res.writable) return;
@@ -155,6 +163,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.settled = true;
     this.responseTrailers = trailers;
+    if (this.relaysTrailers) {
+      const relayed = endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers));
+      if (relayed) this.res.addTrailers(relayed);
+    }
     this.res.end();
   }
 
