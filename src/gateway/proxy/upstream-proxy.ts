@@ -150,6 +150,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
     );
     if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
+    // Node sends a head with the first body bytes: an event stream's client learns at once that it is
+    // open, not with the first event, which may be long in coming.
+    if (isEventStream(headers['content-type'])) res.flushHeaders();
     this.proxy?.addedResponse(performance.now() - respondedAt);
     if (!res.writable) return;
     res.on('drain', resumeUpstream);
@@ -176,6 +179,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.proxy?.fail(error, this);
   }
 }
+
+/** Whether a Content-Type names an event stream (text/event-stream, the WHATWG HTML standard §9.2). */
+const isEventStream = (type: string | undefined): boolean =>
+  type !== undefined && type.length >= 17 && type.slice(0, 17).toLowerCase() === 'text/event-stream';
 
 /** The exchange of a request or response it made. */
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
