@@ -3,7 +3,7 @@ import { credentials as channelCredentials, status } from '@grpc/grpc-js';
 import { basicChallenge } from '../../src/auth/basic-authenticator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
-import { eachStore } from '../helpers/enforcement-gateways.js';
+import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import {
   greeterApi,
   greeterApiId,
@@ -212,5 +212,32 @@ describe('gRPC over TLS to the gateway', () => {
     expect(plain.status.details).toBe(
       'Unauthorized: API keys are accepted over HTTPS only (this is the plain-HTTP port)',
     );
+  });
+});
+
+describe('a gRPC method quota across a fleet on Redis', () => {
+  it('counts the calls of both gateways against one limit', async () => {
+    const [a, b] = await startFleetOfTwo(defer, { apis: [greeterApi(`http://${greeter.address}`)] });
+    const listHellosId = greeterApi('').methods[2]!.id;
+    await setQuota(
+      a,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [
+          throttle(2, 1, 'minute', { api: greeterApiId, method: sayHelloId }),
+          throttle(100, 1, 'minute', { api: greeterApiId, method: listHellosId }),
+        ],
+      },
+      systemQuotaId,
+    );
+    // b enforces the quota once ListHellos carries its RateLimit fields there.
+    await expect
+      .poll(async () => (await clientOf(b).listHellos('ann', credentials())).headers?.get('ratelimit-policy'))
+      .toHaveLength(1);
+    expect((await clientOf(a).sayHello('ann', credentials())).status.code).toBe(status.OK);
+    expect((await clientOf(b).sayHello('bob', credentials())).status.code).toBe(status.OK);
+    // Counted apart, a would have room for a second call.
+    expect((await clientOf(a).sayHello('ann', credentials())).status.code).toBe(status.RESOURCE_EXHAUSTED);
   });
 });
