@@ -598,6 +598,8 @@ export class Gateway {
         client: clientAddress(req, record.plane.trustedPeers),
         verb: req.method ?? '',
         path: loggedPath(route?.path ?? req.url ?? ''),
+        protocol:
+          req.httpVersionMajor === 2 ? 'HTTP/2' : req.httpVersionMinor === 0 ? 'HTTP/1.0' : 'HTTP/1.1',
         api: route?.api.config.name ?? null,
         method: route?.method?.name ?? null,
         application: principal?.application ? record.plane.applications.nameOf(principal.application) : null,
