@@ -68,6 +68,7 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
   it('keeps HTTP/1.1 on the same port', async () => {
     const res = await request(gateway.url, { path: '/pets/1', headers: auth });
     expect(res.status).toBe(200);
+    await vi.waitFor(() => expect(accessLines(gateway).at(-1)).toMatchObject({ protocol: 'HTTP/1.1' }));
   });
 
   it('streams a request body that no content-length frames upstream, chunked', async () => {
@@ -110,7 +111,12 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
     expect(upstream.requests.length).toBe(before);
     // The line is written once the stream has closed, which may be after its answer reached the client.
     await vi.waitFor(() =>
-      expect(accessLines(gateway).at(-1)).toMatchObject({ verb: 'GET', path: '/pets/1', status: 401 }),
+      expect(accessLines(gateway).at(-1)).toMatchObject({
+        verb: 'GET',
+        path: '/pets/1',
+        protocol: 'HTTP/2',
+        status: 401,
+      }),
     );
   });
 
@@ -126,8 +132,17 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
       expect(refused.headers.ratelimit).toMatch(/r=0/);
       expect(refused.headers['ratelimit-policy']).toBeDefined();
       await vi.waitFor(() =>
-        expect(accessLines(gateway).at(-1)).toMatchObject({ status: 429, quota: 'rejected' }),
+        expect(accessLines(gateway).at(-1)).toMatchObject({
+          status: 429,
+          quota: 'rejected',
+          protocol: 'HTTP/2',
+        }),
       );
+      const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+      expect(metrics).toMatch(
+        /^quotagate_requests_total\{api="Pet Store",method="findByStatus",status="429"\} 1$/m,
+      );
+      expect(metrics).toMatch(/^quotagate_added_latency_seconds_count\{part="request"\} [1-9]/m);
     } finally {
       session.close();
     }
