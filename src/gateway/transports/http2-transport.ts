@@ -178,13 +178,15 @@ export class Http2Transport {
       clearTimeout(state.idle);
       state.idle = null;
     }
-    const { requestTimeout } = this.options.limits;
-    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1.
-    const slow = setTimeout(cancelStream, requestTimeout, stream).unref();
-    stream.once('end', () => clearTimeout(slow));
+    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
+    // request whose HEADERS ended the stream has arrived, however long its answer then runs.
+    const slow = stream.endAfterHeaders
+      ? null
+      : setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
+    if (slow) stream.once('end', () => clearTimeout(slow));
     stream.once('aborted', () => this.reset(session, state));
     stream.once('close', () => {
-      clearTimeout(slow);
+      if (slow) clearTimeout(slow);
       state.streams -= 1;
       if (state.streams === 0 && !session.closed)
         this.idleFor(session, state, this.options.limits.keepAliveTimeout);

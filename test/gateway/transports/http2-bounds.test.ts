@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import {
@@ -115,9 +116,16 @@ describe('a stream flood', () => {
 describe('the server timeouts on HTTP/2', () => {
   let timed: TestGateway;
   let upstream: TestUpstream;
+  const held: ServerResponse[] = [];
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    // Answers /pets/held with its head and holds the rest until `release`; answers the rest at once.
+    upstream = await startUpstream((_req, res, seen) => {
+      if (!seen.url.endsWith('/held')) return void res.end('ok');
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('head ');
+      held.push(res);
+    });
     timed = await startTestGateway(
       petsConfig(`${upstream.url}/pets`, {
         server: { headersTimeout: 300, requestTimeout: 300, keepAliveTimeout: 300 },
@@ -154,5 +162,29 @@ describe('the server timeouts on HTTP/2', () => {
     );
     const reset = await connection.frame((received) => received.type === frameType.rstStream);
     expect([reset.streamId, errorOf(reset)]).toEqual([1, errorCode.cancel]);
+  });
+
+  it('leaves a request that has arrived whole open past requestTimeout while its answer runs', async () => {
+    const session = await http2Session(timed.url);
+    const long = http2Request(session, { path: '/pets/held', headers: { authorization: auth[1] } });
+    await new Promise<void>((resolve) => {
+      const check = () => (held.length > 0 ? resolve() : setImmediate(check));
+      check();
+    });
+    // A slow request opened after it is reset at requestTimeout: the held one has outlived it.
+    const slow = session.request({
+      ':method': 'POST',
+      ':path': '/pets',
+      'content-length': '10',
+      ...{ authorization: auth[1] },
+    });
+    slow.write('slow');
+    const code = await new Promise<number>((resolve) =>
+      slow.once('close', () => resolve(slow.rstCode ?? -1)),
+    );
+    expect(code).toBe(errorCode.cancel);
+    held.shift()!.end('and tail');
+    expect(await long).toMatchObject({ status: 200, body: 'head and tail' });
+    session.close();
   });
 });

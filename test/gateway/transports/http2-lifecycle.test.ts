@@ -102,3 +102,25 @@ describe('shutdown with HTTP/2 connections open', () => {
     await closed;
   });
 });
+
+describe('an upstream answer with fields HTTP/2 forbids', () => {
+  it('reaches an HTTP/2 client without them, where Node would refuse to send it', async () => {
+    const upstream = await startUpstream((_req, res) => {
+      res.writeHead(200, {
+        'content-type': 'text/plain',
+        host: 'upstream.internal',
+        'http2-settings': 'AAMAAABkAAQAAP__',
+        'x-kept': 'yes',
+      });
+      res.end('ok');
+    });
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`));
+    defer(() => gateway.close());
+    const answer = await http2Fetch(gateway.url, { path: '/pets/1', headers: auth });
+    expect(answer).toMatchObject({ status: 200, body: 'ok' });
+    expect(answer.headers['x-kept']).toBe('yes');
+    expect(answer.headers.host).toBeUndefined();
+    expect(answer.headers['http2-settings']).toBeUndefined();
+  });
+});
