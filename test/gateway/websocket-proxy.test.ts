@@ -12,6 +12,7 @@ import {
   startTestGateway,
   systemQuotaId,
   throttle,
+  withMethods,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import {
@@ -82,6 +83,31 @@ describe('WebSocket through the gateway', () => {
   it('refuses an upgrade of an undeclared path with 404', async () => {
     const gateway = await gatewayWith();
     expect((await mustRefuse(wsUrl(gateway.url, '/pets/1/toys'), withKey)).status).toBe(404);
+  });
+
+  it('refuses an upgrade of a path declared with another verb only with 405 and Allow', async () => {
+    const gateway = await startTestGateway(
+      withMethods(petsConfig(upstream.url), [
+        { id: '7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f', name: 'putPhoto', verb: 'PUT', path: '/{petId}/photo' },
+      ]),
+    );
+    defer(() => gateway.close());
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1/photo'), withKey);
+    expect(refused.status).toBe(405);
+    expect(refused.headers.allow).toBe('PUT');
+  });
+
+  it('refuses an upgrade with 503 when the authenticator cannot decide', async () => {
+    const gateway = await gatewayWith({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './test/fixtures/plugins/silent-plugin.js',
+      pluginTimeout: 200,
+    });
+    const before = upstream.upgrades.length;
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(refused.status).toBe(503);
+    expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.service_unavailable' });
+    expect(upstream.upgrades.length).toBe(before);
   });
 
   it('refuses an upgrade with 400 on an API with `websocket: false`', async () => {
