@@ -1,6 +1,7 @@
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/free-port.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 import { rawExchange } from '../helpers/raw-http.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import {
@@ -50,6 +51,18 @@ describe('WebSocket through the gateway', () => {
     expect(await echo(ws, 'again')).toBe('again');
     ws.close(1000, 'done');
     expect(await closed(ws)).toEqual({ code: 1000, reason: 'done' });
+  });
+
+  it('opens a WebSocket over TLS (wss) on the HTTPS listener', async () => {
+    const certificate = await createTestCertificate();
+    const gateway = await gatewayWith({
+      tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+    });
+    const url = `wss://127.0.0.1:${gateway.running.ports.https}/pets/1`;
+    const { ws } = await mustOpen(url, withKey, { ca: certificate.cert });
+    expect(await echo(ws, 'over tls')).toBe('over tls');
+    expect(upstream.upgrades.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+    ws.close();
   });
 
   it('sends the upstream the prepared request: routed path, its Host, forwarded fields, request id, no credentials', async () => {

@@ -82,15 +82,16 @@ export interface OpenedWebSocket {
 }
 
 /**
- * Opens a WebSocket to `url` (`ws://…`) with the `ws` client; resolves with it once open, or with the
- * HTTP answer that refused it.
+ * Opens a WebSocket to `url` (`ws://…`, or `wss://…` trusting `trust.ca`) with the `ws` client; resolves
+ * with it once open, or with the HTTP answer that refused it.
  */
 export function openWebSocket(
   url: string,
   headers: Record<string, string> = {},
+  trust: { ca?: string } = {},
 ): Promise<OpenedWebSocket | RefusedUpgrade> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
+    const ws = new WebSocket(url, { headers, ...trust });
     ws.once('upgrade', (res: IncomingMessage) => {
       ws.once('open', () => resolve({ ws, headers: res.headers }));
     });
@@ -110,8 +111,12 @@ export function openWebSocket(
 }
 
 /** Opens a WebSocket that must open; fails the test with the refusal otherwise. */
-export async function mustOpen(url: string, headers: Record<string, string> = {}): Promise<OpenedWebSocket> {
-  const opened = await openWebSocket(url, headers);
+export async function mustOpen(
+  url: string,
+  headers: Record<string, string> = {},
+  trust: { ca?: string } = {},
+): Promise<OpenedWebSocket> {
+  const opened = await openWebSocket(url, headers, trust);
   if (!('ws' in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
   return opened;
 }
