@@ -12,7 +12,9 @@ import { Setups, type Target } from './setups.js';
 /**
  * The WebSocket row of the bench: messages relayed through quotagate as shipped (basic auth, the two
  * never-refusing restrictions, a throttlemb among them charged once a second, the access log) against
- * a bare http-proxy-3 `ws()` relay, both in front of the same `ws` echo upstream. Every setup is loaded
+ * a bare http-proxy-3 `ws()` relay (the bytes quotagate's own path adds its work to) and a relay written
+ * with the `ws` package (each message read whole and sent on), all in front of the same `ws` echo
+ * upstream. Every setup is loaded
  * at the same time, round after round, by connections that each keep one message in flight (send, wait
  * for the echo, send again); CPU is each server's process time (user + system, from /proc) per message
  * relayed, a round trip being two.
@@ -87,6 +89,7 @@ try {
   const origin = new URL(upstream.url).origin;
   const targets = [
     await setups.node('bare http-proxy-3 ws() relay', 'bare-ws-relay.js', [origin], false),
+    await setups.node('`ws` package relay, message by message', 'ws-message-relay.js', [origin], false),
     await setups.quotagate(
       'quotagate as shipped, memory store',
       'ws-quotagate',
