@@ -576,7 +576,11 @@ export class Gateway {
     }
     const api = route?.api.label ?? 'none';
     const method = route?.method ? route.api.methodLabels.get(route.method.id)! : 'none';
-    metrics.request(api, method, status, elapsedMs / 1000);
+    // A WebSocket's time in the request histogram is its opening's (until the 101), not how long it stayed open.
+    const requestMs = record.webSocket
+      ? record.forwardedAt - record.arrivedAt + (record.upstreamMs ?? 0)
+      : elapsedMs;
+    metrics.request(api, method, status, requestMs / 1000);
     if (outcome && outcome !== 'completed' && outcome !== 'client_aborted') {
       metrics.upstreamErrors.inc({ api, outcome });
     }

@@ -184,6 +184,11 @@ describe('WebSocket through the gateway', () => {
     expect(line!.bytesIn).toBeGreaterThanOrEqual(106);
     expect(line!.bytesOut).toBeGreaterThanOrEqual(102);
     expect(line!.outcome).toBe('completed');
+    // The metrics count it as one request of status 101, timed until its 101, not until its close.
+    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/quotagate_requests_total\{[^}]*status="101"[^}]*\} 1\n/);
+    const timed = /quotagate_request_duration_seconds_sum\{api="Pet Store"\} (\S+)/.exec(metrics)?.[1];
+    expect(Number(timed)).toBeLessThan(Number(line!.ms) / 1000);
   });
 });
 
