@@ -16,6 +16,7 @@ import { openAccessLog } from './observe/access-log.js';
 import { AddedLatency, latencyReport, type EncodedLatency } from './observe/added-latency.js';
 import type { LogSecrets, Logger } from './observe/log.js';
 import { httpServerOptions } from './gateway/http-server-options.js';
+import { alpnProtocols, Http2Transport } from './gateway/transports/http2-transport.js';
 import { createMetrics, type Metrics } from './observe/metrics.js';
 import { UpstreamProxy } from './gateway/proxy/upstream-proxy.js';
 import { ConfigReloader, type ReloadOutcome } from './reload/config-reloader.js';
@@ -193,22 +194,31 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     quotas = new QuotaIndex(records);
   });
   const shared = config.store.type === 'redis' ? config.store : null;
+  let sharedTrips: RedisCounterTrips | null = null;
   const heartbeat =
     redis && shared
       ? new FleetHeartbeat(redis, shared.prefix, {
           clock: systemClock,
-          onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+          onBeat: (live) => {
+            metrics.counterStoreLiveGateways.set(live);
+            // Keeps this gateway's concurrency slots alive, and puts right a release that failed.
+            sharedTrips?.refreshSlots().catch(() => undefined);
+          },
         })
       : null;
+  if (redis && shared && heartbeat) {
+    const holder = { id: heartbeat.id, ttlMs: heartbeat.ttlMs };
+    sharedTrips = new RedisCounterTrips(redis, shared.prefix, options.clock, holder);
+  }
   await heartbeat?.start();
   const primaryCounters = worker?.counters ?? null;
   // Tests move the counters' clock; a gateway's shared counters otherwise keep the Redis server's.
   const sharedClock = options.clock ? { ...systemClock, now: options.clock } : systemClock;
   const limiter = new Limiter({
     shared:
-      redis && shared && heartbeat
+      sharedTrips && heartbeat
         ? new SharedCounterStore({
-            trips: new RedisCounterTrips(redis, shared.prefix, options.clock),
+            trips: sharedTrips,
             clock: sharedClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
@@ -294,11 +304,25 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       : null;
   const plainServer = config.port === false ? null : http.createServer(httpServerOptions(config));
   const tlsServer = config.tls
-    ? https.createServer({ ...httpServerOptions(config), ...readTlsFiles(config.tls, cwd) })
+    ? https.createServer({
+        ...httpServerOptions(config),
+        ...readTlsFiles(config.tls, cwd),
+        ...(config.http2 ? { ALPNProtocols: alpnProtocols } : {}),
+      })
     : null;
   const dataServers = [plainServer, tlsServer].flatMap((server) =>
     server ? [dataServer(server, gateway)] : [],
   );
+  const http2 = config.http2
+    ? new Http2Transport({
+        onRequest: gateway.handle,
+        onCheckContinue: gateway.handleExpectingContinue,
+        limits: config.server,
+        logger: logger.child({ component: 'http2' }),
+      })
+    : null;
+  if (http2 && plainServer) http2.acceptPriorKnowledge(plainServer);
+  if (http2 && tlsServer) http2.acceptAlpn(tlsServer);
 
   const fixed = fixedSettingsOf(config);
   const reloader = new ConfigReloader({
@@ -379,6 +403,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     };
   } catch (error) {
     for (const server of dataServers) server.close();
+    http2?.closeAll();
     await closeResources();
     throw error;
   }
@@ -406,11 +431,13 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         server.close();
         server.closeIdleConnections();
       }
+      http2?.close();
       const { shutdownTimeout } = live.config;
       const idle = await gateway.waitForIdle(shutdownTimeout);
       if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
       gateway.endWebSockets();
       for (const server of dataServers) server.closeAllConnections();
+      http2?.closeAll();
       // What was just cut off is accounted (its access line written) before the log closes.
       if (!idle) await gateway.waitForIdle(closingGraceMs);
       await closeResources();

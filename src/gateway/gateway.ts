@@ -8,13 +8,15 @@ import { normalizeTarget } from '../kit/normalize-path.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
-import { authRefusalDetails, sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
+import { sendJson } from './answers/json-answer.js';
+import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import type { CounterAddition, CounterRef, CounterSpec } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
@@ -71,6 +73,10 @@ class RequestRecord extends Exchange {
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
+  /** The concurrency slots it holds while in flight, and where each was taken. */
+  private slots: Array<{ by: SlotRelease; keys: readonly string[] }> | null = null;
+  /** Its exchange has ended (`Gateway.account`): a slot taken from now on is freed at once. */
+  private ended = false;
   /** A WebSocket opening handshake (it came through the 'upgrade' event and asks for `websocket`). */
   opensWebSocket = false;
 
@@ -87,6 +93,21 @@ class RequestRecord extends Exchange {
     this.fields.push('x-request-id', id);
   }
 
+  /** Holds slots until the request ends; a verdict that came after the client left frees them at once. */
+  holdSlots(by: SlotRelease | undefined, keys: readonly string[]): void {
+    if (!by || keys.length === 0) return;
+    if (this.ended) by.release(keys);
+    else (this.slots ??= []).push({ by, keys });
+  }
+
+  /** The request has ended: its slots are free from now on. */
+  end(): void {
+    this.ended = true;
+    if (this.slots === null) return;
+    for (const { by, keys } of this.slots) by.release(keys);
+    this.slots = null;
+  }
+
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
   addRefusal(restriction: ApplicableRestriction): void {
     const name = `${restriction.quotaId}/${restriction.index}`;
@@ -97,6 +118,7 @@ class RequestRecord extends Exchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
 
@@ -245,6 +267,8 @@ export class Gateway {
   ): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
+    record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
@@ -281,6 +305,11 @@ export class Gateway {
       return allowed.length === 0
         ? this.refuse(record, 'not_found')
         : this.refuse(record, 'method_not_allowed', ['allow', allowed.join(', ')]);
+    }
+    if (route.api.config.protocol === 'grpc') {
+      const deadlineMs = grpcTimeoutMs(req.headers['grpc-timeout']);
+      if (Number.isNaN(deadlineMs)) return this.refuse(record, 'bad_request', [], malformedGrpcTimeout);
+      if (deadlineMs !== null && deadlineMs < this.parts.proxy.proxyTimeout) record.deadlineMs = deadlineMs;
     }
     if (record.opensWebSocket && !route.api.config.websocket)
       return this.refuse(record, 'bad_request', [], 'this API takes no WebSocket upgrades');
@@ -451,6 +480,8 @@ export class Gateway {
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
         if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];
+        if (restriction.type === 'concurrency')
+          record.holdSlots(verdict.slotsFreedBy, [restriction.counterKey]);
         continue;
       }
       this.parts.metrics.shadowRefusal(restriction);
@@ -492,6 +523,7 @@ export class Gateway {
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;
       record.unitCounters = checks.unitRestrictions;
+      record.holdSlots(verdict.slotsFreedBy, checks.slotKeys);
     }
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
@@ -537,8 +569,12 @@ export class Gateway {
       upstreamFields.push('content-length', '0');
   }
 
-  /** Step 7, once the response has closed: charges the bytes it moved, then logs and counts it. */
+  /**
+   * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots, charges
+   * the bytes it moved, then logs and counts it.
+   */
   private account(record: RequestRecord): void {
+    record.end();
     const elapsedMs = performance.now() - record.arrivedAt;
     // The client left before its answer was whole: the upstream exchange is of no use to anyone.
     record.abandonUpstream();

@@ -11,6 +11,7 @@ const petsApi = (methods: MethodConfig[], caseSensitive = false, basePath = '/pe
   methods,
   caseSensitive,
   passUndeclared: false,
+  protocol: 'http',
   websocket: true,
 });
 

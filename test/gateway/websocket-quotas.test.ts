@@ -99,10 +99,11 @@ describe('WebSocket bytes across a fleet on Redis', () => {
   it('counts one byte limit for the fleet: connections on two gateways fill it together', async () => {
     const timersA = new FakeTimers();
     const timersB = new FakeTimers();
-    const [a, b] = await startFleetOfTwo(defer, { apis: petsConfig(upstream.url).apis }, [
-      { timers: timersA },
-      { timers: timersB },
-    ]);
+    const [a, b] = await startFleetOfTwo(
+      defer,
+      { apis: petsConfig(upstream.url).apis },
+      { clocks: [{ timers: timersA }, { timers: timersB }] },
+    );
     await setQuota(a, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemQuotaId);
     await expect.poll(async () => (await get(b)).headers['ratelimit-policy']).toMatch(/q=10485/);
     const onA = (await mustOpen(wsUrl(a.url, '/pets/1'), withKey)).ws;

@@ -64,16 +64,19 @@ export function useEnforcementGateways(): EnforcementGateways {
 }
 
 /**
- * Two gateways on one Redis (a prefix of their own) over an upstream of their own, with the mobile
- * application of conf/: a fleet, stopped by `defer` after the test.
+ * Two gateways on one Redis (a prefix of their own) over an upstream of their own (or `upstream`, which
+ * the caller stops) and with clocks of its own when given, with the mobile application of conf/: a fleet, stopped by `defer` after the test.
  */
 export async function startFleetOfTwo(
   defer: (cleanup: () => Promise<void> | void) => void,
   overrides: Record<string, unknown> = {},
-  clocks: [StartClocks, StartClocks] = [{}, {}],
+  {
+    upstream: given,
+    clocks = [{}, {}],
+  }: { upstream?: TestUpstream; clocks?: [StartClocks, StartClocks] } = {},
 ): Promise<[TestGateway, TestGateway]> {
-  const upstream = await startUpstream();
-  defer(() => upstream.close());
+  const upstream = given ?? (await startUpstream());
+  if (!given) defer(() => upstream.close());
   const config = petsConfig(`${upstream.url}/pets`, {
     store: { type: 'redis', url: inject('redisUrl'), prefix: `test:fleet:${Date.now()}:${Math.random()}:` },
     applications: [applications[0]],

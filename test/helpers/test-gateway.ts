@@ -28,6 +28,15 @@ export const throttle = (
 ) => ({ api: '*', method: '*', type: 'throttle', config: { messages, per, period }, ...extra });
 
 /** A throttlemb restriction: `megabytes` per `per` × `period`, on every API and method. */
+/** A concurrency restriction: `connections` requests in flight at once, on every API and method unless `extra` says. */
+export const concurrency = (connections: number, extra: Record<string, unknown> = {}) => ({
+  api: '*',
+  method: '*',
+  type: 'concurrency',
+  config: { connections },
+  ...extra,
+});
+
 export const mb = (megabytes: number, per: number, period: string) => ({
   api: '*',
   method: '*',

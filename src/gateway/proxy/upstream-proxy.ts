@@ -12,9 +12,11 @@ import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
 import type { CompiledApi } from '../../catalog/router.js';
+import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcRequest } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
+import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
 import { WebSocketLink } from './websocket-link.js';
 
 /** How an exchange with the upstream ended. */
@@ -29,6 +31,11 @@ class InvalidUpstreamResponse extends Error {
   readonly code = 'UPSTREAM_INVALID_RESPONSE';
 }
 
+/** A gRPC call's deadline (its `grpc-timeout`) passed before the upstream's answer was whole. */
+class DeadlineExceeded extends Error {
+  readonly code = 'GRPC_DEADLINE_EXCEEDED';
+}
+
 /** The upstream did not answer an upgrade request within `proxyTimeout`. */
 class UpgradeTimeout extends Error {
   readonly code = 'UPSTREAM_UPGRADE_TIMEOUT';
@@ -37,6 +44,7 @@ class UpgradeTimeout extends Error {
 const timeoutCodes: ReadonlySet<string> = new Set([
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
+  'GRPC_DEADLINE_EXCEEDED',
   'UPSTREAM_UPGRADE_TIMEOUT',
 ]);
 
@@ -89,6 +97,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
   hasBody = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
+  /** The API is a gRPC service: the upstream speaks HTTP/2, and ends its answers with a gRPC status. */
+  grpc = false;
+  /** Milliseconds from arrival the call may take in all (its `grpc-timeout`), when shorter than proxyTimeout. */
+  deadlineMs: number | null = null;
+  /** The deadline's timer while it runs. */
+  private deadline: NodeJS.Timeout | null = null;
+  /**
+   * The upstream's head, held back: a gRPC status in the head is a trailers-only answer (gRPC over
+   * HTTP/2, "Responses"), relayed as one once the upstream has ended it.
+   */
+  private heldHead: Array<string | string[]> | null = null;
   /**
    * For a request that came through the server's 'upgrade' event: the bytes that followed its head on
    * the connection (the new protocol's, never read as HTTP); null for any other request.
@@ -122,15 +141,35 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   /** Ends the upstream side once the client has gone: an upstream exchange still running is aborted. */
   abandonUpstream(): void {
-    if (this.settled || !this.controller || this.res.writableFinished) return;
-    this.settled = true;
-    this.controller.abort(new Error('the client went away'));
+    if (this.settled || this.res.writableFinished) return;
+    this.settle();
+    // One still waiting for a connection is aborted as it gets one (`onRequestStart`).
+    this.controller?.abort(new Error('the client went away'));
   }
 
-  /** Starts the upstream exchange on `pool`. */
+  /** Starts the upstream exchange on `pool`, and the call's deadline when it has one. */
   dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
     this.proxy = proxy;
+    if (this.deadlineMs !== null) {
+      const left = this.deadlineMs - (performance.now() - this.arrivedAt);
+      this.deadline = setTimeout(() => this.expire(), Math.max(0, left));
+    }
     pool.dispatch(options, this);
+  }
+
+  /** The call's deadline passed: the upstream exchange is ended, and the client told so. */
+  private expire(): void {
+    this.deadline = null;
+    if (this.settled) return;
+    this.settle();
+    this.proxy?.fail(new DeadlineExceeded(`the call's grpc-timeout of ${this.deadlineMs} ms passed`), this);
+    this.controller?.abort(new Error('deadline exceeded'));
+  }
+
+  /** The upstream has nothing more to say: its deadline, if any, is of no use now. */
+  private settle(): void {
+    this.settled = true;
+    if (this.deadline) clearTimeout(this.deadline);
   }
 
   /** The client is ready for more: the upstream may send again. */
@@ -140,6 +179,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
+    // The deadline passed, or the client left, while the connection was being made.
+    if (this.settled) controller.abort(new Error('the exchange ended before it started'));
   }
 
   onResponseStart(
@@ -151,7 +192,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode >= 100 && statusCode < 200) return;
     const respondedAt = performance.now();
     if (statusCode < 100) {
-      this.settled = true;
+      this.settle();
       this.proxy?.fail(new InvalidUpstreamResponse(`upstream answered status ${statusCode}`), this);
       controller.abort(new Error('invalid upstream answer'));
       return;
@@ -167,6 +208,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.fields,
       res.getHeaderNames().length > 0 ? res : null,
     );
+    if (this.grpc && statusCode === 200 && headers['grpc-status'] !== undefined) {
+      this.heldHead = fields;
+      return;
+    }
     res.writeHead(statusCode, fields);
     this.proxy?.addedResponse(performance.now() - respondedAt);
     if (!res.writable) return;
@@ -178,17 +223,56 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (!this.res.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    this.settled = true;
+  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+    this.settle();
+    trailers = http2Trailers(controller) ?? trailers;
     this.responseTrailers = trailers;
-    this.res.end();
+    const { res } = this;
+    if (this.heldHead) {
+      endTrailersOnly(res, this.heldHead as string[]);
+      return;
+    }
+    // HTTP/2 clients always read trailers (RFC 9113 §8.1): gRPC's status travels in them.
+    if (res.req.httpVersionMajor >= 2) res.addTrailers(endToEndTrailers(trailers));
+    res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
-    this.settled = true;
+    this.settle();
     this.proxy?.fail(error, this);
   }
+}
+
+/** Trailer fields with a meaning only on an HTTP/1.1 connection (RFC 9113 §8.2.2), never relayed. */
+const connectionTrailers: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+]);
+
+/**
+ * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
+ * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
+ * (undici 7.30.2); the controller keeps what it was handed, which this reads. Null for a list (HTTP/1.1),
+ * which the adapter has read right.
+ */
+function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpHeaders | null {
+  const raw = (controller as { rawTrailers?: unknown }).rawTrailers;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return null;
+  const trailers: IncomingHttpHeaders = {};
+  for (const name in raw) trailers[name] = (raw as IncomingHttpHeaders)[name];
+  return trailers;
+}
+
+/** The upstream's trailers a client may be given. */
+function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const relayed: IncomingHttpHeaders = {};
+  for (const name in trailers) if (!connectionTrailers.has(name)) relayed[name] = trailers[name];
+  return relayed;
 }
 
 /** The exchange of a request or response it made. */
@@ -275,6 +359,7 @@ export class UpstreamProxy {
     const { req, res } = exchange;
     exchange.forwarded = true;
     exchange.forwardedAt = performance.now();
+    exchange.grpc = api.config.protocol === 'grpc';
     req.url = upstreamTarget;
     this.upstreamOf(api).server.web(req, res);
   }
@@ -326,6 +411,9 @@ export class UpstreamProxy {
     const exchange = exchangeOf(req)!;
     const fields = exchange.upstreamFields;
     fields.push('host', upstream.host);
+    // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"); TE is hop-by-hop, so
+    // the client's never comes this far.
+    if (exchange.grpc) fields.push('te', 'trailers');
     exchange.dispatch(this, upstream.pool, {
       path: req.url ?? '/',
       method: req.method as Dispatcher.HttpMethod,
@@ -357,16 +445,27 @@ export class UpstreamProxy {
             ? 'unreachable'
             : 'reset';
     }
+    const notHttp2 = exchange.grpc && spokeNoHttp2(error);
+    if (notHttp2) exchange.upstreamOutcome = 'invalid';
     this.options.logger.warn(
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
         outcome: exchange.upstreamOutcome,
       },
-      'upstream exchange failed',
+      notHttp2
+        ? 'the upstream of a gRPC API does not speak HTTP/2 (h2c for http://, ALPN h2 for https://)'
+        : 'upstream exchange failed',
     );
-    // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
+    // The upstream went away mid-body: the client must see a broken response, not wait for the rest;
+    // a gRPC client is told the call's status in trailers, as a gRPC server would.
     if (res.headersSent) {
-      res.destroy();
+      if (isGrpcRequest(req.headers))
+        endWithGrpcStatus(
+          res,
+          timedOut ? grpcStatus.DEADLINE_EXCEEDED : grpcStatus.UNAVAILABLE,
+          timedOut ? 'Gateway Timeout' : 'Bad Gateway',
+        );
+      else res.destroy();
       return;
     }
     exchange.status = timedOut ? 504 : 502;
@@ -428,12 +527,17 @@ export class UpstreamProxy {
   };
 
   private upstreamOf(api: CompiledApi): Upstream {
-    const existing = this.upstreams.get(api.upstreamOrigin);
+    const { protocol } = api.config;
+    const key = `${protocol} ${api.upstreamOrigin}`;
+    const existing = this.upstreams.get(key);
     if (existing) return existing;
     const target = new URL(api.upstreamOrigin);
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
-    const pool = new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
+    const pool =
+      protocol === 'grpc'
+        ? http2Pool(api.upstreamOrigin, this.proxyTimeout)
+        : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
     const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
     const upstream: Upstream = { server, pool, host: target.host };
@@ -443,7 +547,7 @@ export class UpstreamProxy {
     );
     // Errors of a WebSocket's exchange come to `upgradeFailed`; this one hears those of its client socket.
     server.on('error', () => undefined);
-    this.upstreams.set(api.upstreamOrigin, upstream);
+    this.upstreams.set(key, upstream);
     return upstream;
   }
 }
