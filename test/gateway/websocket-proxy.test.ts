@@ -65,6 +65,18 @@ describe('WebSocket through the gateway', () => {
     ws.close();
   });
 
+  it("relays the upstream's close code and reason to the client", async () => {
+    const gateway = await gatewayWith();
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(await echo(ws, 'ping')).toBe('ping');
+    const ended = closed(ws);
+    upstream.sockets.at(-1)!.close(4000, 'upstream done');
+    expect(await ended).toEqual({ code: 4000, reason: 'upstream done' });
+    await expect
+      .poll(() => accessLines(gateway).at(-1))
+      .toMatchObject({ status: 101, webSocket: 'closed', outcome: 'completed' });
+  });
+
   it('sends the upstream the prepared request: routed path, its Host, forwarded fields, request id, no credentials', async () => {
     const gateway = await gatewayWith();
     const { ws, headers } = await mustOpen(wsUrl(gateway.url, '/pets/7?x=1'), {
