@@ -1,5 +1,7 @@
 import net, { type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { freePort } from '../helpers/free-port.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { rawExchange } from '../helpers/raw-http.js';
@@ -62,6 +64,15 @@ describe('WebSocket through the gateway', () => {
     const { ws } = await mustOpen(url, withKey, { ca: certificate.cert });
     expect(await echo(ws, 'over tls')).toBe('over tls');
     expect(upstream.upgrades.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+    ws.close();
+  });
+
+  it('leaves the subprotocol to the client and the upstream (RFC 6455 §4.2.2)', async () => {
+    const gateway = await gatewayWith();
+    const ws = new WebSocket(wsUrl(gateway.url, '/pets/1'), ['chat', 'superchat'], { headers: withKey });
+    await once(ws, 'open');
+    expect(ws.protocol).toBe('chat');
+    expect(upstream.upgrades.at(-1)!.headers['sec-websocket-protocol']).toBe('chat,superchat');
     ws.close();
   });
 
