@@ -76,6 +76,22 @@ describe('WebSocket through the gateway', () => {
     ws.close();
   });
 
+  it('relays compressed frames the client and the upstream agreed on, counting their bytes as sent', async () => {
+    const compressing = await startWebSocketUpstream({ perMessageDeflate: true });
+    defer(() => compressing.close());
+    const gateway = await startTestGateway(petsConfig(compressing.url));
+    defer(() => gateway.close());
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(ws.extensions).toContain('permessage-deflate');
+    const text = 'compressible '.repeat(1_000);
+    expect(await echo(ws, text)).toBe(text);
+    ws.close();
+    await closed(ws);
+    await expect.poll(() => accessLines(gateway).at(-1)).toMatchObject({ status: 101 });
+    // 13,000 characters each way, counted as the few hundred bytes that crossed.
+    expect(accessLines(gateway).at(-1)!.bytesOut).toBeLessThan(1_000);
+  });
+
   it("relays the upstream's close code and reason to the client", async () => {
     const gateway = await gatewayWith();
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);

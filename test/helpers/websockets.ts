@@ -23,14 +23,17 @@ export interface WebSocketUpstream {
 
 /**
  * A real WebSocket upstream on 127.0.0.1:0 (the `ws` package) that echoes every message; an upgrade to a
- * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`.
+ * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`;
+ * with `perMessageDeflate` it accepts compressed messages (RFC 7692).
  */
-export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+export async function startWebSocketUpstream(
+  options: { perMessageDeflate?: boolean } = {},
+): Promise<WebSocketUpstream> {
   const upgrades: SeenUpgrade[] = [];
   const sockets: WebSocket[] = [];
   const received: string[] = [];
   const plain: SeenUpgrade[] = [];
-  const wss = new WebSocketServer({ noServer: true });
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: options.perMessageDeflate ?? false });
   const server = http.createServer((req, res) => {
     plain.push({ url: req.url ?? '', headers: req.headers });
     res.end('plain');
