@@ -84,6 +84,16 @@ describe('access log', () => {
     });
   });
 
+  it('says how a WebSocket ended on its line, and nothing of the kind on an HTTP line', () => {
+    const { log, out } = accessLog({ flushMs: 0 });
+    log.write(entry({ status: 101, bytesIn: 1_206, bytesOut: 1_102, ms: 65_000.5, webSocket: 'quota' }));
+    log.write(entry());
+    const [webSocket, plain] = out.lines().map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(webSocket).toMatchObject({ status: 101, bytesIn: 1_206, bytesOut: 1_102, webSocket: 'quota' });
+    expect(Object.keys(webSocket!).at(-2)).toBe('webSocket');
+    expect(plain).not.toHaveProperty('webSocket');
+  });
+
   it('escapes what a client put in a path, and names with quotes or control characters', () => {
     const { log, out } = accessLog({ flushMs: 0 });
     const path = '/pets/"quoted"\\back';

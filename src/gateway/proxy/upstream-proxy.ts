@@ -514,8 +514,11 @@ export class UpstreamProxy {
       this.fail(error, exchange);
       return;
     }
+    // The gateway is ending the WebSocket (an upstream it cut off fails the writes still piped to it):
+    // the close frame it sent the client goes before the connection closes.
+    if (exchange.webSocket !== null && exchange.webSocket.endedBy !== null) return;
     // After the upstream's answer began: the connection breaks, as it would have without the gateway.
-    if (exchange.webSocket?.endedBy == null && exchange.upstreamOutcome === 'completed') {
+    if (exchange.upstreamOutcome === 'completed') {
       exchange.upstreamOutcome = 'reset';
       this.options.logger.warn(
         { err: { code: (error as NodeJS.ErrnoException).code, message: error.message }, outcome: 'reset' },
