@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { AccessLog } from '../observe/access-log.js';
 import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authenticator.js';
@@ -15,14 +16,21 @@ import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
-import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
+import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
+import { endWithGrpcStatus, grpcStatus, isGrpcRequest } from './answers/grpc-answer.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
-import { additionsOf, OpenWebSockets, type QuotaOutcome } from './open-websockets.js';
+import {
+  additionsOf,
+  OpenExchanges,
+  type ExchangeCut,
+  type OpenExchange,
+  type QuotaOutcome,
+} from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 
@@ -39,11 +47,11 @@ export interface GatewayParts {
   metrics: Metrics;
   /** The clock of the usage path's budgets (the system's unless a test moves it). */
   now?: () => number;
-  /** The timers of the open WebSockets' tick (the system's unless a test moves them). */
+  /** The timers of the open exchanges' tick (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * A number that changes whenever keys or applications do (the application directory's generation):
-   * the open WebSockets' credentials are checked again on the tick after it changed.
+   * the open exchanges' credentials are checked again on the tick after it changed.
    */
   credentialsGeneration?: () => number;
 }
@@ -52,7 +60,7 @@ export interface GatewayParts {
  * One request through the pipeline: the exchange with the upstream, and what each step decided, for the
  * access log and the metrics. The only object the gateway makes per request.
  */
-class RequestRecord extends Exchange {
+class RequestRecord extends Exchange implements OpenExchange {
   /** The catalog, authenticator and header rules in force when the request came: it keeps them. */
   plane: DataPlane;
   route: RouteMatch | null = null;
@@ -79,6 +87,11 @@ class RequestRecord extends Exchange {
   private ended = false;
   /** A WebSocket opening handshake (it came through the 'upgrade' event and asks for `websocket`). */
   opensWebSocket = false;
+  /** Its neighbours on the gateway's list of open exchanges, while it is forwarded and not yet ended. */
+  previousOpen: OpenExchange | null = null;
+  nextOpen: OpenExchange | null = null;
+  /** Why the gateway ended it while it ran (not a WebSocket: its link says), for the access log. */
+  cutBy: ExchangeCut | null = null;
 
   constructor(
     req: IncomingMessage,
@@ -108,6 +121,49 @@ class RequestRecord extends Exchange {
     this.slots = null;
   }
 
+  /**
+   * Request bytes beyond those declared (and charged up front), and every response byte, less what was
+   * charged while it ran; of a WebSocket, its frame bytes each way.
+   */
+  unchargedBytes(): number {
+    return Math.max(0, this.bytesIn - this.declaredBytes) + this.bytesOut - this.chargedBytes;
+  }
+
+  /** An exchange the gateway cut is the gateway's doing, not the client's abort. */
+  override outcome(): ProxyOutcome {
+    return this.cutBy === null ? super.outcome() : this.upstreamOutcome;
+  }
+
+  running(): boolean {
+    if (this.opensWebSocket) return this.webSocket !== null && this.webSocket.endedBy === null;
+    return this.cutBy === null && !this.res.writableEnded && !this.res.destroyed;
+  }
+
+  /**
+   * Ends the exchange while it runs: a WebSocket with a close frame (1008, policy violation: RFC 6455
+   * §7.4.1); a gRPC call over HTTP/2 with the status in trailers, as a gRPC server ends a call (8
+   * RESOURCE_EXHAUSTED, or 16 UNAUTHENTICATED); any other response is cut, its HTTP/2 stream reset with
+   * CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken response is. The upstream's side
+   * is aborted first.
+   */
+  cut(why: ExchangeCut): void {
+    if (this.webSocket) {
+      this.webSocket.end(1008, cutMessages[why], why);
+      return;
+    }
+    this.cutBy = why;
+    this.abandonUpstream();
+    const { req, res } = this;
+    if (isGrpcRequest(req.headers) && req.httpVersionMajor >= 2) {
+      if (res.headersSent) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
+      else sendError(res, why === 'quota' ? 'quota_exceeded' : 'unauthorized', this.fields, cutMessages[why]);
+    } else if (req.httpVersionMajor >= 2) {
+      (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
+    } else {
+      res.destroy();
+    }
+  }
+
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
   addRefusal(restriction: ApplicableRestriction): void {
     const name = `${restriction.quotaId}/${restriction.index}`;
@@ -118,6 +174,15 @@ class RequestRecord extends Exchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+/** What a client is told when the gateway ends its exchange while it runs. */
+const cutMessages: Record<ExchangeCut, string> = {
+  quota: 'byte quota exhausted',
+  revoked: 'credentials revoked',
+};
+const cutGrpcStatus: Record<ExchangeCut, number> = {
+  quota: grpcStatus.RESOURCE_EXHAUSTED,
+  revoked: grpcStatus.UNAUTHENTICATED,
+};
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
@@ -139,12 +204,12 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
-  /** The WebSockets forwarded and not yet closed, charged and checked once a second. */
-  private readonly webSockets: OpenWebSockets;
+  /** The exchanges forwarded and not yet ended, charged and checked once a second. */
+  private readonly openExchanges: OpenExchanges;
 
   constructor(private readonly parts: GatewayParts) {
     this.plane = parts.dataPlane;
-    this.webSockets = new OpenWebSockets({
+    this.openExchanges = new OpenExchanges({
       timers: parts.timers ?? systemClock,
       limiter: parts.limiter,
       logger: parts.logger,
@@ -234,7 +299,11 @@ export class Gateway {
    * waiting for the upstream: the end of a shutdown's grace period.
    */
   endWebSockets(): void {
-    this.webSockets.endAll();
+    for (const exchange of this.openExchanges) {
+      if (!(exchange instanceof RequestRecord) || !exchange.opensWebSocket) continue;
+      if (exchange.webSocket) exchange.webSocket.end(1001, 'gateway shutting down', 'shutdown');
+      else exchange.req.socket.destroy();
+    }
   }
 
   /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
@@ -539,8 +608,8 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
+    this.openExchanges.add(record);
     if (record.opensWebSocket) {
-      this.webSockets.add(record);
       this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);
       return;
     }
@@ -585,7 +654,7 @@ export class Gateway {
     record.abandonUpstream();
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
-    if (record.opensWebSocket) this.webSockets.delete(record);
+    this.openExchanges.delete(record);
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
     if (record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
     const status = record.status || res.statusCode;
@@ -615,6 +684,7 @@ export class Gateway {
         ms: Math.round(elapsedMs * 100) / 100,
         sampled: status === 429 ? record.plane.sample429 : 1,
         webSocket: record.webSocket ? (record.webSocket.endedBy ?? 'closed') : null,
+        endedBy: record.cutBy,
       });
     }
     const api = route?.api.label ?? 'none';
@@ -641,13 +711,10 @@ export class Gateway {
     return this.rejectedLines % record.plane.sample429 === 1 % record.plane.sample429;
   }
 
-  /**
-   * Request bytes beyond those declared (and charged up front), and every response byte; of a
-   * WebSocket, those not yet charged while it was open.
-   */
+  /** What the exchange moved that its byte restrictions were not charged while it ran. */
   private chargeBytes(record: RequestRecord): void {
-    const amount = Math.max(0, record.bytesIn - record.declaredBytes) + record.bytesOut - record.chargedBytes;
-    if (amount === 0) return;
+    const amount = record.unchargedBytes();
+    if (amount <= 0) return;
     this.charge(record, additionsOf(record.byteCounters, amount), 'bytes');
   }
 

@@ -44,6 +44,8 @@ export interface AccessEntry {
    * `quota`, `revoked`, `shutdown` or `protocol_error`; null for any other request.
    */
   webSocket: string | null;
+  /** Of any other exchange the gateway ended while it ran: `quota` or `revoked`; else null. */
+  endedBy: string | null;
 }
 
 export interface AccessLogOptions {
@@ -195,6 +197,7 @@ export class AccessLog {
       `,"ms":${entry.ms}` +
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
       (entry.webSocket === null ? '' : `,"webSocket":${jsonText(entry.webSocket)}`) +
+      (entry.endedBy === null ? '' : `,"endedBy":"${entry.endedBy}"`) +
       ',"msg":"request"}\n'
     );
   }

@@ -29,6 +29,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   ms: 1.37,
   sampled: 1,
   webSocket: null,
+  endedBy: null,
   ...overrides,
 });
 

@@ -1,0 +1,192 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthResult, Authenticator, Principal } from '../auth/authenticator.js';
+import type { Clock } from '../kit/clock.js';
+import type { CounterAddition } from '../limiter/counter-store.js';
+import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
+import type { Logger } from '../observe/log.js';
+import type { ApplicableRestriction } from '../quota/quota-index.js';
+
+/** Milliseconds between two looks at every open exchange: its bytes charged, its credentials checked. */
+export const exchangeTickMs = 1_000;
+
+/** How a request's quota check ended, for the access log; `shadow_refused` when admitted against a shadow restriction. */
+export type QuotaOutcome = 'allowed' | 'rejected' | 'unavailable' | 'shadow_refused';
+
+/** Why the tick ends an exchange while it runs. */
+export type ExchangeCut = 'quota' | 'revoked';
+
+/**
+ * What the tick reads and writes of an open exchange (a forwarded request, a WebSocket among them): the
+ * gateway's record of it, which carries the links of the list it is on.
+ */
+export interface OpenExchange {
+  readonly id: string;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The authenticator of the data plane it came on (a reload does not change it). */
+  readonly plane: { readonly authenticator: Authenticator };
+  readonly principal: Principal | null;
+  /** The throttlemb restrictions that admitted it, shadow ones among them. */
+  readonly byteCounters: readonly ApplicableRestriction[];
+  /** Bytes it moved that no counter has been charged yet. */
+  unchargedBytes(): number;
+  /** Bytes charged so far: the tick charges the rest, and so does the account at the end. */
+  chargedBytes: number;
+  quota: QuotaOutcome | null;
+  addRefusal(restriction: ApplicableRestriction): void;
+  /** Whether it is running at all: a WebSocket is not until the upstream answered 101, nor after it ended. */
+  running(): boolean;
+  /** Ends it while it runs, in its protocol's form. */
+  cut(why: ExchangeCut): void;
+  /** The neighbours on the list of open exchanges (null when it is not on it): no allocation per request. */
+  previousOpen: OpenExchange | null;
+  nextOpen: OpenExchange | null;
+}
+
+export interface OpenExchangesParts {
+  timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  limiter: Limiter;
+  logger: Logger;
+  /** A number that changes whenever keys or applications do: credentials are checked again after it. */
+  credentialsGeneration?: () => number;
+}
+
+const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
+
+/** `amount` added to the counter of each of `restrictions`. */
+export const additionsOf = (
+  restrictions: readonly ApplicableRestriction[],
+  amount: number,
+): CounterAddition[] =>
+  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs, amount }));
+
+/**
+ * The exchanges forwarded from this gateway and not yet ended (plain requests, event streams, downloads,
+ * gRPC calls, WebSockets), and the tick that looks at each of them once a second while any is open
+ * (DESIGN.md round 4): a long-lived exchange is charged as it runs, not only when it ends, and ends when
+ * its bytes find no room or its credentials no longer hold. An exchange is linked into an intrusive list
+ * (two fields of its record, no allocation), so that one which ends before the tick costs two links
+ * and two unlinks; the timer runs only while the list is not empty.
+ */
+export class OpenExchanges {
+  private first: OpenExchange | null = null;
+  private timer: unknown = null;
+  /** `credentialsGeneration` when the open exchanges' credentials were last known good. */
+  private checkedGeneration: number;
+
+  constructor(private readonly parts: OpenExchangesParts) {
+    this.checkedGeneration = parts.credentialsGeneration?.() ?? 0;
+  }
+
+  add(exchange: OpenExchange): void {
+    exchange.previousOpen = null;
+    exchange.nextOpen = this.first;
+    if (this.first) this.first.previousOpen = exchange;
+    this.first = exchange;
+    this.timer ??= this.parts.timers.setTimeout(this.tick, exchangeTickMs);
+  }
+
+  /** Takes an exchange off the list; one that is not on it is left alone. */
+  delete(exchange: OpenExchange): void {
+    const { previousOpen, nextOpen } = exchange;
+    if (previousOpen) previousOpen.nextOpen = nextOpen;
+    else if (this.first === exchange) this.first = nextOpen;
+    else return;
+    if (nextOpen) nextOpen.previousOpen = previousOpen;
+    exchange.previousOpen = exchange.nextOpen = null;
+  }
+
+  /** Each open exchange, for a shutdown's end of grace. */
+  *[Symbol.iterator](): IterableIterator<OpenExchange> {
+    for (let exchange = this.first; exchange !== null; exchange = exchange.nextOpen) yield exchange;
+  }
+
+  private readonly tick = (): void => {
+    if (this.first === null) {
+      this.timer = null;
+      return;
+    }
+    this.timer = this.parts.timers.setTimeout(this.tick, exchangeTickMs);
+    const generation = this.parts.credentialsGeneration?.() ?? 0;
+    const recheck = generation !== this.checkedGeneration;
+    this.checkedGeneration = generation;
+    // The next link is read first: ending an exchange may take it off the list at once.
+    let next: OpenExchange | null = this.first;
+    while (next !== null) {
+      const exchange: OpenExchange = next;
+      next = exchange.nextOpen;
+      if (!exchange.running()) continue;
+      if (exchange.byteCounters.length > 0) this.charge(exchange);
+      if (recheck && exchange.principal) this.recheckCredentials(exchange);
+    }
+  };
+
+  /**
+   * Charges an open exchange's byte restrictions what it moved since the last tick. When an enforced
+   * one has no room for it, the bytes are counted all the same and the exchange ends.
+   */
+  private charge(exchange: OpenExchange): void {
+    const moved = exchange.unchargedBytes();
+    if (moved <= 0) return;
+    exchange.chargedBytes += moved;
+    const enforced = exchange.byteCounters.filter((restriction) => !restriction.shadow);
+    const shadows = exchange.byteCounters.filter((restriction) => restriction.shadow);
+    if (shadows.length > 0) this.count(exchange, additionsOf(shadows, moved));
+    if (enforced.length === 0) return;
+    const specs = enforced.map(({ counterKey, limit, windowMs }) => ({
+      key: counterKey,
+      limit,
+      windowMs,
+      cost: moved,
+      need: moved,
+    }));
+    const settle = (verdict: LimiterVerdict): void => {
+      if (verdict === 'unavailable' || verdict.allowed || verdict.outOfRoom) return;
+      this.count(exchange, additionsOf(enforced, moved));
+      exchange.quota = 'rejected';
+      enforced.forEach((restriction, i) => {
+        if ((verdict.states[i]?.used ?? 0) + moved > restriction.limit) exchange.addRefusal(restriction);
+      });
+      if (exchange.running()) exchange.cut('quota');
+    };
+    const verdict = this.parts.limiter.consume(specs);
+    if (isPromise(verdict)) verdict.then(settle, (error: unknown) => this.failed(exchange, error));
+    else settle(verdict);
+  }
+
+  /** Adds bytes the exchange moved to counters: a failure is logged. */
+  private count(exchange: OpenExchange, additions: CounterAddition[]): void {
+    this.parts.limiter.add(additions)?.catch((error: unknown) => this.failed(exchange, error));
+  }
+
+  private failed(exchange: OpenExchange, error: unknown): void {
+    this.parts.logger.error(
+      { err: error, requestId: exchange.id },
+      'charging the bytes of an open exchange failed',
+    );
+  }
+
+  /** Authenticates an open exchange's request again: a key revoked or an application deleted ends it. */
+  private recheckCredentials(exchange: OpenExchange): void {
+    const settle = (auth: AuthResult): void => {
+      const revoked = auth.ok
+        ? auth.principal?.application !== exchange.principal?.application
+        : auth.reject === 'unauthorized';
+      if (revoked && exchange.running()) exchange.cut('revoked');
+    };
+    const warn = (error: unknown): void => {
+      this.parts.logger.warn(
+        { err: error, requestId: exchange.id },
+        'checking the credentials of an open exchange failed',
+      );
+    };
+    let auth: AuthResult | Promise<AuthResult>;
+    try {
+      auth = exchange.plane.authenticator.authenticate(exchange.req, exchange.res);
+    } catch (error) {
+      return warn(error);
+    }
+    if (!isPromise(auth)) return settle(auth);
+    auth.then(settle, warn);
+  }
+}
