@@ -56,7 +56,8 @@ export interface GreeterUpstream {
  * with the call's `x-trace` echoed in its header metadata and `x-served-by` in its trailers; a name
  * `missing` is NOT_FOUND with details and `grpc-status-details-bin`; a name `silent` is never
  * answered (until the call is cancelled). GatherHellos greets every name it was sent, ListHellos sends
- * three greetings, Chat answers each message as it comes.
+ * three greetings (and to a name beginning `held`, holds the call open after them until it is
+ * cancelled), Chat answers each message as it comes.
  */
 export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }): Promise<GreeterUpstream> {
   const calls: grpc.Metadata[] = [];
@@ -94,7 +95,7 @@ export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }):
     ListHellos(call: grpc.ServerWritableStream<HelloRequest, HelloReply>) {
       calls.push(call.metadata);
       for (let i = 1; i <= 3; i += 1) call.write({ message: `Hello ${call.request.name} #${i}` });
-      call.end(trailer());
+      if (!call.request.name.startsWith('held')) call.end(trailer());
     },
     Chat(call: grpc.ServerDuplexStream<HelloRequest, HelloReply>) {
       calls.push(call.metadata);
@@ -172,6 +173,11 @@ export function greeterClient(address: string, credentials = grpc.credentials.cr
     },
     listHellos(name: string, metadata = new grpc.Metadata()): Promise<CallOutcome> {
       return outcomeOf(client.ListHellos!({ name }, metadata), []);
+    },
+    /** A ListHellos whose replies can be read while it runs (a `held…` name keeps it open). */
+    streamHellos(name: string, metadata = new grpc.Metadata()) {
+      const replies: HelloReply[] = [];
+      return { replies, outcome: outcomeOf(client.ListHellos!({ name }, metadata), replies) };
     },
     /**
      * A Chat that sends each name only once the answer to the one before has come back: it can only
