@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { AuthRefusalReason } from '../auth/authenticator.js';
-import { isGrpcRequest, sendGrpcStatus } from './answers/grpc-answer.js';
+import { isGrpcCall, sendGrpcStatus } from './answers/grpc-answer.js';
 import { sendJson } from './answers/json-answer.js';
 
 /**
@@ -18,6 +18,7 @@ export const dataPlaneErrors = {
   bad_gateway: { status: 502, message: 'Bad Gateway' },
   service_unavailable: { status: 503, message: 'Service Unavailable' },
   gateway_timeout: { status: 504, message: 'Gateway Timeout' },
+  http_version_not_supported: { status: 505, message: 'HTTP Version Not Supported' },
 } as const;
 
 export type DataPlaneErrorCode = keyof typeof dataPlaneErrors;
@@ -44,7 +45,7 @@ export function errorBody(code: DataPlaneErrorCode): string {
 
 /**
  * Ends `res` with the error, in the form its request reads: the error's status and JSON body, or to a
- * gRPC call (`content-type: application/grpc…`) the gRPC status of that status, with the message as
+ * gRPC call (`content-type: application/grpc…` over HTTP/2) the gRPC status of that status, with the message as
  * `grpc-message` (answers/grpc-answer.ts). Does nothing when the response has already started.
  * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
  * @param detail what the client can do about it, after the code's message (`Payload Too Large: …`):
@@ -59,7 +60,7 @@ export function sendError(
 ): number {
   if (res.headersSent) return 0;
   const { status, message } = dataPlaneErrors[code];
-  if (isGrpcRequest(res.req.headers))
+  if (isGrpcCall(res.req))
     return sendGrpcStatus(res, status, fields, detail === undefined ? message : `${message}: ${detail}`);
   const body =
     detail === undefined

@@ -17,7 +17,7 @@ import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import { endWithGrpcStatus, grpcStatus, isGrpcRequest } from './answers/grpc-answer.js';
+import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './answers/grpc-answer.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
@@ -154,7 +154,7 @@ class RequestRecord extends Exchange implements OpenExchange {
     this.cutBy = why;
     this.abandonUpstream();
     const { req, res } = this;
-    if (isGrpcRequest(req.headers) && req.httpVersionMajor >= 2) {
+    if (isGrpcCall(req)) {
       if (res.headersSent) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
       else sendError(res, why === 'quota' ? 'quota_exceeded' : 'unauthorized', this.fields, cutMessages[why]);
     } else if (req.httpVersionMajor >= 2) {
@@ -183,6 +183,7 @@ const cutGrpcStatus: Record<ExchangeCut, number> = {
   quota: grpcStatus.RESOURCE_EXHAUSTED,
   revoked: grpcStatus.UNAUTHENTICATED,
 };
+const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
@@ -368,6 +369,10 @@ export class Gateway {
     );
     if (!route) return this.refuse(record, 'not_found');
     record.route = route;
+    // gRPC runs over HTTP/2 alone: an HTTP/1.1 request to a gRPC API, a WebSocket upgrade among them, is
+    // refused before anything goes upstream (RFC 9110 §15.6.6: the major version is refused).
+    if (route.api.config.protocol === 'grpc' && req.httpVersionMajor < 2)
+      return this.refuse(record, 'http_version_not_supported', [], grpcOverHttp2Only);
     if (!route.method && !route.api.config.passUndeclared) {
       // Only declared operations are exposed: another path is 404, another verb of a declared path 405.
       const allowed = record.plane.router.allowedVerbs(route);

@@ -174,10 +174,11 @@ export function greeterClient(address: string, credentials = grpc.credentials.cr
     listHellos(name: string, metadata = new grpc.Metadata()): Promise<CallOutcome> {
       return outcomeOf(client.ListHellos!({ name }, metadata), []);
     },
-    /** A ListHellos whose replies can be read while it runs (a `held…` name keeps it open). */
+    /** A ListHellos whose replies can be read while it runs (a `held…` name keeps it open until cancelled). */
     streamHellos(name: string, metadata = new grpc.Metadata()) {
       const replies: HelloReply[] = [];
-      return { replies, outcome: outcomeOf(client.ListHellos!({ name }, metadata), replies) };
+      const call = client.ListHellos!({ name }, metadata) as grpc.ClientReadableStream<HelloReply>;
+      return { replies, outcome: outcomeOf(call, replies), cancel: () => call.cancel() };
     },
     /**
      * A Chat that sends each name only once the answer to the one before has come back: it can only

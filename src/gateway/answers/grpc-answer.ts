@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { connectionSpecific } from '../transports/http2-messages.js';
 
 /** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
@@ -50,6 +50,15 @@ export function isGrpcRequest(headers: IncomingHttpHeaders): boolean {
   // End, `+`, `;`, or a space before parameters.
   return Number.isNaN(next) || next === 0x2b || next === 0x3b || next === 0x20 || next === 0x09;
 }
+
+/**
+ * Whether the request is a gRPC call the gateway answers in gRPC's form: a gRPC content type over
+ * HTTP/2, the only transport gRPC has (gRPC over HTTP/2, "Outline"). Over HTTP/1.1 no gRPC client reads
+ * trailers-only answers, and an HTTP client would take the 200 they carry for a success: it is answered
+ * in HTTP.
+ */
+export const isGrpcCall = (req: IncomingMessage): boolean =>
+  req.httpVersionMajor >= 2 && isGrpcRequest(req.headers);
 
 /** Printable ASCII but `%`: what `grpc-message` carries as it is. */
 const plainMessage = /^[\x20-\x24\x26-\x7e]*$/;

@@ -12,7 +12,7 @@ import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
 import type { CompiledApi } from '../../catalog/router.js';
-import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcRequest } from '../answers/grpc-answer.js';
+import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcCall } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import {
@@ -458,7 +458,7 @@ export class UpstreamProxy {
     // The upstream went away mid-body: the client must see a broken response, not wait for the rest;
     // a gRPC client is told the call's status in trailers, as a gRPC server would.
     if (res.headersSent) {
-      if (isGrpcRequest(req.headers))
+      if (isGrpcCall(req))
         endWithGrpcStatus(
           res,
           timedOut ? grpcStatus.DEADLINE_EXCEEDED : grpcStatus.UNAVAILABLE,

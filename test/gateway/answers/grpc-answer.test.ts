@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { grpcMessage, grpcStatusOf, isGrpcRequest } from '../../../src/gateway/answers/grpc-answer.js';
+import type { IncomingMessage } from 'node:http';
+import {
+  grpcMessage,
+  grpcStatusOf,
+  isGrpcCall,
+  isGrpcRequest,
+} from '../../../src/gateway/answers/grpc-answer.js';
 import { dataPlaneErrors } from '../../../src/gateway/errors.js';
 
 describe('which requests are gRPC calls', () => {
@@ -20,6 +26,12 @@ describe('which requests are gRPC calls', () => {
   it('does not take a request without a content type for one', () => {
     expect(isGrpcRequest({})).toBe(false);
   });
+
+  it('takes a gRPC content type for a call only over HTTP/2', () => {
+    const headers = { 'content-type': 'application/grpc' };
+    expect(isGrpcCall({ httpVersionMajor: 2, headers } as IncomingMessage)).toBe(true);
+    expect(isGrpcCall({ httpVersionMajor: 1, headers } as IncomingMessage)).toBe(false);
+  });
 });
 
 describe('the gRPC status of each error of the gateway', () => {
@@ -34,6 +46,8 @@ describe('the gRPC status of each error of the gateway', () => {
     bad_gateway: 14,
     service_unavailable: 14,
     gateway_timeout: 4,
+    // Only ever answered over HTTP/1.1, where no answer is in gRPC's form.
+    http_version_not_supported: 2,
   };
 
   it.each(Object.entries(dataPlaneErrors))('gives %s (HTTP %i) its gRPC status', (code, { status }) => {
