@@ -129,6 +129,15 @@ class RequestRecord extends Exchange implements OpenExchange {
     return Math.max(0, this.bytesIn - this.declaredBytes) + this.bytesOut - this.chargedBytes;
   }
 
+  /**
+   * Its request authenticated again, by the authenticator it came under (a reload does not change it),
+   * with the path that was routed as the first time (the upstream's has long been sent).
+   */
+  authenticateAgain(): AuthResult | Promise<AuthResult> {
+    this.req.url = this.route!.path;
+    return this.plane.authenticator.authenticate(this.req, this.res);
+  }
+
   /** An exchange the gateway cut is the gateway's doing, not the client's abort. */
   override outcome(): ProxyOutcome {
     return this.cutBy === null ? super.outcome() : this.upstreamOutcome;

@@ -1,5 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthResult, Authenticator, Principal } from '../auth/authenticator.js';
+import type { AuthResult, Principal } from '../auth/authenticator.js';
 import type { Clock } from '../kit/clock.js';
 import type { CounterAddition } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
@@ -21,11 +20,9 @@ export type ExchangeCut = 'quota' | 'revoked';
  */
 export interface OpenExchange {
   readonly id: string;
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  /** The authenticator of the data plane it came on (a reload does not change it). */
-  readonly plane: { readonly authenticator: Authenticator };
   readonly principal: Principal | null;
+  /** Its request authenticated again, by the authenticator of the data plane it came on. */
+  authenticateAgain(): AuthResult | Promise<AuthResult>;
   /** The throttlemb restrictions that admitted it, shadow ones among them. */
   readonly byteCounters: readonly ApplicableRestriction[];
   /** Bytes it moved that no counter has been charged yet. */
@@ -182,7 +179,7 @@ export class OpenExchanges {
     };
     let auth: AuthResult | Promise<AuthResult>;
     try {
-      auth = exchange.plane.authenticator.authenticate(exchange.req, exchange.res);
+      auth = exchange.authenticateAgain();
     } catch (error) {
       return warn(error);
     }
