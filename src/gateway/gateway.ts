@@ -1,7 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { AccessLog } from '../observe/access-log.js';
 import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authenticator.js';
@@ -17,20 +16,14 @@ import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './answers/grpc-answer.js';
+import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut-answer.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
-import {
-  additionsOf,
-  OpenExchanges,
-  type ExchangeCut,
-  type OpenExchange,
-  type QuotaOutcome,
-} from './open-exchanges.js';
+import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 
@@ -150,10 +143,7 @@ class RequestRecord extends Exchange implements OpenExchange {
 
   /**
    * Ends the exchange while it runs: a WebSocket with a close frame (1008, policy violation: RFC 6455
-   * §7.4.1); a gRPC call over HTTP/2 with the status in trailers, as a gRPC server ends a call (8
-   * RESOURCE_EXHAUSTED, or 16 UNAUTHENTICATED); any other response is cut, its HTTP/2 stream reset with
-   * CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken response is. The upstream's side
-   * is aborted first.
+   * §7.4.1), any other with its upstream side aborted and its response ended in its form (`cutResponse`).
    */
   cut(why: ExchangeCut): void {
     if (this.webSocket) {
@@ -162,15 +152,7 @@ class RequestRecord extends Exchange implements OpenExchange {
     }
     this.cutBy = why;
     this.abandonUpstream();
-    const { req, res } = this;
-    if (isGrpcCall(req)) {
-      if (res.headersSent) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
-      else sendError(res, why === 'quota' ? 'quota_exceeded' : 'unauthorized', this.fields, cutMessages[why]);
-    } else if (req.httpVersionMajor >= 2) {
-      (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
-    } else {
-      res.destroy();
-    }
+    cutResponse(this.res, why, this.fields);
   }
 
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
@@ -183,15 +165,6 @@ class RequestRecord extends Exchange implements OpenExchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
-/** What a client is told when the gateway ends its exchange while it runs. */
-const cutMessages: Record<ExchangeCut, string> = {
-  quota: 'byte quota exhausted',
-  revoked: 'credentials revoked',
-};
-const cutGrpcStatus: Record<ExchangeCut, number> = {
-  quota: grpcStatus.RESOURCE_EXHAUSTED,
-  revoked: grpcStatus.UNAUTHENTICATED,
-};
 const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */

@@ -4,15 +4,13 @@ import type { CounterAddition } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import type { Logger } from '../observe/log.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
+import type { ExchangeCut } from './answers/cut-answer.js';
 
 /** Milliseconds between two looks at every open exchange: its bytes charged, its credentials checked. */
 export const exchangeTickMs = 1_000;
 
 /** How a request's quota check ended, for the access log; `shadow_refused` when admitted against a shadow restriction. */
 export type QuotaOutcome = 'allowed' | 'rejected' | 'unavailable' | 'shadow_refused';
-
-/** Why the tick ends an exchange while it runs. */
-export type ExchangeCut = 'quota' | 'revoked';
 
 /**
  * What the tick reads and writes of an open exchange (a forwarded request, a WebSocket among them): the

@@ -1,0 +1,37 @@
+import type { ServerResponse } from 'node:http';
+import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
+import { sendError } from '../errors.js';
+import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './grpc-answer.js';
+
+/** Why the gateway ends an exchange while it runs. */
+export type ExchangeCut = 'quota' | 'revoked';
+
+/** What a client is told when the gateway ends its exchange while it runs. */
+export const cutMessages: Record<ExchangeCut, string> = {
+  quota: 'byte quota exhausted',
+  revoked: 'credentials revoked',
+};
+
+const cutGrpcStatus: Record<ExchangeCut, number> = {
+  quota: grpcStatus.RESOURCE_EXHAUSTED,
+  revoked: grpcStatus.UNAUTHENTICATED,
+};
+
+/**
+ * Ends a response the gateway will not let run on, in its request's form: a gRPC call (over HTTP/2)
+ * with the status in trailers, as a gRPC server ends a call (8 RESOURCE_EXHAUSTED, or 16
+ * UNAUTHENTICATED; the whole answer in trailers-only form when none had begun); any other response is
+ * cut, its HTTP/2 stream reset with CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken
+ * response is.
+ * @param fields the gateway's response fields, for an answer that has not begun
+ */
+export function cutResponse(res: ServerResponse, why: ExchangeCut, fields: readonly string[]): void {
+  if (isGrpcCall(res.req)) {
+    if (res.headersSent) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
+    else sendError(res, why === 'quota' ? 'quota_exceeded' : 'unauthorized', fields, cutMessages[why]);
+  } else if (res.req.httpVersionMajor >= 2) {
+    (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
+  } else {
+    res.destroy();
+  }
+}
