@@ -182,6 +182,26 @@ describe.each(eachStore)('open exchanges against throttlemb, on %s', (_name, sto
   });
 });
 
+describe.each(eachStore)('a bidirectional gRPC call against throttlemb, on %s', (_name, store) => {
+  it('ends the call RESOURCE_EXHAUSTED at the tick that finds the messages of both ways past the limit', async () => {
+    const { gateway, timers } = await gatewayWithTimers(
+      { apis: [greeterApi(`http://${greeter.address}`)], ...store() },
+      0.001,
+    );
+    const client = greeterClient(new URL(gateway.url).host);
+    defer(() => client.close());
+    const chat = client.openChat(metadataOf(withKey));
+    // Two messages of 1,000 bytes each way: about 4,000 bytes, where the limit is 1,048.
+    chat.say('x'.repeat(1_000));
+    chat.say('y'.repeat(1_000));
+    await expect.poll(() => chat.replies.length).toBe(2);
+    timers.advance(1_000);
+    const { status: ended } = await chat.outcome;
+    expect(ended.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(ended.details).toBe('byte quota exhausted');
+  });
+});
+
 describe('open exchanges and the credentials that opened them', () => {
   /** An application made through the admin API, with a key: its id, the key's id and the key. */
   async function applicationWithKey(

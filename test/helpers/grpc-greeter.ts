@@ -198,6 +198,17 @@ export function greeterClient(address: string, credentials = grpc.credentials.cr
       sendNext();
       return outcome;
     },
+    /** A Chat left open: each `say` is answered while it runs, until the client or the gateway ends it. */
+    openChat(metadata = new grpc.Metadata()) {
+      const call = client.Chat!(metadata) as unknown as grpc.ClientDuplexStream<HelloRequest, HelloReply>;
+      const replies: HelloReply[] = [];
+      return {
+        replies,
+        outcome: outcomeOf(call, replies),
+        say: (name: string) => call.write({ name }),
+        end: () => call.end(),
+      };
+    },
     close: () => client.close(),
   };
 }
