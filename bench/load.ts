@@ -16,6 +16,8 @@ export interface LoadOptions {
   headers: Record<string, string>;
   /** Cores wrk runs on (a taskset list); anywhere when absent. */
   cpus?: string;
+  /** HTTP/2 with prior knowledge, by h2load (one stream at a time per connection, as wrk's). */
+  http2?: boolean;
 }
 
 const toMs = (value: string, unit: string) =>
@@ -52,6 +54,38 @@ async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
   };
 }
 
+/** Load over h2c with nghttp2's h2load: `connections` clients, one stream in flight on each. */
+async function h2load(options: LoadOptions): Promise<LoadResult> {
+  const headers = Object.entries(options.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+  const args = [
+    '-c',
+    String(options.connections),
+    '-m',
+    '1',
+    '-D',
+    String(options.seconds),
+    ...headers,
+    options.url,
+  ];
+  const [command, commandArgs] = options.cpus
+    ? ['taskset', ['-c', options.cpus, 'h2load', ...args]]
+    : ['h2load', args];
+  const { stdout } = await promisify(execFile)(command, commandArgs, {
+    timeout: (options.seconds + 30) * 1000,
+  });
+  const succeeded = Number(/(\d+) succeeded/.exec(stdout)?.[1] ?? 0);
+  const statuses = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(stdout);
+  const meanMs = /time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)/.exec(stdout);
+  return {
+    rps: Number(/finished in [\d.]+s, ([\d.]+) req\/s/.exec(stdout)?.[1] ?? 0),
+    // h2load reports a mean, not percentiles: both read it.
+    p50Ms: meanMs ? toMs(meanMs[1]!, meanMs[2]!) : NaN,
+    p99Ms: NaN,
+    requests: succeeded,
+    non2xx: statuses ? Number(statuses[2]) + Number(statuses[3]) + Number(statuses[4]) : 0,
+  };
+}
+
 /** Load with autocannon, when wrk is not installed. */
 async function autocannon(options: LoadOptions): Promise<LoadResult> {
   const { default: run } = await import('autocannon');
@@ -70,7 +104,8 @@ async function autocannon(options: LoadOptions): Promise<LoadResult> {
   };
 }
 
-/** Runs one load; wrk when `wrkBinary` is given, else autocannon. */
+/** Runs one load: h2load for HTTP/2; else wrk when `wrkBinary` is given, else autocannon. */
 export function runLoad(wrkBinary: string | null, options: LoadOptions): Promise<LoadResult> {
+  if (options.http2) return h2load(options);
   return wrkBinary ? wrk(wrkBinary, options) : autocannon(options);
 }

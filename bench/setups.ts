@@ -18,6 +18,8 @@ export interface Target {
   redis: boolean;
   /** The admin listener of a quotagate setup, which answers its own added latency (`/latency`). */
   adminUrl?: string;
+  /** Loaded over HTTP/2 with prior knowledge (h2load) rather than HTTP/1.1 (wrk). */
+  http2?: boolean;
 }
 
 /** Starts servers for the bench in `work`; every one is stopped by pid through `track`. */

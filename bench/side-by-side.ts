@@ -39,6 +39,7 @@ export async function runSideBySide(
           connections: options.connections,
           seconds,
           headers: options.headers,
+          ...(target.http2 ? { http2: true } : {}),
           ...(pinning ? { cpus: pinning.load } : {}),
         }),
       ),

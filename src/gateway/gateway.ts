@@ -14,7 +14,7 @@ import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
-import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
+import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
@@ -268,7 +268,7 @@ export class Gateway {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
     // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
-    record.status = dataPlaneErrors[code].status;
+    if (!record.res.headersSent) record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
@@ -561,6 +561,11 @@ export class Gateway {
     );
     appendForwardedFields(req, upstreamFields, peerTrusted);
     upstreamFields.push('x-request-id', record.id);
+    // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
+    if (takesTrailers(req)) {
+      record.relaysTrailers = true;
+      upstreamFields.push('te', 'trailers');
+    }
     record.hasBody = announcesBody(req);
     // A request that declares no body goes with `Content-Length: 0` unless it is a GET or HEAD, as Node
     // frames a request whose end it is told without a body (it would send an empty chunked one).
@@ -592,6 +597,8 @@ export class Gateway {
         client: clientAddress(req, record.plane.trustedPeers),
         verb: req.method ?? '',
         path: loggedPath(route?.path ?? req.url ?? ''),
+        protocol:
+          req.httpVersionMajor === 2 ? 'HTTP/2' : req.httpVersionMinor === 0 ? 'HTTP/1.0' : 'HTTP/1.1',
         api: route?.api.config.name ?? null,
         method: route?.method?.name ?? null,
         application: principal?.application ? record.plane.applications.nameOf(principal.application) : null,

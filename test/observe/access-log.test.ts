@@ -12,6 +12,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   client: '127.0.0.1',
   verb: 'GET',
   path: '/pets/1',
+  protocol: 'HTTP/1.1',
   api: 'Pet Store',
   method: 'getPet',
   application: 'Mobile app',
@@ -69,7 +70,8 @@ describe('access log', () => {
     const [first, second] = out.lines();
     expect(first).toBe(
       '{"level":30,"time":1800000000000,"service":"quotagate","component":"access","requestId":"req-1",' +
-        '"client":"127.0.0.1","verb":"GET","path":"/pets/1","api":"Pet Store","method":"getPet",' +
+        '"client":"127.0.0.1","verb":"GET","path":"/pets/1","protocol":"HTTP/1.1","api":"Pet Store",' +
+        '"method":"getPet",' +
         '"application":"Mobile app","subject":"mobile","status":200,"bytesIn":0,"bytesOut":11,' +
         '"upstreamMs":0.42,"outcome":"completed","quota":"allowed","ms":1.37,"msg":"request"}',
     );
