@@ -26,6 +26,8 @@ export interface GatewayLayers {
   accessLog?: boolean;
   /** Data-plane worker processes (`workers`): 1 (the default here), N, or 'auto' (one per core). */
   workers?: number | 'auto';
+  /** The built CLI to start: this checkout's (`dist/cli.js`), or another build's to compare with. */
+  cli?: string;
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -33,7 +35,7 @@ export async function startQuotagate(
   dir: string,
   upstream: string,
   store: Record<string, unknown>,
-  { auth = 'basic', accessLog = false, workers = 1 }: GatewayLayers = {},
+  { auth = 'basic', accessLog = false, workers = 1, cli = 'dist/cli.js' }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
   mkdirSync(dir, { recursive: true });
@@ -69,7 +71,7 @@ export async function startQuotagate(
   const running = await start(
     'quotagate',
     process.execPath,
-    ['dist/cli.js', 'start', '--config-dir', dir],
+    [cli, 'start', '--config-dir', dir],
     () => listening(adminPort),
     { LOG_LEVEL: accessLog ? 'info' : 'warn' },
   );

@@ -36,6 +36,7 @@ export async function runSideBySide(
       targets.map((target) =>
         runLoad(options.wrk, {
           url: target.url,
+          ...(target.protocol ? { protocol: target.protocol } : {}),
           connections: options.connections,
           seconds,
           headers: options.headers,
