@@ -16,6 +16,7 @@ import { openAccessLog } from './observe/access-log.js';
 import { AddedLatency, latencyReport, type EncodedLatency } from './observe/added-latency.js';
 import type { LogSecrets, Logger } from './observe/log.js';
 import { httpServerOptions } from './gateway/http-server-options.js';
+import { alpnProtocols, Http2Transport } from './gateway/transports/http2-transport.js';
 import { createMetrics, type Metrics } from './observe/metrics.js';
 import { UpstreamProxy } from './gateway/proxy/upstream-proxy.js';
 import { ConfigReloader, type ReloadOutcome } from './reload/config-reloader.js';
@@ -32,7 +33,7 @@ import { RedisCounterTrips } from './stores/redis-counter-trips.js';
 import { FleetRejections } from './stores/fleet-rejections.js';
 import type { RestrictionRejections } from './observe/rejection-history.js';
 import { SharedCounterStore } from './limiter/shared-counter-store.js';
-import { systemClock } from './kit/clock.js';
+import { systemClock, type Clock } from './kit/clock.js';
 import { openQuotaRepository } from './stores/open-quota-repository.js';
 import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
@@ -81,12 +82,17 @@ export interface StartOptions {
   now?: () => number;
   /** Clock of the counters, memory or Redis, in milliseconds (tests move it; Redis keeps its own otherwise). */
   clock?: () => number;
+  /** Timers of the open WebSockets' once-a-second tick (tests move them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
    * admin listener and, with the memory store, the counters; this process serves the data plane only.
    */
   worker?: WorkerRole;
 }
+
+/** Milliseconds the connections cut off at the end of a shutdown have to close before the log does. */
+const closingGraceMs = 1_000;
 
 /**
  * Opens a data-plane listener; a port that cannot be had is named with the settings that move it.
@@ -122,6 +128,7 @@ export async function listenAdmin(admin: FastifyInstance, config: Config): Promi
 function dataServer(server: Server, gateway: Gateway): Server {
   server.on('request', gateway.handle);
   server.on('checkContinue', gateway.handleExpectingContinue);
+  server.on('upgrade', gateway.handleUpgrade);
   return server;
 }
 
@@ -187,22 +194,31 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     quotas = new QuotaIndex(records);
   });
   const shared = config.store.type === 'redis' ? config.store : null;
+  let sharedTrips: RedisCounterTrips | null = null;
   const heartbeat =
     redis && shared
       ? new FleetHeartbeat(redis, shared.prefix, {
           clock: systemClock,
-          onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+          onBeat: (live) => {
+            metrics.counterStoreLiveGateways.set(live);
+            // Keeps this gateway's concurrency slots alive, and puts right a release that failed.
+            sharedTrips?.refreshSlots().catch(() => undefined);
+          },
         })
       : null;
+  if (redis && shared && heartbeat) {
+    const holder = { id: heartbeat.id, ttlMs: heartbeat.ttlMs };
+    sharedTrips = new RedisCounterTrips(redis, shared.prefix, options.clock, holder);
+  }
   await heartbeat?.start();
   const primaryCounters = worker?.counters ?? null;
   // Tests move the counters' clock; a gateway's shared counters otherwise keep the Redis server's.
   const sharedClock = options.clock ? { ...systemClock, now: options.clock } : systemClock;
   const limiter = new Limiter({
     shared:
-      redis && shared && heartbeat
+      sharedTrips && heartbeat
         ? new SharedCounterStore({
-            trips: new RedisCounterTrips(redis, shared.prefix, options.clock),
+            trips: sharedTrips,
             clock: sharedClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
@@ -260,6 +276,8 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     accessLog,
     metrics,
     ...(options.clock ? { now: options.clock } : {}),
+    ...(options.timers ? { timers: options.timers } : {}),
+    credentialsGeneration: () => applications.generation,
   });
 
   let draining = false;
@@ -286,11 +304,25 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
       : null;
   const plainServer = config.port === false ? null : http.createServer(httpServerOptions(config));
   const tlsServer = config.tls
-    ? https.createServer({ ...httpServerOptions(config), ...readTlsFiles(config.tls, cwd) })
+    ? https.createServer({
+        ...httpServerOptions(config),
+        ...readTlsFiles(config.tls, cwd),
+        ...(config.http2 ? { ALPNProtocols: alpnProtocols } : {}),
+      })
     : null;
   const dataServers = [plainServer, tlsServer].flatMap((server) =>
     server ? [dataServer(server, gateway)] : [],
   );
+  const http2 = config.http2
+    ? new Http2Transport({
+        onRequest: gateway.handle,
+        onCheckContinue: gateway.handleExpectingContinue,
+        limits: config.server,
+        logger: logger.child({ component: 'http2' }),
+      })
+    : null;
+  if (http2 && plainServer) http2.acceptPriorKnowledge(plainServer);
+  if (http2 && tlsServer) http2.acceptAlpn(tlsServer);
 
   const fixed = fixedSettingsOf(config);
   const reloader = new ConfigReloader({
@@ -371,6 +403,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     };
   } catch (error) {
     for (const server of dataServers) server.close();
+    http2?.closeAll();
     await closeResources();
     throw error;
   }
@@ -398,10 +431,15 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         server.close();
         server.closeIdleConnections();
       }
+      http2?.close();
       const { shutdownTimeout } = live.config;
       const idle = await gateway.waitForIdle(shutdownTimeout);
       if (!idle) logger.warn({ shutdownTimeout }, 'grace period over, closing open requests');
+      gateway.endWebSockets();
       for (const server of dataServers) server.closeAllConnections();
+      http2?.closeAll();
+      // What was just cut off is accounted (its access line written) before the log closes.
+      if (!idle) await gateway.waitForIdle(closingGraceMs);
       await closeResources();
       logger.info(worker ? 'worker stopped' : 'gateway stopped');
     },

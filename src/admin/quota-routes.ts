@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { systemQuotaId, wellKnownQuotaIds, type QuotaDto } from '../quota/model.js';
+import { restrictionUnits, systemQuotaId, wellKnownQuotaIds, type QuotaDto } from '../quota/model.js';
 import { membersByPlan } from '../quota/plans.js';
 import { quotaDtoSchema } from '../quota/quota-schema.js';
 import { rejectionBucketSeconds, rejectionSeries } from '../observe/rejection-history.js';
@@ -195,7 +195,7 @@ export function registerQuotaRoutes(app: FastifyInstance, parts: QuotaRoutesPart
                   properties: {
                     index: { type: 'integer' },
                     type: { type: 'string' },
-                    unit: { type: 'string', enum: ['messages', 'bytes', 'units'] },
+                    unit: { type: 'string', enum: [...restrictionUnits] },
                     mode: {
                       type: 'string',
                       enum: ['shadow'],

@@ -1,4 +1,4 @@
-import { TLSSocket } from 'node:tls';
+import type { TLSSocket } from 'node:tls';
 import { admitted, type AuthResult, type Authenticator } from './authenticator.js';
 import type { KeyRing } from './key-ring.js';
 import { builtInSecurity } from './swagger-security.js';
@@ -19,7 +19,8 @@ export function createApiKeyAuthenticator(keys: KeyRing): Authenticator {
   return {
     scheme: 'apikey',
     authenticate(req) {
-      if (!(req.socket instanceof TLSSocket)) return overPlainHttp;
+      // An HTTP/2 stream's socket stands for its connection's: `encrypted` is the connection's.
+      if ((req.socket as Partial<TLSSocket>).encrypted !== true) return overPlainHttp;
       const values = req.headersDistinct.apikey;
       const principal = values?.length === 1 && values[0] ? keys.lookup(values[0]) : null;
       return principal ? admitted(principal) : refused;

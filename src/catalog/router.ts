@@ -10,7 +10,7 @@ export interface CompiledApi {
   readonly methodLabels: ReadonlyMap<string, string>;
   /** Upstream origin, e.g. `http://127.0.0.1:9000`. */
   readonly upstreamOrigin: string;
-  /** Upstream path prefix without a trailing slash ('' for none). */
+  /** Upstream path prefix without a trailing slash ('' for none); a gRPC API's basePath ends it. */
   readonly upstreamPrefix: string;
 }
 
@@ -91,16 +91,20 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
   }
   for (const list of methodsByVerb.values()) list.sort(bySpecificity);
   const base = splitPath(config.basePath).map(literal);
+  const basePath = base.length > 0 ? `/${base.join('/')}` : '';
+  const prefix = upstream.pathname.replace(/\/+$/, '');
   return {
     api: {
       config,
       label,
       methodLabels: uniqueLabels(config.methods),
       upstreamOrigin: upstream.origin,
-      upstreamPrefix: upstream.pathname.replace(/\/+$/, ''),
+      // A gRPC call's path is `/<package.Service>/<Method>` wherever the service runs (gRPC over HTTP/2,
+      // "Path"): the service that basePath names goes upstream with it.
+      upstreamPrefix: config.protocol === 'grpc' ? prefix + basePath : prefix,
     },
     base,
-    basePath: base.length > 0 ? `/${base.join('/')}` : '',
+    basePath,
     baseKeys: base.map(key),
     caseSensitive: config.caseSensitive,
     methodsByVerb,

@@ -84,7 +84,31 @@ function catalogProblems(config: Config): Problem[] {
       ];
     }),
   );
-  return [...firstSeen(apiIds), ...firstSeen(basePaths), ...firstSeen(methodIds), ...firstSeen(routes)];
+  return [
+    ...firstSeen(apiIds),
+    ...firstSeen(basePaths),
+    ...firstSeen(methodIds),
+    ...firstSeen(routes),
+    ...grpcVerbProblems(config),
+  ];
+}
+
+/** Every gRPC call is a POST (gRPC over HTTP/2, "Requests"): a method of another verb would never match. */
+function grpcVerbProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i) =>
+    api.protocol !== 'grpc'
+      ? []
+      : api.methods.flatMap((method, j) =>
+          method.verb === 'POST'
+            ? []
+            : [
+                {
+                  path: ['apis', i, 'methods', j, 'verb'],
+                  message: "must be POST in an API of protocol 'grpc' (every gRPC call is a POST)",
+                },
+              ],
+        ),
+  );
 }
 
 function keyProblems(config: Config, environment: Environment): Problem[] {

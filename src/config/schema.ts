@@ -40,6 +40,8 @@ const apiKey = z
 
 export const authTypes = ['none', 'basic', 'apikey', 'ldap', 'plugin'] as const;
 export const verbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+/** What an API speaks upstream: HTTP/1.1, or gRPC over HTTP/2 (h2c for `http://`, ALPN h2 for `https://`). */
+export const apiProtocols = ['http', 'grpc'] as const;
 
 const verb = z
   .string({ error: msg(`must be one of ${verbs.join(', ')}`) })
@@ -129,6 +131,14 @@ const apiSchema = z.strictObject({
   caseSensitive: z.boolean({ error: msg('must be true or false') }).default(false),
   /** Forward paths and verbs that no method declares (default: 404 or 405 from the gateway). */
   passUndeclared: z.boolean({ error: msg('must be true or false') }).default(false),
+  /**
+   * `grpc`: the upstream speaks gRPC over HTTP/2, each method a POST of `/<package.Service>/<Method>`
+   * (basePath the service, path the method), and the gateway's own answers to gRPC calls are gRPC
+   * statuses (see docs/routing-and-proxy.md, "gRPC").
+   */
+  protocol: z.enum(apiProtocols, { error: oneOf("must be 'http' or 'grpc'", apiProtocols) }).default('http'),
+  /** Its GET operations accept a WebSocket upgrade (RFC 6455), proxied to the upstream (default: true). */
+  websocket: z.boolean({ error: msg('must be true or false') }).default(true),
 });
 
 const applicationSchema = z.strictObject({
@@ -412,6 +422,11 @@ const commonSchema = z.object({
   /** The data plane's plain-HTTP port, or false for none (HTTPS only, on `tls.port`). */
   port: z.union([z.literal(false), portIn(portOrFalse)], { error: msg(portOrFalse) }).default(8080),
   workers,
+  /**
+   * HTTP/2 on the data plane: h2 by ALPN on the TLS listener, and HTTP/2 with prior knowledge (h2c)
+   * beside HTTP/1.1 on the cleartext port; false serves HTTP/1.1 only.
+   */
+  http2: z.boolean({ error: msg('must be true or false') }).default(true),
   apikey_development: apiKey.optional(),
   apikey_production: apiKey.optional(),
   admin: adminSchema,

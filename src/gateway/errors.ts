@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { AuthRefusalReason } from '../auth/authenticator.js';
+import { isGrpcRequest, sendGrpcStatus } from './answers/grpc-answer.js';
+import { sendJson } from './answers/json-answer.js';
 
 /**
  * Every error the data plane answers with. The body format is the seed's
@@ -41,11 +43,13 @@ export function errorBody(code: DataPlaneErrorCode): string {
 }
 
 /**
- * Ends `res` with the error's status and body; does nothing when the response has already started.
+ * Ends `res` with the error, in the form its request reads: the error's status and JSON body, or to a
+ * gRPC call (`content-type: application/grpc…`) the gRPC status of that status, with the message as
+ * `grpc-message` (answers/grpc-answer.ts). Does nothing when the response has already started.
  * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
  * @param detail what the client can do about it, after the code's message (`Payload Too Large: …`):
  * never anything internal
- * @returns the body bytes sent: none when an answer had begun already, or to a HEAD
+ * @returns the body bytes sent: none when an answer had begun already, to a HEAD, or to a gRPC call
  */
 export function sendError(
   res: ServerResponse,
@@ -55,33 +59,11 @@ export function sendError(
 ): number {
   if (res.headersSent) return 0;
   const { status, message } = dataPlaneErrors[code];
+  if (isGrpcRequest(res.req.headers))
+    return sendGrpcStatus(res, status, fields, detail === undefined ? message : `${message}: ${detail}`);
   const body =
     detail === undefined
       ? errorBody(code)
       : JSON.stringify({ id: `com.vendor.api.${code}`, message: `${message}: ${detail}`, success: false });
   return sendJson(res, status, fields, body);
-}
-
-/**
- * Ends `res` with a JSON answer of the gateway's own, never cached.
- * @returns the body bytes sent: none to a HEAD
- */
-export function sendJson(
-  res: ServerResponse,
-  status: number,
-  fields: readonly string[],
-  body: string,
-): number {
-  res.writeHead(status, [
-    ...fields,
-    'content-type',
-    'application/json',
-    'content-length',
-    String(Buffer.byteLength(body)),
-    'cache-control',
-    'no-store',
-  ]);
-  res.end(body);
-  // Node sends no body in answer to a HEAD.
-  return res.req?.method === 'HEAD' ? 0 : Buffer.byteLength(body);
 }

@@ -1,22 +1,29 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import type { AccessLog } from '../observe/access-log.js';
 import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authenticator.js';
 import { normalizeTarget } from '../kit/normalize-path.js';
+import { systemClock, type Clock } from '../kit/clock.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
-import { authRefusalDetails, sendError, sendJson, type DataPlaneErrorCode } from './errors.js';
+import { sendJson } from './answers/json-answer.js';
+import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import type { CounterAddition, CounterRef, CounterSpec } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
+import { OpenWebSockets } from './open-websockets.js';
+import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 
 export interface GatewayParts {
@@ -32,6 +39,13 @@ export interface GatewayParts {
   metrics: Metrics;
   /** The clock of the usage path's budgets (the system's unless a test moves it). */
   now?: () => number;
+  /** The timers of the open WebSockets' tick (the system's unless a test moves them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /**
+   * A number that changes whenever keys or applications do (the application directory's generation):
+   * the open WebSockets' credentials are checked again on the tick after it changed.
+   */
+  credentialsGeneration?: () => number;
 }
 
 /**
@@ -59,6 +73,12 @@ class RequestRecord extends Exchange {
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
+  /** The concurrency slots it holds while in flight, and where each was taken. */
+  private slots: Array<{ by: SlotRelease; keys: readonly string[] }> | null = null;
+  /** Its exchange has ended (`Gateway.account`): a slot taken from now on is freed at once. */
+  private ended = false;
+  /** A WebSocket opening handshake (it came through the 'upgrade' event and asks for `websocket`). */
+  opensWebSocket = false;
 
   constructor(
     req: IncomingMessage,
@@ -73,6 +93,21 @@ class RequestRecord extends Exchange {
     this.fields.push('x-request-id', id);
   }
 
+  /** Holds slots until the request ends; a verdict that came after the client left frees them at once. */
+  holdSlots(by: SlotRelease | undefined, keys: readonly string[]): void {
+    if (!by || keys.length === 0) return;
+    if (this.ended) by.release(keys);
+    else (this.slots ??= []).push({ by, keys });
+  }
+
+  /** The request has ended: its slots are free from now on. */
+  end(): void {
+    this.ended = true;
+    if (this.slots === null) return;
+    for (const { by, keys } of this.slots) by.release(keys);
+    this.slots = null;
+  }
+
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
   addRefusal(restriction: ApplicableRestriction): void {
     const name = `${restriction.quotaId}/${restriction.index}`;
@@ -83,6 +118,7 @@ class RequestRecord extends Exchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
 
@@ -103,9 +139,15 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
+  /** The WebSockets forwarded and not yet closed, looked at once a second. */
+  private readonly webSockets: OpenWebSockets<RequestRecord>;
+  /** `credentialsGeneration` when the open WebSockets' credentials were last known good. */
+  private checkedGeneration: number;
 
   constructor(private readonly parts: GatewayParts) {
     this.plane = parts.dataPlane;
+    this.webSockets = new OpenWebSockets(parts.timers ?? systemClock, this.tickWebSockets);
+    this.checkedGeneration = parts.credentialsGeneration?.() ?? 0;
   }
 
   /** The data plane new requests start on. */
@@ -137,19 +179,41 @@ export class Gateway {
     this.identify(req, res, true);
   };
 
+  /**
+   * The `upgrade` listener of the data-plane servers (Node emits it for `Connection: upgrade`): the
+   * request goes through the pipeline as any other, its answer written on its socket; an admitted
+   * WebSocket opening goes upstream through http-proxy-3's `ws()`.
+   */
+  readonly handleUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    this.identify(req, responseOnSocket(req, socket as Socket), false, head);
+  };
+
   /** The 'close' listener of every response: `this` is the response, linked to its record. */
   private readonly responseClosed = ((gateway: Gateway) =>
     function (this: ServerResponse): void {
       gateway.account(exchangeOf(this) as RequestRecord);
     })(this);
 
-  /** Step 1: the request id, and the record that follows the request to its access-log line. */
-  private identify(req: IncomingMessage, res: ServerResponse, waitsForContinue: boolean): void {
+  /**
+   * Step 1: the request id, and the record that follows the request to its access-log line.
+   * @param head for a request that came through the 'upgrade' event, the bytes that followed its head
+   */
+  private identify(
+    req: IncomingMessage,
+    res: ServerResponse,
+    waitsForContinue: boolean,
+    head: Buffer | null = null,
+  ): void {
     const record = new RequestRecord(req, res, requestIdOf(req), waitsForContinue, this.plane);
     record.plane.enter();
     this.inFlight += 1;
     res.on('close', this.responseClosed);
-    if (this.draining) record.fields.push('connection', 'close');
+    // An upgrade request's connection closes after any answer but a 101, which must not say so.
+    if (this.draining && head === null) record.fields.push('connection', 'close');
+    if (head !== null) {
+      record.upgradeHead = head;
+      record.opensWebSocket = asksForWebSocket(req);
+    }
     try {
       const pending = this.route(record);
       if (pending) pending.catch((error: unknown) => this.failed(record, error));
@@ -161,6 +225,17 @@ export class Gateway {
   /** From now on every response asks the client to close its connection. */
   startDraining(): void {
     this.draining = true;
+  }
+
+  /**
+   * Ends every open WebSocket (close code 1001, going away) and cuts off the upgrade requests still
+   * waiting for the upstream: the end of a shutdown's grace period.
+   */
+  endWebSockets(): void {
+    for (const record of this.webSockets.all()) {
+      if (record.webSocket) record.webSocket.end(1001, 'gateway shutting down', 'shutdown');
+      else record.req.socket.destroy();
+    }
   }
 
   /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
@@ -193,6 +268,8 @@ export class Gateway {
   ): void {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
+    // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
+    record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
@@ -204,6 +281,10 @@ export class Gateway {
     if (!target.ok || problem) {
       this.parts.logger.debug({ requestId: record.id, reason: problem }, 'request refused before routing');
       return this.refuse(record, 'bad_request');
+    }
+    if (record.upgradeHead !== null) {
+      const refusal = upgradeProblem(req, record.opensWebSocket);
+      if (refusal) return this.refuse(record, 'bad_request', refusal.fields, refusal.detail);
     }
     const { usage } = record.plane;
     if (usage?.is(target.segments)) {
@@ -226,6 +307,13 @@ export class Gateway {
         ? this.refuse(record, 'not_found')
         : this.refuse(record, 'method_not_allowed', ['allow', allowed.join(', ')]);
     }
+    if (route.api.config.protocol === 'grpc') {
+      const deadlineMs = grpcTimeoutMs(req.headers['grpc-timeout']);
+      if (Number.isNaN(deadlineMs)) return this.refuse(record, 'bad_request', [], malformedGrpcTimeout);
+      if (deadlineMs !== null && deadlineMs < this.parts.proxy.proxyTimeout) record.deadlineMs = deadlineMs;
+    }
+    if (record.opensWebSocket && !route.api.config.websocket)
+      return this.refuse(record, 'bad_request', [], 'this API takes no WebSocket upgrades');
     // Authentication (an auth plugin's matchURL among it) sees the path that was routed and goes upstream.
     req.url = route.path;
     return this.authenticate(record);
@@ -393,6 +481,8 @@ export class Gateway {
       if (verdict.allowed) {
         if (restriction.type === 'throttlemb') record.byteCounters = [...record.byteCounters, restriction];
         if (restriction.type === 'throttleunits') record.unitCounters = [...record.unitCounters, restriction];
+        if (restriction.type === 'concurrency')
+          record.holdSlots(verdict.slotsFreedBy, [restriction.counterKey]);
         continue;
       }
       this.parts.metrics.shadowRefusal(restriction);
@@ -434,6 +524,7 @@ export class Gateway {
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;
       record.unitCounters = checks.unitRestrictions;
+      record.holdSlots(verdict.slotsFreedBy, checks.slotKeys);
     }
     if (!verdict.allowed) {
       const retryAfter = String(Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)));
@@ -449,6 +540,11 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
+    if (record.opensWebSocket) {
+      this.webSockets.add(record);
+      this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);
+      return;
+    }
     if (record.expectsContinue) res.writeContinue();
     this.parts.proxy.forward(record, route.api, route.upstreamTarget);
   }
@@ -474,13 +570,18 @@ export class Gateway {
       upstreamFields.push('content-length', '0');
   }
 
-  /** Step 7, once the response has closed: charges the bytes it moved, then logs and counts it. */
+  /**
+   * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots, charges
+   * the bytes it moved, then logs and counts it.
+   */
   private account(record: RequestRecord): void {
+    record.end();
     const elapsedMs = performance.now() - record.arrivedAt;
     // The client left before its answer was whole: the upstream exchange is of no use to anyone.
     record.abandonUpstream();
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
+    if (record.opensWebSocket) this.webSockets.delete(record);
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
     if (record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
     const status = record.status || res.statusCode;
@@ -507,6 +608,7 @@ export class Gateway {
         reason: record.reason,
         ms: Math.round(elapsedMs * 100) / 100,
         sampled: status === 429 ? record.plane.sample429 : 1,
+        webSocket: record.webSocket ? (record.webSocket.endedBy ?? 'closed') : null,
       });
     }
     const api = route?.api.label ?? 'none';
@@ -529,16 +631,14 @@ export class Gateway {
     return this.rejectedLines % record.plane.sample429 === 1 % record.plane.sample429;
   }
 
-  /** Request bytes beyond those declared (and charged up front), and every response byte. */
+  /**
+   * Request bytes beyond those declared (and charged up front), and every response byte; of a
+   * WebSocket, those not yet charged while it was open.
+   */
   private chargeBytes(record: RequestRecord): void {
-    const amount = Math.max(0, record.bytesIn - record.declaredBytes) + record.bytesOut;
+    const amount = Math.max(0, record.bytesIn - record.declaredBytes) + record.bytesOut - record.chargedBytes;
     if (amount === 0) return;
-    const additions = record.byteCounters.map((restriction) => ({
-      key: restriction.counterKey,
-      windowMs: restriction.windowMs,
-      amount,
-    }));
-    this.charge(record, additions, 'bytes');
+    this.charge(record, additionsOf(record.byteCounters, amount), 'bytes');
   }
 
   /**
@@ -563,6 +663,71 @@ export class Gateway {
     );
   }
 
+  /** The open WebSockets' tick: each is charged what it moved, and its credentials checked when they changed. */
+  private readonly tickWebSockets = (open: ReadonlySet<RequestRecord>): void => {
+    const generation = this.parts.credentialsGeneration?.() ?? 0;
+    const recheck = generation !== this.checkedGeneration;
+    this.checkedGeneration = generation;
+    for (const record of open) {
+      if (record.webSocket === null || record.webSocket.endedBy !== null) continue;
+      this.chargeOpen(record);
+      if (recheck && record.principal) this.recheckCredentials(record);
+    }
+  };
+
+  /**
+   * Charges an open WebSocket's byte restrictions what it moved since the last tick. When an enforced
+   * one has no room for it, the bytes are counted all the same and the connection ends (1008, policy
+   * violation: RFC 6455 §7.4.1).
+   */
+  private chargeOpen(record: RequestRecord): void {
+    const moved = record.bytesIn + record.bytesOut - record.chargedBytes;
+    if (moved === 0 || record.byteCounters.length === 0) return;
+    record.chargedBytes += moved;
+    const enforced = record.byteCounters.filter((restriction) => !restriction.shadow);
+    const shadows = record.byteCounters.filter((restriction) => restriction.shadow);
+    if (shadows.length > 0) this.charge(record, additionsOf(shadows, moved), 'bytes');
+    if (enforced.length === 0) return;
+    const specs = enforced.map(({ counterKey, limit, windowMs }) => ({
+      key: counterKey,
+      limit,
+      windowMs,
+      cost: moved,
+      need: moved,
+    }));
+    const settle = (verdict: LimiterVerdict): void => {
+      if (verdict === 'unavailable' || verdict.allowed || verdict.outOfRoom) return;
+      this.charge(record, additionsOf(enforced, moved), 'bytes');
+      record.quota = 'rejected';
+      enforced.forEach((restriction, i) => {
+        if ((verdict.states[i]?.used ?? 0) + moved > restriction.limit) record.addRefusal(restriction);
+      });
+      record.webSocket?.end(1008, 'byte quota exhausted', 'quota');
+    };
+    const verdict = this.parts.limiter.consume(specs);
+    if (isPromise(verdict)) {
+      verdict.then(settle, (error: unknown) => {
+        this.parts.logger.error({ err: error, requestId: record.id }, 'charging WebSocket bytes failed');
+      });
+    } else settle(verdict);
+  }
+
+  /** Authenticates an open WebSocket's request again: a key revoked or an application deleted ends it. */
+  private recheckCredentials(record: RequestRecord): void {
+    const settle = (auth: AuthResult): void => {
+      const revoked = auth.ok
+        ? auth.principal?.application !== record.principal?.application
+        : auth.reject === 'unauthorized';
+      if (revoked) record.webSocket?.end(1008, 'credentials revoked', 'revoked');
+    };
+    const auth = record.plane.authenticator.authenticate(record.req, record.res);
+    if (isPromise(auth)) {
+      auth.then(settle, (error: unknown) => {
+        this.parts.logger.warn({ err: error, requestId: record.id }, 'checking WebSocket credentials failed');
+      });
+    } else settle(auth);
+  }
+
   /** Adds measured units to counters, after the answer: a failure is logged, never answered. */
   private charge(record: RequestRecord, additions: CounterAddition[], what: string): void {
     const charged = this.parts.limiter.add(additions);
@@ -573,6 +738,10 @@ export class Gateway {
     }
   }
 }
+
+/** `amount` added to the counter of each of `restrictions`. */
+const additionsOf = (restrictions: readonly ApplicableRestriction[], amount: number): CounterAddition[] =>
+  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs, amount }));
 
 /** The counters of `restrictions`, to read without charging them. */
 const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>

@@ -17,17 +17,25 @@ interface Policy {
 
 const policies = new WeakMap<ApplicableRestriction, Policy>();
 
+const windowOf = (restriction: ApplicableRestriction) => `;w=${Math.ceil(restriction.windowMs / 1000)}`;
+
+/**
+ * The `w` and `qu` parameters of a policy item, by restriction type: `requests` is the draft's default
+ * unit; `units` is a vendor value, what the upstream says each exchange cost; a concurrency restriction
+ * has no window, so no `w`, and the draft's `concurrent-requests` unit.
+ */
+const windowAndUnit: Record<ApplicableRestriction['type'], (restriction: ApplicableRestriction) => string> = {
+  throttle: windowOf,
+  throttlemb: (restriction) => `${windowOf(restriction)};qu="content-bytes"`,
+  throttleunits: (restriction) => `${windowOf(restriction)};qu="units"`,
+  concurrency: () => ';qu="concurrent-requests"',
+};
+
 function policyOf(restriction: ApplicableRestriction): Policy {
   let known = policies.get(restriction);
   if (!known) {
     const name = `"${restriction.quotaId}/${restriction.index}"`;
-    // `units` is a vendor value of the draft's `qu`: what the upstream says each exchange cost.
-    const unit =
-      restriction.type === 'throttle'
-        ? ''
-        : `;qu="${restriction.type === 'throttlemb' ? 'content-bytes' : 'units'}"`;
-    const windowSeconds = Math.ceil(restriction.windowMs / 1000);
-    known = { name, policy: `${name};q=${restriction.limit};w=${windowSeconds}${unit}` };
+    known = { name, policy: `${name};q=${restriction.limit}${windowAndUnit[restriction.type](restriction)}` };
     policies.set(restriction, known);
   }
   return known;
@@ -39,7 +47,8 @@ function policyOf(restriction: ApplicableRestriction): Policy {
  * window, or for a counter that refused the request, until it has room for it, which is the Retry-After
  * of that refusal. A counter keeps the last 101 sub-buckets of 1/100 of the window, so its oldest units
  * stay counted up to one sub-bucket past the window: `t` may be up to `w` + `w`/100, never less than the
- * exact wait, so a client that waits `t` is never early.
+ * exact wait, so a client that waits `t` is never early. A concurrency restriction's `r` is the slots
+ * free, and its `t` is 1 while none is (its Retry-After: a slot frees when any request ends), else 0.
  */
 function rateLimitItem(restriction: ApplicableRestriction, state: CounterState, policy: Policy): string {
   const remaining = Math.max(0, restriction.limit - state.used);

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { Http2GatewayRequest } from './transports/http2-messages.js';
 
 /**
  * Fields with which a client could make the upstream run something other than what the gateway routed,
@@ -53,6 +54,7 @@ function overridesMethod(query: string): boolean {
  * - a `_method` parameter in the query (`query`, with its `?`).
  */
 export function screeningProblem(req: IncomingMessage, query: string): string | null {
+  if (req instanceof Http2GatewayRequest && req.problem) return req.problem;
   const { headers } = req;
   if (headers.host?.includes(',')) return 'more than one Host';
   const transferEncoding = headers['transfer-encoding'];
@@ -69,8 +71,12 @@ export function screeningProblem(req: IncomingMessage, query: string): string | 
   return null;
 }
 
-/** Whether the request announced a body (Node has refused a malformed Content-Length already). */
+/**
+ * Whether the request announced a body (Node has refused a malformed Content-Length already). An HTTP/2
+ * request has one unless its HEADERS ended the stream, with or without a `content-length`.
+ */
 export function announcesBody(req: IncomingMessage): boolean {
+  if (req instanceof Http2GatewayRequest) return !req.stream.endAfterHeaders;
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }

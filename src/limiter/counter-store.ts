@@ -1,11 +1,16 @@
 /**
  * One counter of a sliding window: `limit` units in any interval of `windowMs` milliseconds.
  * Units are messages (throttle) or bytes (throttlemb).
+ *
+ * A counter of `windowMs` 0 is a concurrency counter (`isSlotCounter`): it holds the requests in flight,
+ * at most `limit`, each one a slot taken when its check is admitted and held until the request ends
+ * (`Decision.slotsFreedBy`). It never leaves a window and is never leased.
  */
 export interface CounterSpec {
   /** Store key of the counter, unique per restriction (and per application for application quotas). */
   key: string;
   limit: number;
+  /** The window; 0 for a concurrency counter. */
   windowMs: number;
   /** Units charged when the check passes. */
   cost: number;
@@ -40,6 +45,21 @@ export interface CounterUsage extends CounterState {
   key: string;
 }
 
+/** Whether a counter of this window holds requests in flight (a `concurrency` restriction's). */
+export const isSlotCounter = (windowMs: number): boolean => windowMs === 0;
+
+/**
+ * What a full concurrency counter's refusal waits, and its `resetMs`: a slot is freed when any request
+ * ends, which no clock predicts, and 1 s is the shortest wait Retry-After can say (RFC 9110 §10.2.3).
+ */
+export const slotRetryMs = 1_000;
+
+/** Where the slots of an admitted request were taken: freed there, once each, when the request ends. */
+export interface SlotRelease {
+  /** Frees one slot of each key (a key given twice frees two); never fails, never waits for an answer. */
+  release(keys: readonly string[]): void;
+}
+
 export interface Decision {
   allowed: boolean;
   /** When not allowed: milliseconds until every full counter has room again. */
@@ -52,6 +72,8 @@ export interface Decision {
    * go; nothing was charged. Only the memory store sets it.
    */
   outOfRoom?: boolean;
+  /** When allowed with concurrency counters among the checks: the store that holds their slots. */
+  slotsFreedBy?: SlotRelease;
 }
 
 /** Units to add without a check: bytes measured once an exchange has ended. */
@@ -64,7 +86,8 @@ export interface CounterAddition {
 /**
  * Where sliding-window counters live. Both implementations keep, per counter, a running total and
  * sub-buckets of 1/100 of the window, and admit a request only when every counter has room over the
- * last 101 sub-buckets: so no interval of one window ever holds more than the limit.
+ * last 101 sub-buckets: so no interval of one window ever holds more than the limit. Concurrency
+ * counters are checked in the same atomic step, and their slots are freed through `slotsFreedBy`.
  */
 export interface CounterStore {
   /**

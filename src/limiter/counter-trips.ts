@@ -29,6 +29,13 @@ export interface Trip {
   giveBacks: readonly GiveBack[];
   /** Gateways alive in the fleet: a lease never takes more than this gateway's part of the room. */
   live: number;
+  /** Slots of concurrency counters freed since the last trip, one per key given (before the checks). */
+  releases?: readonly string[];
+  /**
+   * Who holds the slots the checks take and the releases free: set by the carrier of the trip (a worker
+   * of the primary's, a gateway of the fleet), so that a holder that dies leaves no slot held.
+   */
+  holder?: string;
 }
 
 export interface CheckedCounter {

@@ -2,14 +2,15 @@ import { systemClock, type Clock } from '../kit/clock.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
-import type {
-  CounterAddition,
-  CounterRef,
-  CounterSpec,
-  CounterState,
-  CounterStore,
-  CounterUsage,
-  Decision,
+import {
+  isSlotCounter,
+  type CounterAddition,
+  type CounterRef,
+  type CounterSpec,
+  type CounterState,
+  type CounterStore,
+  type CounterUsage,
+  type Decision,
 } from './counter-store.js';
 import type { KnownTotal } from './lease-book.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
@@ -220,8 +221,9 @@ export class Limiter {
     }
   }
 
+  /** Notes units admitted alone; a slot is no unit: it is freed where it was taken (`slotsFreedBy`). */
   private tally(key: string, windowMs: number, amount: number): void {
-    if (amount <= 0) return;
+    if (amount <= 0 || isSlotCounter(windowMs)) return;
     const held = this.admittedAlone.get(key);
     this.admittedAlone.set(key, { key, windowMs, amount: amount + (held?.amount ?? 0) });
   }

@@ -1,6 +1,8 @@
 import {
   bucketMsOf,
   bucketsPerWindow,
+  isSlotCounter,
+  slotRetryMs,
   type CounterAddition,
   type CounterRef,
   type CounterSpec,
@@ -8,6 +10,7 @@ import {
   type CounterStore,
   type CounterUsage,
   type Decision,
+  type SlotRelease,
 } from './counter-store.js';
 import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 
@@ -24,6 +27,16 @@ interface Counter {
   /** Made by a shadow check and used by no enforced one since: the first to go at the bound. */
   shadow: boolean;
 }
+
+/** The requests in flight under one concurrency counter, in all and by holder. */
+interface Slots {
+  total: number;
+  /** `''` for this process's own requests; a worker's id for those the primary holds for it. */
+  byHolder: Map<string, number>;
+}
+
+/** The holder of the slots this process's own `consume` takes. */
+const ownHolder = '';
 
 const sweepEveryMs = 60_000;
 /** While the bound is reached, expired counters are looked for at most this often. */
@@ -61,8 +74,13 @@ export interface MemoryCounterStoreOptions {
  * first, and a shadow check never drops anything, so a shadow restriction never lowers what the
  * enforced ones serve (it stops counting first).
  */
-export class MemoryCounterStore implements CounterStore {
+export class MemoryCounterStore implements CounterStore, SlotRelease {
   private readonly counters = new Map<string, Counter>();
+  /**
+   * Concurrency counters: requests in flight, never swept (a request in flight is no idle counter) and
+   * outside the memory bound (at most one entry per request in flight); gone when their last slot is.
+   */
+  private readonly slots = new Map<string, Slots>();
   /** The keys of the shadow counts held, oldest first. */
   private readonly shadowKeys = new Set<string>();
   private readonly now: () => number;
@@ -88,10 +106,17 @@ export class MemoryCounterStore implements CounterStore {
     if (!this.roomFor(specs, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, states: [], outOfRoom: true };
     // Loops rather than map/some over the specs: this runs for every request of the memory store.
-    const counters: Counter[] = new Array<Counter>(specs.length);
+    const counters: Array<Counter | null> = new Array<Counter | null>(specs.length);
     let full = false;
+    let slotted = false;
     for (let i = 0; i < specs.length; i += 1) {
       const spec = specs[i]!;
+      if (isSlotCounter(spec.windowMs)) {
+        slotted = true;
+        counters[i] = null;
+        if (this.inFlight(spec.key) + spec.need > spec.limit) full = true;
+        continue;
+      }
       const counter = this.checked(spec, now);
       counters[i] = counter;
       if (counter.total + spec.need > spec.limit) full = true;
@@ -101,6 +126,13 @@ export class MemoryCounterStore implements CounterStore {
     for (let i = 0; i < specs.length; i += 1) {
       const spec = specs[i]!;
       const counter = counters[i]!;
+      if (counter === null) {
+        if (!full) this.takeSlot(spec.key, ownHolder);
+        const state = this.slotState(spec);
+        if (full && state.used + spec.need > spec.limit) retryAfterMs = Math.max(retryAfterMs, slotRetryMs);
+        states[i] = state;
+        continue;
+      }
       if (!full) this.charge(counter, spec.windowMs, spec.cost, now);
       else if (counter.total + spec.need > spec.limit) {
         const waitMs = this.waitFor(counter, spec, now);
@@ -110,7 +142,25 @@ export class MemoryCounterStore implements CounterStore {
       }
       states[i] = this.state(counter, spec.windowMs, now);
     }
-    return { allowed: !full, retryAfterMs, states };
+    return slotted && !full
+      ? { allowed: true, retryAfterMs, states, slotsFreedBy: this }
+      : { allowed: !full, retryAfterMs, states };
+  }
+
+  /** Frees one slot of each key that this process's own `consume` took. */
+  release(keys: readonly string[]): void {
+    for (const key of keys) this.freeSlot(key, ownHolder);
+  }
+
+  /** Frees every slot `holder` holds: a worker that exited ends no request of its own any more. */
+  releaseAll(holder: string): void {
+    for (const [key, slots] of this.slots) {
+      const held = slots.byHolder.get(holder);
+      if (held === undefined) continue;
+      slots.total -= held;
+      slots.byHolder.delete(holder);
+      if (slots.total <= 0) this.slots.delete(key);
+    }
   }
 
   /** Adds measured units. Never refused: these are bytes of requests already admitted. */
@@ -132,15 +182,26 @@ export class MemoryCounterStore implements CounterStore {
     this.sweep(now);
     for (const giveBack of trip.giveBacks) this.giveBack(giveBack, now);
     this.addNow(trip.additions, now);
+    const holder = trip.holder ?? ownHolder;
+    for (const key of trip.releases ?? []) this.freeSlot(key, holder);
     const { checks } = trip;
     if (!this.roomFor(checks, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, checks: [], outOfRoom: true };
-    const counters = checks.map((check) => this.checked(check, now));
-    const allowed = checks.every((check, i) => counters[i]!.total + check.need <= check.limit);
+    const counters = checks.map((check) => (isSlotCounter(check.windowMs) ? null : this.checked(check, now)));
+    const allowed = checks.every(
+      (check, i) => (counters[i]?.total ?? this.inFlight(check.key)) + check.need <= check.limit,
+    );
     const live = Math.max(1, trip.live);
     let retryAfterMs = 0;
     const replies = checks.map((check, i): CheckedCounter => {
-      const counter = counters[i]!;
+      const counter = counters[i];
+      if (!counter) {
+        if (allowed) this.takeSlot(check.key, holder);
+        const state = this.slotState(check);
+        const waitMs = !allowed && state.used + check.need > check.limit ? slotRetryMs : 0;
+        retryAfterMs = Math.max(retryAfterMs, waitMs);
+        return { ...state, leased: 0, bucket: 0, bucketLeftMs: 0, waitMs };
+      }
       const bucketMs = bucketMsOf(check.windowMs);
       const bucket = Math.floor(now / bucketMs);
       let leased = 0;
@@ -179,6 +240,11 @@ export class MemoryCounterStore implements CounterStore {
   }
 
   async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
+    if (isSlotCounter(windowMs)) {
+      return [...this.slots]
+        .filter(([key, slots]) => key.startsWith(keyPrefix) && slots.total > 0)
+        .map(([key, slots]) => ({ key, used: slots.total, resetMs: 0 }));
+    }
     const now = this.now();
     return [...this.counters.keys()]
       .filter((key) => key.startsWith(keyPrefix))
@@ -189,6 +255,7 @@ export class MemoryCounterStore implements CounterStore {
   async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
     const now = this.now();
     return counters.map(({ key, windowMs }) => {
+      if (isSlotCounter(windowMs)) return { used: this.inFlight(key), resetMs: 0 };
       const counter = this.counters.get(key);
       return counter ? this.state(this.current(key, windowMs, now), windowMs, now) : { used: 0, resetMs: 0 };
     });
@@ -253,15 +320,49 @@ export class MemoryCounterStore implements CounterStore {
     return never;
   }
 
-  /** Forgets every counter: a fallback starts again from its seeds. */
+  /**
+   * Forgets every counter of a window: a fallback starts again from its seeds. The slots of requests
+   * still in flight stay held: they are freed when those requests end.
+   */
   clear(): void {
     this.counters.clear();
     this.shadowKeys.clear();
     this.reservedBytes = 0;
   }
 
+  /** Requests in flight under a concurrency counter. */
+  private inFlight(key: string): number {
+    return this.slots.get(key)?.total ?? 0;
+  }
+
+  private takeSlot(key: string, holder: string): void {
+    let slots = this.slots.get(key);
+    if (!slots) this.slots.set(key, (slots = { total: 0, byHolder: new Map() }));
+    slots.total += 1;
+    slots.byHolder.set(holder, (slots.byHolder.get(holder) ?? 0) + 1);
+  }
+
+  /** Frees one slot of `holder`'s, if it holds one (a slot is never freed twice, nor another's). */
+  private freeSlot(key: string, holder: string): void {
+    const slots = this.slots.get(key);
+    const held = slots?.byHolder.get(holder);
+    if (!slots || held === undefined) return;
+    if (held <= 1) slots.byHolder.delete(holder);
+    else slots.byHolder.set(holder, held - 1);
+    slots.total -= 1;
+    if (slots.total <= 0) this.slots.delete(key);
+  }
+
+  /** A concurrency counter's state: full, it says a slot may be free in `slotRetryMs`. */
+  private slotState(spec: CounterSpec): CounterState {
+    const used = this.inFlight(spec.key);
+    return { used, resetMs: used >= spec.limit ? slotRetryMs : 0 };
+  }
+
+  /** Forgets every counter and every slot held. */
   async close(): Promise<void> {
     this.clear();
+    this.slots.clear();
   }
 
   /**
@@ -301,8 +402,8 @@ export class MemoryCounterStore implements CounterStore {
   private reservationFor(specs: readonly CounterSpec[]): number {
     let bytes = 0;
     for (let i = 0; i < specs.length; i += 1) {
-      const { key } = specs[i]!;
-      if (!this.counters.has(key)) bytes += counterReservation(key);
+      const { key, windowMs } = specs[i]!;
+      if (!isSlotCounter(windowMs) && !this.counters.has(key)) bytes += counterReservation(key);
     }
     return bytes;
   }

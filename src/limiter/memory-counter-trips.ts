@@ -21,4 +21,9 @@ export class MemoryCounterTrips implements CounterTrips {
   peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
     return this.store.peek(counters);
   }
+
+  /** Frees every concurrency slot `holder` holds (a worker that exited). */
+  releaseAll(holder: string): void {
+    this.store.releaseAll(holder);
+  }
 }

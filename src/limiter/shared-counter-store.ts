@@ -1,12 +1,14 @@
 import type { Clock } from '../kit/clock.js';
-import type {
-  CounterAddition,
-  CounterRef,
-  CounterSpec,
-  CounterState,
-  CounterStore,
-  CounterUsage,
-  Decision,
+import {
+  isSlotCounter,
+  type CounterAddition,
+  type CounterRef,
+  type CounterSpec,
+  type CounterState,
+  type CounterStore,
+  type CounterUsage,
+  type Decision,
+  type SlotRelease,
 } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
 import { LeaseBook, type KnownTotal } from './lease-book.js';
@@ -28,9 +30,11 @@ const giveBackDelayMs = 20;
  * is decided here, at once, with no trip; a counter known to be full is refused here until its
  * Retry-After; every other check makes one trip, which also asks for a lease sized from this gateway's
  * recent rate, carries the leftovers of expired leases back, and carries measured bytes that no lease
- * covered (those are sent at once, so no decision anywhere waits on them).
+ * covered (those are sent at once, so no decision anywhere waits on them). A concurrency counter is
+ * never leased nor known full here: every slot is taken by a trip, and freed by one sent the moment its
+ * request ends.
  */
-export class SharedCounterStore implements CounterStore {
+export class SharedCounterStore implements CounterStore, SlotRelease {
   private readonly book = new LeaseBook();
   private readonly clock: Clock;
   /** Measured units whose trip failed: they travel with the next one (counted twice at worst). */
@@ -63,6 +67,13 @@ export class SharedCounterStore implements CounterStore {
     return this.send({ checks: [], additions: uncovered, giveBacks: [], live: this.options.live() }).then(
       () => undefined,
     );
+  }
+
+  /** Frees slots at once, in a trip of their own; one that fails is the carrier's to settle. */
+  release(keys: readonly string[]): void {
+    if (keys.length === 0) return;
+    const trip = { checks: [], additions: [], giveBacks: [], releases: keys, live: this.options.live() };
+    this.send(trip).catch(() => undefined);
   }
 
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
@@ -176,11 +187,13 @@ export class SharedCounterStore implements CounterStore {
         this.book.keepGiveBacks([
           { key: spec.key, windowMs: spec.windowMs, bucket: checked.bucket, units: checked.leased },
         ]);
-      this.book.recordTrip(spec, leased, reply.allowed, sentAt, now);
+      if (!isSlotCounter(spec.windowMs)) this.book.recordTrip(spec, leased, reply.allowed, sentAt, now);
     });
     if (!reply.allowed) this.restore(covered);
     this.scheduleSweep();
+    const slotted = reply.allowed && uncovered.some((spec) => isSlotCounter(spec.windowMs));
     return {
+      ...(slotted ? { slotsFreedBy: this } : {}),
       allowed: reply.allowed,
       retryAfterMs: reply.retryAfterMs,
       states: specs.map((spec) => {
@@ -204,8 +217,8 @@ export class SharedCounterStore implements CounterStore {
     const giveBacks: GiveBack[] = [...trip.giveBacks, ...this.book.takeGiveBacks(this.clock.now())];
     const additions = [...trip.additions, ...this.unsent.values()];
     this.unsent.clear();
-    if (trip.checks.length === 0 && additions.length === 0 && giveBacks.length === 0)
-      return { allowed: true, retryAfterMs: 0, checks: [] };
+    const nothing = trip.checks.length === 0 && additions.length === 0 && giveBacks.length === 0;
+    if (nothing && (trip.releases?.length ?? 0) === 0) return { allowed: true, retryAfterMs: 0, checks: [] };
     this.options.onTrip?.();
     try {
       return await this.options.trips.trip({ ...trip, additions, giveBacks });

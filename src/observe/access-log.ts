@@ -37,6 +37,11 @@ export interface AccessEntry {
   ms: number;
   /** The line stands for this many 429 answers (`accessLog.sample429`); 1 when it stands for itself. */
   sampled: number;
+  /**
+   * Of a WebSocket (written when it closed): how it ended, `closed` by a side or by the gateway for
+   * `quota`, `revoked`, `shutdown` or `protocol_error`; null for any other request.
+   */
+  webSocket: string | null;
 }
 
 export interface AccessLogOptions {
@@ -186,6 +191,7 @@ export class AccessLog {
       (entry.reason === null ? '' : `,"reason":${jsonText(entry.reason)}`) +
       `,"ms":${entry.ms}` +
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
+      (entry.webSocket === null ? '' : `,"webSocket":${jsonText(entry.webSocket)}`) +
       ',"msg":"request"}\n'
     );
   }

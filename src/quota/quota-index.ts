@@ -86,6 +86,8 @@ export class QuotaChecks {
   readonly byteRestrictions: readonly ApplicableRestriction[];
   /** The enforced throttleunits counters: charged, at the end, what the upstream's answer says it cost. */
   readonly unitRestrictions: readonly ApplicableRestriction[];
+  /** The keys of the enforced concurrency counters: a slot each while an admitted request is in flight. */
+  readonly slotKeys: readonly string[];
   /** The smallest enforced byte limit: a declared body larger than it never fits (Infinity without one). */
   readonly largestBody: number;
   /** One per counter of the enforced restrictions, with the tightest limit of the twins that share it. */
@@ -113,6 +115,9 @@ export class QuotaChecks {
     this.counters = counters;
     this.byteRestrictions = counters.filter((counter) => counter.type === 'throttlemb');
     this.unitRestrictions = counters.filter((counter) => counter.type === 'throttleunits');
+    this.slotKeys = counters
+      .filter((counter) => counter.type === 'concurrency')
+      .map((counter) => counter.counterKey);
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
     this.bodiless = checksOf(counters, 0);
     this.bodilessShadows = this.shadowChecksOf(0);
@@ -145,7 +150,8 @@ export class QuotaChecks {
 
 /**
  * A throttle charges one message; a throttlemb charges the declared body and needs room for a byte; a
- * throttleunits charges nothing yet (the answer says what the exchange cost) and needs room for a unit.
+ * throttleunits charges nothing yet (the answer says what the exchange cost) and needs room for a unit;
+ * a concurrency restriction takes one slot (its window is 0: see `CounterSpec`).
  */
 function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
   return restrictions.map(({ counterKey, limit, windowMs, type }) => {

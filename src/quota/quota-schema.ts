@@ -23,6 +23,9 @@ import {
  * Numbers arrive as JSON numbers or strings and leave as canonical strings (no exponent, no leading or
  * trailing zeros). The limits follow from what the `RateLimit-Policy` header can carry: its `q` is an
  * RFC 8941 integer of at most 15 digits, in messages for `throttle` and in bytes for `throttlemb`.
+ *
+ * `throttleunits` and `concurrency` are extensions, absent from Axway's shapes: an Axway client never
+ * sends them, and sees them only in a quota someone gave them to.
  */
 
 const bytesPerMb = 1_048_576;
@@ -36,6 +39,7 @@ export const amountRules = {
   mb: 'must be a number of megabytes from 0.000001 to 953674316.406249, with at most 6 decimals',
   units: 'must be a whole number from 1 to 999999999999999',
   default: 'must be a whole number from 0 to 999999999999999',
+  connections: 'must be a whole number from 1 to 1000000',
 } as const;
 type AmountField = keyof typeof amountRules;
 const largest: Record<AmountField, bigint> = {
@@ -44,6 +48,7 @@ const largest: Record<AmountField, bigint> = {
   mb: BigInt(largestUnits),
   units: BigInt(largestUnits),
   default: BigInt(largestUnits),
+  connections: 1_000_000n,
 };
 /** The least of each field: only a charge when the upstream says nothing may be 0. */
 const least = (field: AmountField) => (field === 'default' ? 0n : 1n);
@@ -88,11 +93,12 @@ export function canonicalAmount(value: unknown, field: AmountField): string | un
 
 /**
  * The limit a restriction enforces: messages for `throttle`, whole bytes for `throttlemb`, units for
- * `throttleunits`.
+ * `throttleunits`, requests in flight for `concurrency`.
  */
 export function unitsOf(config: RestrictionConfig): number {
   if (config.messages !== undefined) return Number(config.messages);
   if (config.units !== undefined) return Number(config.units);
+  if (config.connections !== undefined) return Number(config.connections);
   return Number(bytesOf(config.mb));
 }
 
@@ -103,6 +109,7 @@ const canonicalPatterns: Record<AmountField, RegExp> = {
   mb: /^(0|[1-9]\d{0,8})(\.\d{0,5}[1-9])?$/,
   units: /^[1-9]\d{0,14}$/,
   default: /^(0|[1-9]\d{0,14})$/,
+  connections: /^([1-9]\d{0,5}|1000000)$/,
 };
 
 /** An error map: "is required" for a missing value, `message` for any other mistake. */
@@ -148,6 +155,7 @@ const throttleConfig = z
       units: notFor('throttle'),
       header: notFor('throttle'),
       default: notFor('throttle'),
+      connections: notFor('throttle'),
     },
     { error: msg('must be an object') },
   )
@@ -163,6 +171,7 @@ const throttlembConfig = z
       units: notFor('throttlemb'),
       header: notFor('throttlemb'),
       default: notFor('throttlemb'),
+      connections: notFor('throttlemb'),
     },
     { error: msg('must be an object') },
   )
@@ -190,10 +199,26 @@ const throttleunitsConfig = z
       ).optional(),
       messages: notFor('throttleunits'),
       mb: notFor('throttleunits'),
+      connections: notFor('throttleunits'),
     },
     { error: msg('must be an object') },
   )
   .superRefine(windowRule);
+
+/** Requests in flight at once: no window, so none of the fields that make one. */
+const concurrencyConfig = z.strictObject(
+  {
+    connections: amount('connections', 'Requests of its scope in flight at once'),
+    messages: notFor('concurrency'),
+    mb: notFor('concurrency'),
+    units: notFor('concurrency'),
+    header: notFor('concurrency'),
+    default: notFor('concurrency'),
+    per: notFor('concurrency'),
+    period: notFor('concurrency'),
+  },
+  { error: msg('must be an object') },
+);
 
 /** An id of the catalog, as the client spells it: the restriction keeps it in lower case (`lowerCaseIds`). */
 const catalogId = (what: string) =>
@@ -278,6 +303,10 @@ function restrictionSchema(catalog?: CatalogSource) {
         .overwrite(lowerCaseIds),
       z
         .strictObject({ ...fields, type: z.literal('throttleunits'), config: throttleunitsConfig })
+        .superRefine(referencesRule(catalog), references)
+        .overwrite(lowerCaseIds),
+      z
+        .strictObject({ ...fields, type: z.literal('concurrency'), config: concurrencyConfig })
         .superRefine(referencesRule(catalog), references)
         .overwrite(lowerCaseIds),
     ],

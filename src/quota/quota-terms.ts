@@ -12,7 +12,11 @@ export const wellKnownQuotaIds: ReadonlySet<string> = new Set([systemQuotaId, ap
 export const longestApplicationId = 1024;
 
 export const quotaTypes = ['APPLICATION', 'API'] as const;
-export const restrictionTypes = ['throttle', 'throttlemb', 'throttleunits'] as const;
+/**
+ * `throttle`, `throttlemb` (Axway's) and the extensions: `throttleunits` (what the upstream says an
+ * exchange cost) and `concurrency` (requests in flight at once, no window).
+ */
+export const restrictionTypes = ['throttle', 'throttlemb', 'throttleunits', 'concurrency'] as const;
 /**
  * What a restriction does with a request it has no room for: `enforce` refuses it, `shadow` lets it
  * through and reports that it would have refused it. Stored and answered only when `shadow`.
@@ -37,12 +41,17 @@ export const restrictionVerbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIO
 export type QuotaType = (typeof quotaTypes)[number];
 export type RestrictionType = (typeof restrictionTypes)[number];
 
-/** What a restriction counts: messages (`throttle`), body bytes (`throttlemb`), units the upstream says. */
-export type RestrictionUnit = 'messages' | 'bytes' | 'units';
+/**
+ * What a restriction counts: messages (`throttle`), body bytes (`throttlemb`), units the upstream says
+ * (`throttleunits`), requests in flight (`concurrency`, the draft RateLimit fields' quota unit).
+ */
+export const restrictionUnits = ['messages', 'bytes', 'units', 'concurrent-requests'] as const;
+export type RestrictionUnit = (typeof restrictionUnits)[number];
 const unitsByType: Record<RestrictionType, RestrictionUnit> = {
   throttle: 'messages',
   throttlemb: 'bytes',
   throttleunits: 'units',
+  concurrency: 'concurrent-requests',
 };
 export const unitOf = (type: RestrictionType): RestrictionUnit => unitsByType[type];
 export type Period = (typeof periods)[number];
@@ -54,8 +63,12 @@ export function periodOf(name: string): Period {
   return name.replace(/s$/, '') as Period;
 }
 
-/** Length of the window of `per` × `period`, in milliseconds. */
-export function windowMs(config: { per: string; period: string }): number {
+/**
+ * Length of the window of `per` × `period`, in milliseconds; 0 for a `concurrency` restriction, which
+ * has none (its counter holds the requests in flight: see `CounterSpec`).
+ */
+export function windowMs(config: { per?: string | undefined; period?: string | undefined }): number {
+  if (config.per === undefined || config.period === undefined) return 0;
   return Number(config.per) * secondsPer[periodOf(config.period)] * 1000;
 }
 

@@ -3,7 +3,7 @@ import type { LoadedConfig } from '../config/load-config.js';
 import type { Config } from '../config/schema.js';
 
 /**
- * The settings a running gateway cannot change: its listeners (addresses, ports, TLS on or off, the
+ * The settings a running gateway cannot change: its listeners (addresses, ports, TLS on or off, HTTP/2 on or off, the
  * server timeouts Node fixes at creation), its worker processes and its store. A reload keeps them as
  * they run and says which ones it kept; TLS key, certificate and CA files do change live. So does the
  * access log's file name not: a reload opens the file again (after logrotate moved it).
@@ -12,6 +12,7 @@ export interface FixedSettings {
   host: Config['host'];
   port: Config['port'];
   workers: Config['workers'];
+  http2: Config['http2'];
   tls: Config['tls'] | null;
   admin: Pick<Config['admin'], 'host' | 'port'> & { tls: Config['admin']['tls'] | null };
   store: Config['store'];
@@ -24,6 +25,7 @@ export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
     host: config.host,
     port: config.port,
     workers: config.workers,
+    http2: config.http2,
     tls: config.tls ?? null,
     admin: { host: config.admin.host, port: config.admin.port, tls: config.admin.tls ?? null },
     store: config.store,
@@ -70,6 +72,7 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
     host: keep('host', fixed.host, config.host),
     port: keep('port', fixed.port, config.port),
     workers: keep('workers', fixed.workers, config.workers),
+    http2: keep('http2', fixed.http2, config.http2),
     admin: {
       ...config.admin,
       host: keep('admin.host', fixed.admin.host, config.admin.host),

@@ -32,7 +32,8 @@ export class FleetHeartbeat {
   private stopped = false;
   private readonly key: string;
   private readonly everyMs: number;
-  private readonly ttlMs: number;
+  /** A gateway silent for this long is no longer counted, and the concurrency slots it held are free. */
+  readonly ttlMs: number;
 
   constructor(
     private readonly redis: RedisConnection,

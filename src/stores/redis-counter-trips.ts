@@ -4,6 +4,7 @@ import { readLuaScript } from '../redis/lua-script.js';
 import {
   bucketMsOf,
   bucketsPerWindow,
+  isSlotCounter,
   type CounterAddition,
   type CounterRef,
   type CounterState,
@@ -24,7 +25,20 @@ const counterScript = 'quotagateConsume';
 interface CounterScripts {
   quotagateConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number[]>;
   quotagateUsage(key: string, buckets: string, bucketMs: string, now: string): Promise<[number, number]>;
+  quotagateSlotsHold(key: string, holder: string, held: string, ttlMs: string, now: string): Promise<number>;
+  quotagateSlotsUsage(key: string, now: string): Promise<number>;
 }
+
+/** The gateway that takes concurrency slots through these trips, and how long its entries live unwritten. */
+export interface SlotHolder {
+  /** Its id in the fleet (the heartbeat's). */
+  id: string;
+  /** Milliseconds after its last write at which its slots count as free: the heartbeat's time to live. */
+  ttlMs: number;
+}
+
+/** The functions of the scripts that read or write concurrency counters. */
+const slotPrelude = ['slot-entries'];
 
 /**
  * The shared counters on Redis or Redis Cluster: one Lua script per trip, atomic, on the Redis server's
@@ -32,9 +46,20 @@ interface CounterScripts {
  * restrictions on every API): on a single Redis a trip is one script call whatever its tags; on a
  * cluster it is one call per tag, sent together, and when one of them refuses, the others' charges are
  * given back, so a trip across slots may briefly under-admit but never over-admits.
+ *
+ * Concurrency slots are taken by the script with the other checks, under this gateway's holder entry,
+ * and freed by writing the number this gateway holds (`slots-hold.lua`): at each release, and again at
+ * every heartbeat (`refreshSlots`), which also keeps the entry alive. A write that fails, or a trip whose
+ * answer is lost, is put right by the next heartbeat's: Redis may count a slot too many until then (never
+ * one too few), and a gateway that dies stops writing, so its slots are free once its entry expires.
  */
 export class RedisCounterTrips implements CounterTrips {
   private readonly spread: boolean;
+  /**
+   * Slots this gateway holds by counter: counted when a check is sent, so that a heartbeat's write never
+   * frees a slot the script may be taking. Kept at 0 until a write of 0 has reached Redis.
+   */
+  private readonly held = new Map<string, number>();
 
   /**
    * @param clock only for tests, which move time instead of waiting: without it the Redis server's
@@ -44,6 +69,7 @@ export class RedisCounterTrips implements CounterTrips {
     private readonly redis: RedisConnection,
     private readonly keyPrefix: string,
     private readonly clock?: () => number,
+    private readonly holder?: SlotHolder,
   ) {
     this.spread = redis instanceof Cluster;
     if (redis instanceof Cluster) {
@@ -56,8 +82,24 @@ export class RedisCounterTrips implements CounterTrips {
         redis.options.autoPipeliningIgnoredCommands = [...ignored, counterScript];
     }
     // numberOfKeys is left out: each call says how many counters it touches.
-    redis.defineCommand(counterScript, { lua: readLuaScript(import.meta.url, 'consume') });
+    redis.defineCommand(counterScript, { lua: readLuaScript(import.meta.url, 'consume', slotPrelude) });
     redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: readLuaScript(import.meta.url, 'usage') });
+    redis.defineCommand('quotagateSlotsHold', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'slots-hold', slotPrelude),
+    });
+    redis.defineCommand('quotagateSlotsUsage', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'slots-usage', slotPrelude),
+    });
+  }
+
+  /**
+   * Writes again how many slots this gateway holds of each counter it holds any of (or held since the
+   * last write), which keeps its entries alive: called at every heartbeat.
+   */
+  async refreshSlots(): Promise<void> {
+    await Promise.all([...this.held.keys()].map((key) => this.writeHeld(key)));
   }
 
   private get scripts(): CounterScripts {
@@ -65,6 +107,7 @@ export class RedisCounterTrips implements CounterTrips {
   }
 
   async trip(trip: Trip): Promise<TripReply> {
+    if (trip.releases && trip.releases.length > 0) await this.free(trip.releases);
     if (!this.spread) return this.send(trip);
     const groups = byHashTag(trip);
     if (groups.length === 1) return this.send(trip);
@@ -76,6 +119,10 @@ export class RedisCounterTrips implements CounterTrips {
     const giveBacks = groups.flatMap((group, g) =>
       replies[g]!.allowed ? chargesOf(group.trip.checks, replies[g]!.checks) : [],
     );
+    const slotsTaken = groups.flatMap((group, g) =>
+      replies[g]!.allowed ? group.trip.checks.filter((check) => isSlotCounter(check.windowMs)) : [],
+    );
+    if (slotsTaken.length > 0) await this.free(slotsTaken.map(({ key }) => key)).catch(() => undefined);
     // A give-back that does not arrive leaves units charged: fewer admissions, never more.
     if (giveBacks.length > 0)
       await this.trip({ checks: [], additions: [], giveBacks, live: trip.live }).catch(() => undefined);
@@ -90,11 +137,7 @@ export class RedisCounterTrips implements CounterTrips {
     const pattern = `${escapeGlob(this.keyPrefix + keyPrefix)}*`;
     const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
     const keys = (await Promise.all(nodes.map((node) => scanAll(node, pattern)))).flat();
-    const states = await Promise.all(
-      keys.map((key) =>
-        this.scripts.quotagateUsage(key, String(bucketsPerWindow), String(bucketMsOf(windowMs)), this.now()),
-      ),
-    );
+    const states = await Promise.all(keys.map((key) => this.stateOf(key, windowMs)));
     return keys
       .map((key, i) => {
         const [used = 0, resetMs = 0] = states[i]!;
@@ -105,27 +148,61 @@ export class RedisCounterTrips implements CounterTrips {
 
   async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
     const states = await Promise.all(
-      counters.map(({ key, windowMs }) =>
-        this.scripts.quotagateUsage(
-          this.keyPrefix + key,
-          String(bucketsPerWindow),
-          String(bucketMsOf(windowMs)),
-          this.now(),
-        ),
-      ),
+      counters.map(({ key, windowMs }) => this.stateOf(this.keyPrefix + key, windowMs)),
     );
     return states.map(([used = 0, resetMs = 0]) => ({ used: Number(used), resetMs: Number(resetMs) }));
   }
 
+  /** What the counter at `key` (prefixed) holds now: units of its window, or slots held. */
+  private async stateOf(key: string, windowMs: number): Promise<[number, number]> {
+    if (isSlotCounter(windowMs)) return [Number(await this.scripts.quotagateSlotsUsage(key, this.now())), 0];
+    return this.scripts.quotagateUsage(
+      key,
+      String(bucketsPerWindow),
+      String(bucketMsOf(windowMs)),
+      this.now(),
+    );
+  }
+
+  /** Frees one slot of each key (a key given twice frees two) and writes what this gateway holds now. */
+  private async free(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.held.set(key, Math.max(0, (this.held.get(key) ?? 0) - 1));
+    await Promise.all([...new Set(keys)].map((key) => this.writeHeld(key)));
+  }
+
+  private async writeHeld(key: string): Promise<void> {
+    const holder = this.slotHolder();
+    const held = this.held.get(key) ?? 0;
+    await this.scripts.quotagateSlotsHold(
+      this.keyPrefix + key,
+      holder.id,
+      String(held),
+      String(holder.ttlMs),
+      this.now(),
+    );
+    if (held === 0 && this.held.get(key) === 0) this.held.delete(key);
+  }
+
+  private slotHolder(): SlotHolder {
+    if (!this.holder) throw new Error('concurrency slots are taken only by trips that have a holder');
+    return this.holder;
+  }
+
   private async send(trip: Trip): Promise<TripReply> {
-    const { checks, additions, giveBacks } = trip;
-    const keys = [...checks, ...additions, ...giveBacks].map(({ key }) => this.keyPrefix + key);
+    const { additions, giveBacks } = trip;
+    const checks = trip.checks.filter((check) => !isSlotCounter(check.windowMs));
+    const slots = trip.checks.filter((check) => isSlotCounter(check.windowMs));
+    const holder = slots.length > 0 ? this.slotHolder() : null;
+    const keys = [...checks, ...additions, ...giveBacks, ...slots].map(({ key }) => this.keyPrefix + key);
     const args = [
       String(bucketsPerWindow),
       this.now(),
       String(checks.length),
       String(additions.length),
       String(trip.live),
+      String(slots.length),
+      holder?.id ?? '',
+      String(holder?.ttlMs ?? 0),
       ...checks.flatMap((check) => [
         String(check.limit),
         String(bucketMsOf(check.windowMs)),
@@ -139,19 +216,34 @@ export class RedisCounterTrips implements CounterTrips {
         String(bucket),
         String(units),
       ]),
+      ...slots.map((slot) => String(slot.limit)),
     ];
-    const reply = await this.scripts.quotagateConsume(keys.length, ...keys, ...args);
+    // Counted before the script runs: a heartbeat's write sent meanwhile must not free this slot.
+    for (const { key } of slots) this.held.set(key, (this.held.get(key) ?? 0) + 1);
+    let reply: number[];
+    try {
+      reply = await this.scripts.quotagateConsume(keys.length, ...keys, ...args);
+    } catch (error) {
+      // Taken or not, the next heartbeat writes what this gateway holds.
+      for (const { key } of slots) this.held.set(key, this.held.get(key)! - 1);
+      throw error;
+    }
+    const allowed = reply[0] === 1;
+    if (!allowed) for (const { key } of slots) this.held.set(key, this.held.get(key)! - 1);
+    const checked = (at: number): CheckedCounter => ({
+      used: Number(reply[2 + at * 6]),
+      resetMs: Number(reply[3 + at * 6]),
+      leased: Number(reply[4 + at * 6]),
+      bucket: Number(reply[5 + at * 6]),
+      bucketLeftMs: Number(reply[6 + at * 6]),
+      waitMs: Number(reply[7 + at * 6]),
+    });
+    let window = 0;
+    let slot = checks.length;
     return {
-      allowed: reply[0] === 1,
+      allowed,
       retryAfterMs: Number(reply[1]),
-      checks: checks.map((_check, i) => ({
-        used: Number(reply[2 + i * 6]),
-        resetMs: Number(reply[3 + i * 6]),
-        leased: Number(reply[4 + i * 6]),
-        bucket: Number(reply[5 + i * 6]),
-        bucketLeftMs: Number(reply[6 + i * 6]),
-        waitMs: Number(reply[7 + i * 6]),
-      })),
+      checks: trip.checks.map((check) => checked(isSlotCounter(check.windowMs) ? slot++ : window++)),
     };
   }
 
@@ -162,12 +254,18 @@ export class RedisCounterTrips implements CounterTrips {
 
 /** What a trip that was admitted charged to each counter, to give back. */
 function chargesOf(checks: readonly TripCheck[], replies: readonly CheckedCounter[]): GiveBack[] {
-  return checks.map((check, i) => ({
-    key: check.key,
-    windowMs: check.windowMs,
-    bucket: replies[i]!.bucket,
-    units: check.cost + replies[i]!.leased,
-  }));
+  return checks.flatMap((check, i) =>
+    isSlotCounter(check.windowMs)
+      ? []
+      : [
+          {
+            key: check.key,
+            windowMs: check.windowMs,
+            bucket: replies[i]!.bucket,
+            units: check.cost + replies[i]!.leased,
+          },
+        ],
+  );
 }
 
 /** The hash tag Redis Cluster places a key by: the text between its first `{` and the next `}`. */

@@ -140,6 +140,7 @@ export class IpcPeer {
   private readonly handlers = new Map<string, (body: unknown) => unknown>();
   private readonly listeners = new Map<string, Array<(body: unknown) => void>>();
   private closed = false;
+  private readonly closeListeners: Array<() => void> = [];
 
   constructor(private readonly endpoint: IpcEndpoint) {
     endpoint.onMessage((message) => {
@@ -181,8 +182,14 @@ export class IpcPeer {
     this.listeners.set(kind, listeners);
   }
 
+  /** Calls `listener` once, when the channel closes (its process is gone, or `close` was called). */
+  onClose(listener: () => void): void {
+    this.closeListeners.push(listener);
+  }
+
   /** Rejects every request still waiting for its answer; later ones reject at once. */
   close(): void {
+    if (!this.closed) for (const listener of this.closeListeners.splice(0)) listener();
     this.closed = true;
     for (const id of [...this.pending.keys()])
       this.settle(id, undefined, new Error('the IPC channel closed'));

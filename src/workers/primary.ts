@@ -108,8 +108,8 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     logger,
     clock: systemClock,
     welcome: () => ({ fingerprint, fixed, definitions, applications, adminPort, workers: options.workers }),
-    serve: (worker) => {
-      if (memoryTrips) serveCounterTrips(worker, memoryTrips);
+    serve: (worker, id) => {
+      if (memoryTrips) serveCounterTrips(worker, memoryTrips, `worker ${id}`);
     },
     onRestart: () => restarts.inc(),
   });

@@ -30,7 +30,7 @@ export interface WorkerPoolOptions {
   /** What a new worker is answered when it says hello, before it listens. */
   welcome: () => Welcome;
   /** Sets up what else a new worker may ask of the primary (its counter trips). */
-  serve?: (worker: IpcPeer) => void;
+  serve?: (worker: IpcPeer, id: number) => void;
   /** Called each time a worker that exited is replaced. */
   onRestart?: () => void;
 }
@@ -178,7 +178,7 @@ export class WorkerPool {
       slot.greeted = true;
       return this.options.welcome();
     });
-    this.options.serve?.(peer);
+    this.options.serve?.(peer, worker.id);
     peer.on('listening', (ports) => this.listened(slot, worker, ports));
     slot.exited = new Promise((resolve) =>
       worker.once('exit', (code, signal) => {

@@ -35,7 +35,7 @@ describe('Quota API: messages that say what was meant', () => {
     [
       'a misspelt restriction type',
       quotaDto({ restrictions: [getPetThrottle({ type: 'throtle' })] }),
-      'restrictions[0].type: must be one of throttle, throttlemb, throttleunits (did you mean throttle?)',
+      'restrictions[0].type: must be one of throttle, throttlemb, throttleunits, concurrency (did you mean throttle?)',
     ],
     [
       'a misspelt period',

@@ -23,7 +23,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
       [
         'an unknown restriction type',
         quotaDto({ restrictions: [getPetThrottle({ type: 'burst' })] }),
-        'restrictions[0].type: must be one of throttle, throttlemb, throttleunits',
+        'restrictions[0].type: must be one of throttle, throttlemb, throttleunits, concurrency',
       ],
       [
         'an unknown period',

@@ -11,6 +11,8 @@ const petsApi = (methods: MethodConfig[], caseSensitive = false, basePath = '/pe
   methods,
   caseSensitive,
   passUndeclared: false,
+  protocol: 'http',
+  websocket: true,
 });
 
 const method = (id: string, verb: MethodConfig['verb'], path: string): MethodConfig => ({

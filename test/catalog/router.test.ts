@@ -8,7 +8,7 @@ const api = (
   basePath: string,
   upstream: string,
   methods: ApiConfig['methods'] = [],
-  options: Partial<Pick<ApiConfig, 'caseSensitive' | 'passUndeclared'>> = {},
+  options: Partial<Pick<ApiConfig, 'caseSensitive' | 'passUndeclared' | 'protocol'>> = {},
 ): ApiConfig => ({
   id,
   name: id,
@@ -17,6 +17,8 @@ const api = (
   methods,
   caseSensitive: false,
   passUndeclared: false,
+  protocol: 'http',
+  websocket: true,
   ...options,
 });
 
@@ -31,6 +33,16 @@ const router = compileCatalog([
   ]),
   api('pets-admin', '/pets/admin', 'http://127.0.0.1:9001'),
   api('root', '/', 'https://fallback.test/'),
+  api(
+    'greeter',
+    '/helloworld.Greeter',
+    'http://127.0.0.1:50051',
+    [
+      { id: 'sayHello', name: 'SayHello', verb: 'POST', path: '/SayHello' },
+      { id: 'sayHellos', name: 'SayHellos', verb: 'POST', path: '/SayHellos' },
+    ],
+    { protocol: 'grpc' },
+  ),
 ]);
 
 const route = (verb: string, target: string) => {
@@ -49,6 +61,16 @@ describe('compileCatalog', () => {
       method: 'getPet',
       upstream: '/v2/pets/42?x=1',
     });
+  });
+
+  it('routes a gRPC call to its method by service and method name, and sends the whole path upstream', () => {
+    expect(route('POST', '/helloworld.Greeter/SayHello')).toEqual({
+      api: 'greeter',
+      method: 'sayHello',
+      upstream: '/helloworld.Greeter/SayHello',
+    });
+    expect(route('POST', '/helloworld.Greeter/SayHellos')).toMatchObject({ method: 'sayHellos' });
+    expect(route('POST', '/helloworld.Greeter/SayGoodbye')).toMatchObject({ api: 'greeter', method: null });
   });
 
   it('prefers a literal segment over a parameter', () => {

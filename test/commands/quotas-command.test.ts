@@ -44,6 +44,7 @@ const quotaFile = {
       application: mobile.id,
       restrictions: [
         { api: '*', method: '*', type: 'throttlemb', config: { mb: 1.5, per: 1, period: 'day' } },
+        { api: '*', method: '*', type: 'concurrency', config: { connections: 4 } },
       ],
     },
   ],
@@ -103,6 +104,7 @@ describe.each([
       description: '',
       restrictions: [
         { api: '*', method: '*', type: 'throttlemb', config: { mb: '1.5', per: '1', period: 'day' } },
+        { api: '*', method: '*', type: 'concurrency', config: { connections: '4' } },
       ],
       application: mobile.id,
     });

@@ -59,6 +59,11 @@ const rules: Array<[string, string]> = [
   ['base-path-case-duplicate', 'apis[1].basePath: duplicate of apis[0].basePath'],
   ['method-route-case-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['pass-undeclared-not-boolean', 'apis[0].passUndeclared: must be true or false'],
+  ['protocol-unknown', "apis[0].protocol: must be 'http' or 'grpc' (did you mean http?)"],
+  [
+    'grpc-method-not-post',
+    "apis[1].methods[0].verb: must be POST in an API of protocol 'grpc' (every gRPC call is a POST)",
+  ],
   ['method-route-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['method-id-duplicate', 'apis[1].methods[0].id: duplicate of apis[0].methods[0].id'],
   ['nested-key-unknown', 'admin.prot: unknown key (did you mean port?)'],
@@ -191,7 +196,7 @@ describe('loadConfig: valid configs', () => {
     expect(config.admin).toEqual({ host: '127.0.0.1', port: 8081, users: [], allowedHosts: [] });
     expect(config.store).toEqual({ type: 'memory', file: 'data/quotas.json', maxCounterMemoryMb: 128 });
     expect(config.proxyTimeout).toBe(30_000);
-    expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false });
+    expect(config.apis[0]).toMatchObject({ caseSensitive: false, passUndeclared: false, protocol: 'http' });
     expect(config.apis[0]?.methods[0]?.verb).toBe('GET');
   });
 

@@ -122,6 +122,48 @@ describe('the admin console in a browser', () => {
     expect(await browserPage.$(`article[data-quota="${created!.id}"]`)).toBeNull();
   });
 
+  it('creates a concurrency restriction, which has no window, and edits its number of requests in flight', async () => {
+    const gateway = await start();
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas/new`);
+    await browserPage.waitForSelector('form.quota-form');
+    await browserPage.type('input[name=name]', 'Pet streams');
+    await choose(browserPage, 'select[name="restrictions[0].type"]', 'In flight');
+    // No window to choose: the fields of one are gone.
+    await browserPage.waitForFunction(
+      () => document.querySelector('select[name="restrictions[0].config.period"]') === null,
+    );
+    expect(await browserPage.$('input[name="restrictions[0].config.per"]')).toBeNull();
+    expect(
+      await browserPage.$eval('fieldset.restriction label.f-amount', (label) => label.textContent),
+    ).toContain('Requests at once');
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '3');
+    await screenshot(browserPage, 'quota-concurrency');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await browserPage.waitForFunction(() => /^#\/quotas\/[0-9a-f-]{36}$/.test(location.hash));
+    const created = (await quotas(gateway)).find((quota) => quota.name === 'Pet streams');
+    expect(created?.restrictions).toEqual([
+      { api: '*', method: '*', type: 'concurrency', config: { connections: '3' } },
+    ]);
+
+    // The form opens with what was stored, and saves the new number.
+    const amount = await browserPage.waitForSelector('input[name="restrictions[0].config.amount"]');
+    expect(await amount!.evaluate((input) => (input as HTMLInputElement).value)).toBe('3');
+    await amount!.evaluate((input) => {
+      (input as HTMLInputElement).value = '';
+    });
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '5');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await waitForText(browserPage, '.notice', 'Saved "Pet streams"');
+    const edited = (await quotas(gateway)).find((quota) => quota.id === created!.id);
+    expect(edited?.restrictions).toEqual([
+      { api: '*', method: '*', type: 'concurrency', config: { connections: '5' } },
+    ]);
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas`);
+    await waitForText(browserPage, `article[data-quota="${created!.id}"] li`, '5 requests in flight at once');
+  });
+
   it("shows the admin API's message next to a bad limit, and creates nothing", async () => {
     const gateway = await start();
     const before = (await quotas(gateway)).length;

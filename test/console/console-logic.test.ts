@@ -246,6 +246,26 @@ describe('the quota form', () => {
     ]);
   });
 
+  it('edits a concurrency restriction: its requests in flight, and no window', () => {
+    const inFlight = { api: '*', method: '*', type: 'concurrency' as const, config: { connections: '5' } };
+    const form = formOf({ ...quota, restrictions: [inFlight] });
+    expect(form.restrictions[0]).toMatchObject({ amount: '5', per: '1', period: 'minute' });
+    expect(dtoOf(form).restrictions).toEqual([inFlight]);
+    // Switched to messages, the restriction gets the window the form kept.
+    expect(
+      dtoOf({ ...form, restrictions: [{ ...form.restrictions[0]!, type: 'throttle' }] }).restrictions,
+    ).toEqual([
+      { api: '*', method: '*', type: 'throttle', config: { messages: '5', per: '1', period: 'minute' } },
+    ]);
+    expect(limitText(inFlight)).toBe('5 requests in flight at once');
+    expect(amountText(1, 'concurrent-requests')).toBe('1 request in flight');
+    const { byField } = messagesByField(
+      ['restrictions[0].config.connections: must be a whole number from 1 to 1000000'],
+      fieldNames(form),
+    );
+    expect([...byField.keys()]).toEqual(['restrictions[0].config.amount']);
+  });
+
   it('says a restriction in words, with names from the catalog', () => {
     const read = catalog();
     expect(limitText(quota.restrictions[0]!)).toBe('1,000 messages per 1 minute');

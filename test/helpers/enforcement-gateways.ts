@@ -7,6 +7,7 @@ import {
   petsConfig,
   startTestGateway,
   userAuth,
+  type StartClocks,
   type TestGateway,
 } from './test-gateway.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
@@ -63,23 +64,27 @@ export function useEnforcementGateways(): EnforcementGateways {
 }
 
 /**
- * Two gateways on one Redis (a prefix of their own) over an upstream of their own, with the mobile
- * application of conf/: a fleet, stopped by `defer` after the test.
+ * Two gateways on one Redis (a prefix of their own) over an upstream of their own (or `upstream`, which
+ * the caller stops) and with clocks of its own when given, with the mobile application of conf/: a fleet, stopped by `defer` after the test.
  */
 export async function startFleetOfTwo(
   defer: (cleanup: () => Promise<void> | void) => void,
   overrides: Record<string, unknown> = {},
+  {
+    upstream: given,
+    clocks = [{}, {}],
+  }: { upstream?: TestUpstream; clocks?: [StartClocks, StartClocks] } = {},
 ): Promise<[TestGateway, TestGateway]> {
-  const upstream = await startUpstream();
-  defer(() => upstream.close());
+  const upstream = given ?? (await startUpstream());
+  if (!given) defer(() => upstream.close());
   const config = petsConfig(`${upstream.url}/pets`, {
     store: { type: 'redis', url: inject('redisUrl'), prefix: `test:fleet:${Date.now()}:${Math.random()}:` },
     applications: [applications[0]],
     ...overrides,
   });
-  const a = await startTestGateway(config);
+  const a = await startTestGateway(config, {}, clocks[0]);
   defer(() => a.close());
-  const b = await startTestGateway(config);
+  const b = await startTestGateway(config, {}, clocks[1]);
   defer(() => b.close());
   return [a, b];
 }

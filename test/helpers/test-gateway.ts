@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load-config.js';
+import type { Clock } from '../../src/kit/clock.js';
 import { LogSecrets, createLogger } from '../../src/observe/log.js';
 import { secretValues } from '../../src/kit/secret-redaction.js';
 import type { ReloadOutcome } from '../../src/reload/config-reloader.js';
@@ -27,6 +28,15 @@ export const throttle = (
 ) => ({ api: '*', method: '*', type: 'throttle', config: { messages, per, period }, ...extra });
 
 /** A throttlemb restriction: `megabytes` per `per` × `period`, on every API and method. */
+/** A concurrency restriction: `connections` requests in flight at once, on every API and method unless `extra` says. */
+export const concurrency = (connections: number, extra: Record<string, unknown> = {}) => ({
+  api: '*',
+  method: '*',
+  type: 'concurrency',
+  config: { connections },
+  ...extra,
+});
+
 export const mb = (megabytes: number, per: number, period: string) => ({
   api: '*',
   method: '*',
@@ -121,11 +131,18 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+/** The clocks a test gateway may be given instead of the system's (src/server.ts's StartOptions). */
+export interface StartClocks {
+  now?: () => number;
+  clock?: () => number;
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+}
+
 /** Starts a gateway in this process on ephemeral ports, with its log captured. */
 export async function startTestGateway(
   config: Record<string, unknown>,
   env: NodeJS.ProcessEnv = {},
-  clocks: { now?: () => number; clock?: () => number } = {},
+  clocks: StartClocks = {},
 ): Promise<TestGateway> {
   const dir = writeConfigDir(config);
   const lines: string[] = [];

@@ -4,7 +4,7 @@ import http, {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 
 export interface SeenRequest {
   method: string;
@@ -59,6 +59,60 @@ export async function startUpstream(handler: Handler = echo): Promise<TestUpstre
       new Promise((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
+      }),
+  };
+}
+
+export interface RawUpstream {
+  url: string;
+  /** Everything each connection has sent so far, in the order they came. */
+  received: string[];
+  /** Resolves once some connection has sent `text`. */
+  seen(text: string): Promise<void>;
+  /** Resolves once the connection that sent `text` has been closed by the gateway. */
+  closedAfter(text: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** An upstream that records the bytes it is sent and never answers: what the gateway wrote, exactly. */
+export async function startRawUpstream(): Promise<RawUpstream> {
+  const received: string[] = [];
+  const open = new Set<Socket>();
+  const closed = new Set<number>();
+  const changed: Array<() => void> = [];
+  const wake = () => {
+    for (const waiter of changed.splice(0)) waiter();
+  };
+  const server = net.createServer((socket) => {
+    const index = received.push('') - 1;
+    open.add(socket);
+    socket.on('data', (chunk: Buffer) => {
+      received[index] += chunk.toString('latin1');
+      wake();
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      closed.add(index);
+      open.delete(socket);
+      wake();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const until = (done: () => boolean): Promise<void> =>
+    new Promise((resolve) => {
+      const check = () => (done() ? resolve() : changed.push(check));
+      check();
+    });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    received,
+    seen: (text) => until(() => received.some((bytes) => bytes.includes(text))),
+    closedAfter: (text) =>
+      until(() => received.some((bytes, index) => bytes.includes(text) && closed.has(index))),
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of open) socket.destroy();
+        server.close(() => resolve());
       }),
   };
 }

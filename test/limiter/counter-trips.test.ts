@@ -251,6 +251,7 @@ describeCounterStoreContract('the memory counters of a primary, reached by a wor
   serveCounterTrips(
     new IpcPeer(channel.primary),
     new MemoryCounterTrips(new MemoryCounterStore({ now: () => clock.now })),
+    'worker 1',
   );
   const store = new SharedCounterStore({
     trips: new IpcCounterTrips(new IpcPeer(channel.worker)),
@@ -311,6 +312,7 @@ describe("the primary's memory bound, as a worker meets it", () => {
       new MemoryCounterTrips(
         new MemoryCounterStore({ now: () => clock.now, maxBytes: counterReservation(key(0)) }),
       ),
+      'worker 1',
     );
     const store = new SharedCounterStore({
       trips: new IpcCounterTrips(new IpcPeer(channel.worker)),

@@ -50,10 +50,12 @@ const inMemory = (clock: FakeClock): SharedCounters => {
 const inMemoryOverIpc = (clock: FakeClock): SharedCounters => {
   const counters = new MemoryCounterStore({ now: clock.now });
   const trips = new MemoryCounterTrips(counters);
+  let workers = 0;
   return {
     tripsOfGateway: () => {
       const channel = ipcPair();
-      serveCounterTrips(new IpcPeer(channel.primary), trips);
+      workers += 1;
+      serveCounterTrips(new IpcPeer(channel.primary), trips, `worker ${workers}`);
       return new IpcCounterTrips(new IpcPeer(channel.worker));
     },
     counted: (key, windowMs) => usedOf(counters, key, windowMs),

@@ -27,6 +27,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   reason: null,
   ms: 1.37,
   sampled: 1,
+  webSocket: null,
   ...overrides,
 });
 

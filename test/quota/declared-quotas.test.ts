@@ -150,7 +150,7 @@ describe('quotas declared in conf/', () => {
     ).toBe(id);
   });
 
-  it('carry shadow and throttleunits restrictions as the API takes them, and enforce them', async () => {
+  it('carry shadow, throttleunits and concurrency restrictions as the API takes them, and enforce them', async () => {
     const { gateway } = await start([
       {
         ...system(1),
@@ -162,6 +162,7 @@ describe('quotas declared in conf/', () => {
             type: 'throttleunits',
             config: { units: 50, per: 1, period: 'hour', header: 'X-Tokens', default: 2 },
           },
+          { api: '*', method: '*', type: 'concurrency', config: { connections: 1 } },
         ],
       },
     ]);
@@ -183,6 +184,7 @@ describe('quotas declared in conf/', () => {
         type: 'throttleunits',
         config: { units: '50', per: '1', period: 'hour', header: 'x-tokens', default: '2' },
       },
+      { api: '*', method: '*', type: 'concurrency', config: { connections: '1' } },
     ]);
   });
 

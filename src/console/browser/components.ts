@@ -1,4 +1,4 @@
-import { amountText, durationText, fillOf, windowText } from '../logic/format.js';
+import { amountText, durationText, fillOf, windowText, type UsageUnit } from '../logic/format.js';
 import { sparklinePoints } from '../logic/sparkline.js';
 import { h, replace } from './dom.js';
 
@@ -10,7 +10,8 @@ import { h, replace } from './dom.js';
 export interface BarUsage {
   used: number;
   limit: number;
-  unit: 'messages' | 'bytes' | 'units';
+  unit: UsageUnit;
+  /** 0 for requests in flight, which no window holds. */
   windowSeconds: number;
   resetSeconds: number;
   /** Whose usage it is (an application's name), when the bar needs saying. */
@@ -31,15 +32,18 @@ export class UsageBar extends HTMLElement {
       'aria-label': usage.label ?? 'usage',
     });
     track.appendChild(fill);
-    const leaves =
-      usage.used > 0
+    const inFlight = usage.unit === 'concurrent-requests';
+    const leaves = inFlight
+      ? 'each freed as its request ends'
+      : usage.used > 0
         ? `oldest leave the window in ${durationText(usage.resetSeconds)}`
         : 'nothing counted in the window';
+    const numbers = inFlight ? usedText(usage) : `${usedText(usage)} per ${windowText(usage.windowSeconds)}`;
     replace(
       this,
       usage.label ? h('span', { class: 'who', text: usage.label }) : null,
       track,
-      h('span', { class: 'numbers', text: `${usedText(usage)} per ${windowText(usage.windowSeconds)}` }),
+      h('span', { class: 'numbers', text: numbers }),
       h('span', { class: 'reset', text: leaves }),
     );
     this.dataset.level = level;
@@ -47,9 +51,12 @@ export class UsageBar extends HTMLElement {
   }
 }
 
-/** "24 of 60 messages", "943 bytes of 10.2 KB". */
+/** "24 of 60 messages", "943 bytes of 10.2 KB", "2 of 5 requests in flight". */
 function usedText({ used, limit, unit }: BarUsage): string {
-  const counted = unit === 'messages' ? used.toLocaleString('en-US') : amountText(used, unit);
+  const counted =
+    unit === 'messages' || unit === 'concurrent-requests'
+      ? used.toLocaleString('en-US')
+      : amountText(used, unit);
   return `${counted} of ${amountText(limit, unit)}`;
 }
 

@@ -2,6 +2,7 @@ import {
   dtoOf,
   fieldNames,
   formOf,
+  hasWindow,
   messagesByField,
   newRestriction,
   periodChoices,
@@ -124,13 +125,19 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
             ['throttle', 'Messages'],
             ['throttlemb', 'Megabytes'],
             ['throttleunits', 'Units'],
+            ['concurrency', 'In flight'],
           ],
           restriction.type,
           { name: at('type'), onchange: bind('type', true) },
         ),
       ),
       labelled(
-        { throttle: 'Messages', throttlemb: 'Megabytes', throttleunits: 'Units' }[restriction.type],
+        {
+          throttle: 'Messages',
+          throttlemb: 'Megabytes',
+          throttleunits: 'Units',
+          concurrency: 'Requests at once',
+        }[restriction.type],
         'config.amount',
         h('input', {
           name: at('config.amount'),
@@ -165,25 +172,30 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
             ),
           ]
         : []),
-      labelled(
-        'per',
-        'config.per',
-        h('input', {
-          name: at('config.per'),
-          inputmode: 'numeric',
-          value: restriction.per,
-          oninput: bind('per'),
-        }),
-      ),
-      labelled(
-        'Period',
-        'config.period',
-        select(
-          periodChoices.map((period): [string, string] => [period, `${period}s`]),
-          restriction.period,
-          { name: at('config.period'), onchange: bind('period') },
-        ),
-      ),
+      // A concurrency restriction has no window: requests count while they are in flight.
+      ...(hasWindow(restriction.type)
+        ? [
+            labelled(
+              'per',
+              'config.per',
+              h('input', {
+                name: at('config.per'),
+                inputmode: 'numeric',
+                value: restriction.per,
+                oninput: bind('per'),
+              }),
+            ),
+            labelled(
+              'Period',
+              'config.period',
+              select(
+                periodChoices.map((period): [string, string] => [period, `${period}s`]),
+                restriction.period,
+                { name: at('config.period'), onchange: bind('period') },
+              ),
+            ),
+          ]
+        : []),
       h(
         'label',
         { class: 'field f-mode' },

@@ -2,6 +2,7 @@ import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
 import { busiestFirst } from '../logic/busiest-first.js';
 import { nextRefreshMs, refreshMs } from '../logic/refresh.js';
 import type { Catalog } from '../logic/catalog.js';
+import type { UsageUnit } from '../logic/format.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { messageOf } from './api.js';
 import type { BarUsage, Sparkline, UsageBar } from './components.js';
@@ -10,7 +11,7 @@ import { badge, h, replace } from './dom.js';
 
 export interface RestrictionUsage {
   index: number;
-  unit: 'messages' | 'bytes' | 'units';
+  unit: UsageUnit;
   limit: number;
   windowSeconds: number;
   /** Only for a shadow restriction, whose rejections are those it would have made. */

@@ -39,8 +39,16 @@ export function durationText(seconds: number): string {
 
 const bytesPerMb = 1_048_576;
 
-/** An amount of a restriction's unit: "1,234 messages", "1.5 MB", "512 bytes", "10,000 units". */
-export function amountText(amount: number, unit: 'messages' | 'bytes' | 'units'): string {
+/** What a restriction counts, as the admin API's usage names it. */
+export type UsageUnit = 'messages' | 'bytes' | 'units' | 'concurrent-requests';
+
+/**
+ * An amount of a restriction's unit: "1,234 messages", "1.5 MB", "512 bytes", "10,000 units", "5
+ * requests in flight".
+ */
+export function amountText(amount: number, unit: UsageUnit): string {
+  if (unit === 'concurrent-requests')
+    return `${amount.toLocaleString('en-US')} request${amount === 1 ? '' : 's'} in flight`;
   if (unit !== 'bytes') {
     const word = unit === 'messages' ? 'message' : 'unit';
     return `${amount.toLocaleString('en-US')} ${word}${amount === 1 ? '' : 's'}`;

@@ -2,14 +2,18 @@
  * The quota form's model and its mapping to and from a QuotaDTO. Amounts stay the text typed: the
  * admin API checks them and its messages, which name the field, are shown next to it.
  */
-export type RestrictionType = 'throttle' | 'throttlemb' | 'throttleunits';
+export type RestrictionType = 'throttle' | 'throttlemb' | 'throttleunits' | 'concurrency';
 
-/** The field of `config` each type's amount is: messages, megabytes, units. */
-const amountField: Record<RestrictionType, 'messages' | 'mb' | 'units'> = {
+/** The field of `config` each type's amount is: messages, megabytes, units, requests in flight. */
+const amountField: Record<RestrictionType, 'messages' | 'mb' | 'units' | 'connections'> = {
   throttle: 'messages',
   throttlemb: 'mb',
   throttleunits: 'units',
+  concurrency: 'connections',
 };
+
+/** Whether a restriction of `type` counts over a window (`per` × `period`): all but concurrency. */
+export const hasWindow = (type: RestrictionType): boolean => type !== 'concurrency';
 export type RestrictionMode = 'enforce' | 'shadow';
 
 export interface RestrictionForm {
@@ -20,8 +24,9 @@ export interface RestrictionForm {
   type: RestrictionType;
   /** `shadow` counts and reports, never refuses. */
   mode: RestrictionMode;
-  /** Messages (throttle), megabytes (throttlemb) or units (throttleunits), as typed. */
+  /** Messages (throttle), megabytes (throttlemb), units (throttleunits) or requests in flight (concurrency), as typed. */
   amount: string;
+  /** The window; kept while a concurrency restriction, which has none, is edited. */
   per: string;
   period: string;
   /** throttleunits: the response header or trailer that says what an exchange cost. */
@@ -57,8 +62,10 @@ export interface QuotaAnswer {
       units?: string;
       header?: string;
       default?: string;
-      per: string;
-      period: string;
+      connections?: string;
+      /** Absent for a concurrency restriction. */
+      per?: string;
+      period?: string;
     };
   }>;
   application?: { id: string; name: string };
@@ -99,9 +106,9 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       type: restriction.type,
       mode: restriction.mode ?? 'enforce',
       amount: restriction.config[amountField[restriction.type]] ?? '',
-      per: restriction.config.per,
+      per: restriction.config.per ?? '1',
       // Stored as sent, singular or plural: the form offers the singular.
-      period: restriction.config.period.replace(/s$/, ''),
+      period: (restriction.config.period ?? 'minute').replace(/s$/, ''),
       header: restriction.config.header ?? '',
       fallback: restriction.config.default ?? '',
     })),
@@ -122,8 +129,7 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       type: restriction.type,
       config: {
         [amountField[restriction.type]]: restriction.amount.trim(),
-        per: restriction.per.trim(),
-        period: restriction.period,
+        ...(hasWindow(restriction.type) ? { per: restriction.per.trim(), period: restriction.period } : {}),
         ...(restriction.type === 'throttleunits'
           ? {
               header: restriction.header.trim(),
@@ -150,8 +156,8 @@ export function messagesByField(
     const match = /^([A-Za-z0-9_.[\]]+): (.*)$/s.exec(message);
     let field = match?.[1];
     if (field && !fields.has(field) && /^restrictions\[\d+\]\.config$/.test(field)) field += '.per';
-    if (field && /^restrictions\[\d+\]\.config\.(messages|mb|units)$/.test(field)) {
-      field = field.replace(/(messages|mb|units)$/, 'amount');
+    if (field && /^restrictions\[\d+\]\.config\.(messages|mb|units|connections)$/.test(field)) {
+      field = field.replace(/(messages|mb|units|connections)$/, 'amount');
     }
     if (field && /^restrictions\[\d+\]\.config\.default$/.test(field))
       field = field.replace(/default$/, 'fallback');

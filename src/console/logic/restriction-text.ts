@@ -4,13 +4,17 @@ import type { QuotaAnswer } from './quota-form.js';
 type Restriction = QuotaAnswer['restrictions'][number];
 
 /**
- * "100 messages per 1 minute", "2.5 MB per 1 day", "10,000 units (x-tokens) per 1 day": the limit of a
- * restriction in words.
+ * "100 messages per 1 minute", "2.5 MB per 1 day", "10,000 units (x-tokens) per 1 day", "5 requests in
+ * flight at once": the limit of a restriction in words.
  */
 export function limitText(restriction: Restriction): string {
   const { config } = restriction;
+  if (restriction.type === 'concurrency') {
+    const connections = Number(config.connections);
+    return `${connections.toLocaleString('en-US')} request${connections === 1 ? '' : 's'} in flight at once`;
+  }
   const per = Number(config.per);
-  const period = config.period.replace(/s$/, '');
+  const period = (config.period ?? '').replace(/s$/, '');
   const window = per === 1 ? `1 ${period}` : `${per.toLocaleString('en-US')} ${period}s`;
   const amount =
     restriction.type === 'throttle'

@@ -1,13 +1,23 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type {
+  ClientRequest,
+  IncomingHttpHeaders,
+  IncomingMessage,
+  OutgoingHttpHeaders,
+  ServerResponse,
+} from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
 import type { CompiledApi } from '../../catalog/router.js';
+import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcRequest } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import { appendEndToEndResponseFields } from './hop-by-hop.js';
+import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { WebSocketLink } from './websocket-link.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
@@ -21,7 +31,22 @@ class InvalidUpstreamResponse extends Error {
   readonly code = 'UPSTREAM_INVALID_RESPONSE';
 }
 
-const timeoutCodes: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+/** A gRPC call's deadline (its `grpc-timeout`) passed before the upstream's answer was whole. */
+class DeadlineExceeded extends Error {
+  readonly code = 'GRPC_DEADLINE_EXCEEDED';
+}
+
+/** The upstream did not answer an upgrade request within `proxyTimeout`. */
+class UpgradeTimeout extends Error {
+  readonly code = 'UPSTREAM_UPGRADE_TIMEOUT';
+}
+
+const timeoutCodes: ReadonlySet<string> = new Set([
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+  'GRPC_DEADLINE_EXCEEDED',
+  'UPSTREAM_UPGRADE_TIMEOUT',
+]);
 
 /**
  * An answer of the upstream that breaks HTTP: a status below 100, a 101 nobody asked for or a 100 nobody
@@ -72,6 +97,26 @@ export class Exchange implements Dispatcher.DispatchHandler {
   hasBody = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
+  /** The API is a gRPC service: the upstream speaks HTTP/2, and ends its answers with a gRPC status. */
+  grpc = false;
+  /** Milliseconds from arrival the call may take in all (its `grpc-timeout`), when shorter than proxyTimeout. */
+  deadlineMs: number | null = null;
+  /** The deadline's timer while it runs. */
+  private deadline: NodeJS.Timeout | null = null;
+  /**
+   * The upstream's head, held back: a gRPC status in the head is a trailers-only answer (gRPC over
+   * HTTP/2, "Responses"), relayed as one once the upstream has ended it.
+   */
+  private heldHead: Array<string | string[]> | null = null;
+  /**
+   * For a request that came through the server's 'upgrade' event: the bytes that followed its head on
+   * the connection (the new protocol's, never read as HTTP); null for any other request.
+   */
+  upgradeHead: Buffer | null = null;
+  /** The WebSocket the upstream accepted (it answered 101), open until the client response closes. */
+  webSocket: WebSocketLink | null = null;
+  /** Bytes of a WebSocket charged to its byte restrictions while it was open. */
+  chargedBytes = 0;
   /** undici's control of the upstream exchange: pause, resume, abort. */
   private controller: Dispatcher.DispatchController | null = null;
   /** Ended, one way or another: the upstream has nothing more to say. */
@@ -89,22 +134,42 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   /** How the exchange ended, once the client response has closed. */
   outcome(): ProxyOutcome {
-    return this.upstreamOutcome === 'completed' && !this.res.writableFinished
+    return this.upstreamOutcome === 'completed' && !this.res.writableFinished && this.webSocket === null
       ? 'client_aborted'
       : this.upstreamOutcome;
   }
 
   /** Ends the upstream side once the client has gone: an upstream exchange still running is aborted. */
   abandonUpstream(): void {
-    if (this.settled || !this.controller || this.res.writableFinished) return;
-    this.settled = true;
-    this.controller.abort(new Error('the client went away'));
+    if (this.settled || this.res.writableFinished) return;
+    this.settle();
+    // One still waiting for a connection is aborted as it gets one (`onRequestStart`).
+    this.controller?.abort(new Error('the client went away'));
   }
 
-  /** Starts the upstream exchange on `pool`. */
+  /** Starts the upstream exchange on `pool`, and the call's deadline when it has one. */
   dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
     this.proxy = proxy;
+    if (this.deadlineMs !== null) {
+      const left = this.deadlineMs - (performance.now() - this.arrivedAt);
+      this.deadline = setTimeout(() => this.expire(), Math.max(0, left));
+    }
     pool.dispatch(options, this);
+  }
+
+  /** The call's deadline passed: the upstream exchange is ended, and the client told so. */
+  private expire(): void {
+    this.deadline = null;
+    if (this.settled) return;
+    this.settle();
+    this.proxy?.fail(new DeadlineExceeded(`the call's grpc-timeout of ${this.deadlineMs} ms passed`), this);
+    this.controller?.abort(new Error('deadline exceeded'));
+  }
+
+  /** The upstream has nothing more to say: its deadline, if any, is of no use now. */
+  private settle(): void {
+    this.settled = true;
+    if (this.deadline) clearTimeout(this.deadline);
   }
 
   /** The client is ready for more: the upstream may send again. */
@@ -114,6 +179,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
+    // The deadline passed, or the client left, while the connection was being made.
+    if (this.settled) controller.abort(new Error('the exchange ended before it started'));
   }
 
   onResponseStart(
@@ -125,7 +192,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode >= 100 && statusCode < 200) return;
     const respondedAt = performance.now();
     if (statusCode < 100) {
-      this.settled = true;
+      this.settle();
       this.proxy?.fail(new InvalidUpstreamResponse(`upstream answered status ${statusCode}`), this);
       controller.abort(new Error('invalid upstream answer'));
       return;
@@ -141,6 +208,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.fields,
       res.getHeaderNames().length > 0 ? res : null,
     );
+    if (this.grpc && statusCode === 200 && headers['grpc-status'] !== undefined) {
+      this.heldHead = fields;
+      return;
+    }
     res.writeHead(statusCode, fields);
     this.proxy?.addedResponse(performance.now() - respondedAt);
     if (!res.writable) return;
@@ -152,17 +223,56 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (!this.res.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    this.settled = true;
+  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
+    this.settle();
+    trailers = http2Trailers(controller) ?? trailers;
     this.responseTrailers = trailers;
-    this.res.end();
+    const { res } = this;
+    if (this.heldHead) {
+      endTrailersOnly(res, this.heldHead as string[]);
+      return;
+    }
+    // HTTP/2 clients always read trailers (RFC 9113 §8.1): gRPC's status travels in them.
+    if (res.req.httpVersionMajor >= 2) res.addTrailers(endToEndTrailers(trailers));
+    res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
-    this.settled = true;
+    this.settle();
     this.proxy?.fail(error, this);
   }
+}
+
+/** Trailer fields with a meaning only on an HTTP/1.1 connection (RFC 9113 §8.2.2), never relayed. */
+const connectionTrailers: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+]);
+
+/**
+ * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
+ * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
+ * (undici 7.30.2); the controller keeps what it was handed, which this reads. Null for a list (HTTP/1.1),
+ * which the adapter has read right.
+ */
+function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpHeaders | null {
+  const raw = (controller as { rawTrailers?: unknown }).rawTrailers;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return null;
+  const trailers: IncomingHttpHeaders = {};
+  for (const name in raw) trailers[name] = (raw as IncomingHttpHeaders)[name];
+  return trailers;
+}
+
+/** The upstream's trailers a client may be given. */
+function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const relayed: IncomingHttpHeaders = {};
+  for (const name in trailers) if (!connectionTrailers.has(name)) relayed[name] = trailers[name];
+  return relayed;
 }
 
 /** The exchange of a request or response it made. */
@@ -177,6 +287,20 @@ async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
     exchange.bytesIn += chunk.length;
     yield chunk;
   }
+}
+
+/** `fields` (name, value pairs) and `more` as the header object http-proxy-3 writes; repeated names as lists. */
+function headersOf(fields: ReadonlyArray<string | string[]>, more: readonly string[]): OutgoingHttpHeaders {
+  const headers: Record<string, string | string[]> = {};
+  for (const list of [fields, more]) {
+    for (let i = 0; i < list.length; i += 2) {
+      const name = list[i] as string;
+      const value = list[i + 1]!;
+      const existing = headers[name];
+      headers[name] = existing === undefined ? value : [existing, value].flat();
+    }
+  }
+  return headers;
 }
 
 // The listener of every exchange's response, shared: `this` is the response, linked to its exchange.
@@ -235,8 +359,39 @@ export class UpstreamProxy {
     const { req, res } = exchange;
     exchange.forwarded = true;
     exchange.forwardedAt = performance.now();
+    exchange.grpc = api.config.protocol === 'grpc';
     req.url = upstreamTarget;
     this.upstreamOf(api).server.web(req, res);
+  }
+
+  /**
+   * Forwards the exchange's WebSocket opening handshake to `api`'s upstream at `upstreamTarget` through
+   * http-proxy-3's `ws()`, with the fields of `exchange.upstreamFields`, the upstream's Host and the
+   * upgrade fields. When the upstream answers 101, its answer goes to the client with the gateway's
+   * fields (`exchange.fields`) and the sockets are piped (`exchange.webSocket`); any other answer is
+   * relayed as it is, after which the connection closes.
+   */
+  forwardUpgrade(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
+    const { req } = exchange;
+    exchange.forwarded = true;
+    exchange.forwardedAt = performance.now();
+    const upstream = this.upstreamOf(api);
+    req.url = upstreamTarget;
+    // http-proxy-3 sends the request's fields as they are, read when `ws()` makes the upstream request:
+    // they are those the gateway prepared for that long. The client's stay the request's, for the
+    // credentials to be checked again while the WebSocket is open.
+    const { headers } = req;
+    req.headers = headersOf(exchange.upstreamFields, [
+      'host',
+      upstream.host,
+      'connection',
+      'Upgrade',
+      'upgrade',
+      'websocket',
+    ]) as IncomingHttpHeaders;
+    // http-proxy-3 types its callback for `web()`; `ws()` calls it with the client's socket.
+    upstream.server.ws(req, req.socket, exchange.upgradeHead!, this.upgradeFailed as never);
+    req.headers = headers;
   }
 
   /** Closes the upstream connections; call after the last exchange. */
@@ -256,6 +411,9 @@ export class UpstreamProxy {
     const exchange = exchangeOf(req)!;
     const fields = exchange.upstreamFields;
     fields.push('host', upstream.host);
+    // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"); TE is hop-by-hop, so
+    // the client's never comes this far.
+    if (exchange.grpc) fields.push('te', 'trailers');
     exchange.dispatch(this, upstream.pool, {
       path: req.url ?? '/',
       method: req.method as Dispatcher.HttpMethod,
@@ -287,33 +445,109 @@ export class UpstreamProxy {
             ? 'unreachable'
             : 'reset';
     }
+    const notHttp2 = exchange.grpc && spokeNoHttp2(error);
+    if (notHttp2) exchange.upstreamOutcome = 'invalid';
     this.options.logger.warn(
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
         outcome: exchange.upstreamOutcome,
       },
-      'upstream exchange failed',
+      notHttp2
+        ? 'the upstream of a gRPC API does not speak HTTP/2 (h2c for http://, ALPN h2 for https://)'
+        : 'upstream exchange failed',
     );
-    // The upstream went away mid-body: the client must see a broken response, not wait for the rest.
+    // The upstream went away mid-body: the client must see a broken response, not wait for the rest;
+    // a gRPC client is told the call's status in trailers, as a gRPC server would.
     if (res.headersSent) {
-      res.destroy();
+      if (isGrpcRequest(req.headers))
+        endWithGrpcStatus(
+          res,
+          timedOut ? grpcStatus.DEADLINE_EXCEEDED : grpcStatus.UNAVAILABLE,
+          timedOut ? 'Gateway Timeout' : 'Bad Gateway',
+        );
+      else res.destroy();
       return;
     }
     exchange.status = timedOut ? 504 : 502;
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
   }
 
+  /**
+   * http-proxy-3's 'proxyReqWs': the upgrade request is made, not sent. The listeners added here run
+   * before http-proxy-3's own, so the answer's fields are the gateway's by the time it writes them.
+   */
+  private watchUpgrade(proxyReq: ClientRequest, exchange: Exchange): void {
+    const client = exchange.req.socket;
+    proxyReq.setTimeout(this.proxyTimeout, () => proxyReq.destroy(new UpgradeTimeout('upgrade timed out')));
+    client.once('close', () => {
+      if (exchange.webSocket === null) proxyReq.destroy();
+    });
+    proxyReq.on('upgrade', (proxyRes: IncomingMessage, upstreamSocket: Socket) => {
+      this.answered(exchange, proxyRes, ['connection', 'Upgrade', 'upgrade', 'websocket']);
+      if (client.destroyed) {
+        upstreamSocket.destroy();
+        return;
+      }
+      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket);
+    });
+    proxyReq.on('response', (proxyRes: IncomingMessage) => {
+      // The upstream refused the upgrade: its answer is relayed, and the connection closes after it.
+      this.answered(exchange, proxyRes, ['connection', 'close']);
+      proxyRes.on('data', (chunk: Buffer) => {
+        exchange.bytesOut += chunk.length;
+      });
+    });
+  }
+
+  /** The upstream's answer to an upgrade request, its fields made the end-to-end ones and the gateway's. */
+  private answered(exchange: Exchange, proxyRes: IncomingMessage, connection: readonly string[]): void {
+    exchange.upstreamMs = performance.now() - exchange.forwardedAt;
+    exchange.status = proxyRes.statusCode ?? 0;
+    exchange.responseHeaders = proxyRes.headers;
+    const fields = appendEndToEndResponseFields(proxyRes.headers, [...exchange.fields, ...connection], null);
+    proxyRes.headers = headersOf(fields, []) as IncomingHttpHeaders;
+  }
+
+  /** http-proxy-3's callback of a failed upgrade exchange: `socket` is the client's. */
+  private readonly upgradeFailed = (error: Error, req: IncomingMessage, socket: Socket): void => {
+    const exchange = exchangeOf(req)!;
+    if (exchange.status === 0) {
+      this.fail(error, exchange);
+      return;
+    }
+    // After the upstream's answer began: the connection breaks, as it would have without the gateway.
+    if (exchange.webSocket?.endedBy == null && exchange.upstreamOutcome === 'completed') {
+      exchange.upstreamOutcome = 'reset';
+      this.options.logger.warn(
+        { err: { code: (error as NodeJS.ErrnoException).code, message: error.message }, outcome: 'reset' },
+        'upstream WebSocket failed',
+      );
+    }
+    socket.destroy();
+  };
+
   private upstreamOf(api: CompiledApi): Upstream {
-    const existing = this.upstreams.get(api.upstreamOrigin);
+    const { protocol } = api.config;
+    const key = `${protocol} ${api.upstreamOrigin}`;
+    const existing = this.upstreams.get(key);
     if (existing) return existing;
     const target = new URL(api.upstreamOrigin);
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
-    const pool = new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
-    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false });
+    const pool =
+      protocol === 'grpc'
+        ? http2Pool(api.upstreamOrigin, this.proxyTimeout)
+        : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
+    // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
+    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
     const upstream: Upstream = { server, pool, host: target.host };
     server.before('web', 'deleteLength', (req: IncomingMessage) => this.send(req, upstream));
-    this.upstreams.set(api.upstreamOrigin, upstream);
+    server.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage) =>
+      this.watchUpgrade(proxyReq, exchangeOf(req)!),
+    );
+    // Errors of a WebSocket's exchange come to `upgradeFailed`; this one hears those of its client socket.
+    server.on('error', () => undefined);
+    this.upstreams.set(key, upstream);
     return upstream;
   }
 }

@@ -6,14 +6,20 @@
 -- buckets, so no interval of one window ever holds more than the limit.
 -- The cost of a call is bounded whatever the idle gap: expired buckets are found among the fields
 -- present (at most N + 3), never by stepping through bucket indices.
--- KEYS: the counters to check, then the counters to add to, then the counters to give back to.
+-- Concurrency counters (slot-entries.lua) are checked in the same step, one slot each.
+-- KEYS: the counters to check, then the counters to add to, then the counters to give back to, then the
+-- concurrency counters to take a slot of.
 -- ARGV[1]: N. ARGV[2]: '' for the Redis server's clock (one clock for the whole fleet), or a time in ms
 -- that tests set. ARGV[3], ARGV[4]: how many counters to check and to add to. ARGV[5]: live gateways.
+-- ARGV[6]: how many concurrency counters. ARGV[7]: the holder taking their slots. ARGV[8]: how long its
+-- entry lives unless written again, in ms.
 -- Then five per checked counter: limit, bucket ms, cost, need, units the gateway would lease over a
 -- whole bucket; two per added counter: bucket ms, units; three per given-back counter: bucket ms,
--- bucket index, units.
+-- bucket index, units; one per concurrency counter: its limit.
 -- Returns {allowed (1|0), retry-after ms, then per checked counter: used, reset ms, units leased beyond
--- the cost, bucket index charged, ms left in that bucket, ms until it has room (0 when it has)}.
+-- the cost, bucket index charged, ms left in that bucket, ms until it has room (0 when it has), then
+-- the same six per concurrency counter: slots held, 1000 when full else 0, 0, 0, 0, 1000 when it
+-- refused else 0}.
 local N = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 if not now then
@@ -23,6 +29,13 @@ end
 local checked = tonumber(ARGV[3])
 local added = tonumber(ARGV[4])
 local live = math.max(1, tonumber(ARGV[5]))
+local slotted = tonumber(ARGV[6])
+local holder = ARGV[7]
+local slotTtl = tonumber(ARGV[8])
+-- ARGV before the counters' own.
+local H = 8
+-- A full concurrency counter's wait: a slot frees when any request ends, which no clock predicts.
+local slotRetry = 1000
 
 local function int(n)
   return string.format('%.0f', n)
@@ -103,13 +116,14 @@ local function giveBack(key, bucketMs, bucket, units)
   end
 end
 
-local givenBackBase = 5 + checked * 5 + added * 2
-for i = checked + added + 1, #KEYS do
+local givenBack = #KEYS - checked - added - slotted
+local givenBackBase = H + checked * 5 + added * 2
+for i = checked + added + 1, checked + added + givenBack do
   local base = givenBackBase + (i - checked - added - 1) * 3
   giveBack(KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]))
 end
 
-local addBase = 5 + checked * 5
+local addBase = H + checked * 5
 for i = checked + 1, checked + added do
   local base = addBase + (i - checked - 1) * 2
   local bucketMs = tonumber(ARGV[base + 1])
@@ -120,7 +134,7 @@ end
 local totals, oldests, indexes, buckets, leased, waits = {}, {}, {}, {}, {}, {}
 local allowed = 1
 for i = 1, checked do
-  local base = 5 + (i - 1) * 5
+  local base = H + (i - 1) * 5
   local limit = tonumber(ARGV[base + 1])
   local bucketMs = tonumber(ARGV[base + 2])
   local need = tonumber(ARGV[base + 4])
@@ -129,6 +143,25 @@ for i = 1, checked do
   leased[i] = 0
   waits[i] = 0
   if totals[i] + need > limit then
+    allowed = 0
+  end
+end
+
+-- The slots held under a concurrency counter by live holders, and the holder's own; the entries of
+-- holders past their expiry are dropped.
+local function loadSlots(key)
+  local total, own, gone = liveSlots(key, now, holder)
+  if #gone > 0 then
+    redis.call('HDEL', key, unpack(gone))
+  end
+  return total, own
+end
+
+local slotBase = givenBackBase + givenBack * 3
+local slotTotals, slotOwn = {}, {}
+for s = 1, slotted do
+  slotTotals[s], slotOwn[s] = loadSlots(KEYS[checked + added + givenBack + s])
+  if slotTotals[s] + 1 > tonumber(ARGV[slotBase + s]) then
     allowed = 0
   end
 end
@@ -159,7 +192,7 @@ end
 local retryAfter = 0
 if allowed == 1 then
   for i = 1, checked do
-    local base = 5 + (i - 1) * 5
+    local base = H + (i - 1) * 5
     local limit = tonumber(ARGV[base + 1])
     local cost = tonumber(ARGV[base + 3])
     local wanted = tonumber(ARGV[base + 5])
@@ -175,10 +208,16 @@ if allowed == 1 then
       totals[i], oldests[i] = charge(KEYS[i], buckets[i], totals[i], oldests[i], indexes[i], cost + leased[i])
     end
   end
+  for s = 1, slotted do
+    local key = KEYS[checked + added + givenBack + s]
+    redis.call('HSET', key, holder, slotEntry(slotOwn[s] + 1, now + slotTtl))
+    redis.call('PEXPIRE', key, slotTtl * 2)
+    slotTotals[s] = slotTotals[s] + 1
+  end
 else
   -- How long until enough of the oldest buckets leave the window for every full counter.
   for i = 1, checked do
-    local base = 5 + (i - 1) * 5
+    local base = H + (i - 1) * 5
     local limit = tonumber(ARGV[base + 1])
     local need = tonumber(ARGV[base + 4])
     local excess = totals[i] + need - limit
@@ -191,6 +230,11 @@ else
       if wait > retryAfter then
         retryAfter = wait
       end
+    end
+  end
+  for s = 1, slotted do
+    if slotTotals[s] + 1 > tonumber(ARGV[slotBase + s]) and slotRetry > retryAfter then
+      retryAfter = slotRetry
     end
   end
 end
@@ -207,5 +251,21 @@ for i = 1, checked do
   reply[#reply + 1] = indexes[i]
   reply[#reply + 1] = (indexes[i] + 1) * buckets[i] - now
   reply[#reply + 1] = waits[i]
+end
+for s = 1, slotted do
+  local limit = tonumber(ARGV[slotBase + s])
+  local full, refused = 0, 0
+  if slotTotals[s] >= limit then
+    full = slotRetry
+  end
+  if allowed == 0 and slotTotals[s] + 1 > limit then
+    refused = slotRetry
+  end
+  reply[#reply + 1] = slotTotals[s]
+  reply[#reply + 1] = full
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = 0
+  reply[#reply + 1] = refused
 end
 return reply

@@ -1,0 +1,136 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+
+/** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
+export const grpcStatus = {
+  OK: 0,
+  UNKNOWN: 2,
+  DEADLINE_EXCEEDED: 4,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  UNAUTHENTICATED: 16,
+} as const;
+
+/**
+ * The gRPC status of each HTTP status the gateway answers. 400 is INTERNAL, as gRPC's own mapping of
+ * HTTP statuses says (grpc/doc/http-grpc-status-mapping.md) and as grpc-go answers a malformed request:
+ * INVALID_ARGUMENT is the service's word on a message, and the gateway never reads the messages.
+ */
+const statusOfHttp: ReadonlyMap<number, number> = new Map([
+  [400, grpcStatus.INTERNAL],
+  [401, grpcStatus.UNAUTHENTICATED],
+  [403, grpcStatus.PERMISSION_DENIED],
+  [404, grpcStatus.UNIMPLEMENTED],
+  [405, grpcStatus.UNIMPLEMENTED],
+  [413, grpcStatus.RESOURCE_EXHAUSTED],
+  [429, grpcStatus.RESOURCE_EXHAUSTED],
+  [500, grpcStatus.INTERNAL],
+  [502, grpcStatus.UNAVAILABLE],
+  [503, grpcStatus.UNAVAILABLE],
+  [504, grpcStatus.DEADLINE_EXCEEDED],
+]);
+
+/** The gRPC status a gRPC client is given for an HTTP status of the gateway's own. */
+export const grpcStatusOf = (httpStatus: number): number =>
+  statusOfHttp.get(httpStatus) ?? grpcStatus.UNKNOWN;
+
+/**
+ * Whether the request is a gRPC call: its content type is `application/grpc`, alone, with a message
+ * format (`+proto`, `+json`) or with parameters (gRPC over HTTP/2, "Content-Type"). gRPC-Web
+ * (`application/grpc-web…`) is not: its trailers travel in the body, which the gateway does not write.
+ */
+export function isGrpcRequest(headers: IncomingHttpHeaders): boolean {
+  const type = headers['content-type'];
+  if (type === undefined || type.length < 16 || type.slice(0, 16).toLowerCase() !== 'application/grpc')
+    return false;
+  const next = type.charCodeAt(16);
+  // End, `+`, `;`, or a space before parameters.
+  return Number.isNaN(next) || next === 0x2b || next === 0x3b || next === 0x20 || next === 0x09;
+}
+
+/** Printable ASCII but `%`: what `grpc-message` carries as it is. */
+const plainMessage = /^[\x20-\x24\x26-\x7e]*$/;
+
+/**
+ * `grpc-message` as gRPC writes it: the UTF-8 bytes of the text, those outside printable ASCII and `%`
+ * itself percent-encoded (gRPC over HTTP/2, "Responses": Status-Message).
+ */
+export function grpcMessage(text: string): string {
+  if (plainMessage.test(text)) return text;
+  let encoded = '';
+  for (const byte of Buffer.from(text, 'utf8')) {
+    encoded +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return encoded;
+}
+
+/**
+ * Fields that exist only on an HTTP/1.1 connection (RFC 9113 §8.2.2): the gateway's `Connection: close`
+ * among a refusal's fields has no place on an HTTP/2 stream.
+ */
+const connectionSpecific: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding']);
+
+/**
+ * Ends `res` with a gRPC status in trailers-only form (gRPC over HTTP/2, "Responses"): HTTP 200, its
+ * `content-type`, `grpc-status` and `grpc-message`, and the gateway's fields (the request id, RateLimit,
+ * Retry-After, a challenge), in one HEADERS frame that ends the stream (`endTrailersOnly`). A gRPC client
+ * reads them as the call's status and trailing metadata.
+ * @param fields response fields as name, value pairs
+ * @returns the body bytes sent: none
+ */
+export function sendGrpcStatus(
+  res: ServerResponse,
+  httpStatus: number,
+  fields: readonly string[],
+  message: string,
+): number {
+  endTrailersOnly(res, [
+    ...fields,
+    'content-type',
+    'application/grpc',
+    'grpc-status',
+    String(grpcStatusOf(httpStatus)),
+    'grpc-message',
+    grpcMessage(message),
+  ]);
+  return 0;
+}
+
+/**
+ * Ends `res` with status 200 and `fields` (name, value pairs, a repeated name as a list) in the one
+ * HEADERS frame that ends an HTTP/2 stream: set one by one and then `end()`, for `writeHead` would send
+ * them at once and leave the stream open. Fields that exist only on an HTTP/1.1 connection are left out
+ * on HTTP/2 (RFC 9113 §8.2.2).
+ */
+export function endTrailersOnly(res: ServerResponse, fields: readonly string[]): void {
+  const http2 = res.req.httpVersionMajor >= 2;
+  const set = new Map<string, string | string[]>();
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i]!.toLowerCase();
+    if (http2 && connectionSpecific.has(name)) continue;
+    const value = fields[i + 1]!;
+    const known = set.get(name);
+    set.set(name, known === undefined ? value : [...(Array.isArray(known) ? known : [known]), value]);
+  }
+  res.statusCode = 200;
+  for (const [name, value] of set) res.setHeader(name, value);
+  res.end();
+}
+
+/**
+ * Ends a gRPC response that has begun with a status of the gateway's own in its trailers, where the
+ * client reads trailers (HTTP/2); elsewhere the response is cut, as any broken response is.
+ */
+export function endWithGrpcStatus(res: ServerResponse, code: number, message: string): void {
+  if (res.req.httpVersionMajor < 2) {
+    res.destroy();
+    return;
+  }
+  res.addTrailers({ 'grpc-status': String(code), 'grpc-message': grpcMessage(message) });
+  res.end();
+}

@@ -1,0 +1,141 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
+import http2, { type ServerHttp2Stream } from 'node:http2';
+import type { ReadableOptions } from 'node:stream';
+
+/**
+ * The request of one HTTP/2 stream, as the gateway's pipeline reads a request: its `headers` and
+ * `headersDistinct` are the HTTP fields alone (RFC 9113 §8.3: pseudo-header fields are not HTTP fields,
+ * and never go upstream), with `host` taken from `:authority` when the client sent no Host; its `url` is
+ * `:path`, which the pipeline rewrites as for HTTP/1.1. What HTTP/1.1 could not carry as one request is
+ * named in `problem`, and the pipeline refuses it (400) before routing.
+ *
+ * nghttp2 has refused the rest already (a stream error, before Node sees the request): upper-case names,
+ * CR, LF or NUL in a name or value, connection-specific fields (`transfer-encoding`, `connection`,
+ * `keep-alive`, `upgrade`, `proxy-connection`, a `te` other than `trailers`), two `host` or
+ * `content-length` fields, and DATA that contradicts `content-length` (RFC 9113 §8.1.1, §8.2.2).
+ */
+export class Http2GatewayRequest extends http2.Http2ServerRequest {
+  /** Why this request cannot be forwarded as HTTP/1.1, or null. */
+  readonly problem: string | null;
+  /** Each field's values as received, as `IncomingMessage.headersDistinct` has them. */
+  readonly headersDistinct: Record<string, string[]>;
+
+  constructor(
+    stream: ServerHttp2Stream,
+    headers: http2.IncomingHttpHeaders,
+    options: ReadableOptions,
+    rawHeaders: string[],
+  ) {
+    super(stream, headers, options, rawHeaders);
+    const fields: IncomingHttpHeaders = Object.create(null) as IncomingHttpHeaders;
+    const distinct: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i]!;
+      if (name.charCodeAt(0) === 0x3a) continue;
+      (distinct[name] ??= []).push(rawHeaders[i + 1]!);
+    }
+    // Duplicates are joined as the HTTP/1.1 listener joins them (`joinDuplicateHeaders`): a second
+    // credential makes the field malformed rather than unseen; cookies are joined as RFC 9113 §8.2.3 says.
+    for (const name in distinct) {
+      const values = distinct[name]!;
+      fields[name] =
+        name === 'set-cookie'
+          ? values
+          : values.length === 1
+            ? values[0]
+            : values.join(name === 'cookie' ? '; ' : ', ');
+    }
+    const authority = headers[':authority'];
+    const path = headers[':path'];
+    this.problem =
+      path === undefined || path.charCodeAt(0) !== 0x2f
+        ? // RFC 9113 §8.3.1: CONNECT has no :path, and `*` names no resource of the catalog.
+          'an HTTP/2 :path that is not a path'
+        : authority !== undefined &&
+            typeof fields.host === 'string' &&
+            authority.toLowerCase() !== fields.host.toLowerCase()
+          ? // RFC 9113 §8.3.1: a Host that differs from :authority must not be trusted to mean it.
+            'HTTP/2 :authority and host disagree'
+          : null;
+    if (fields.host === undefined && authority !== undefined) fields.host = authority;
+    this.headersDistinct = distinct;
+    // Own properties in place of Node's accessors, which read the pseudo-header fields: `url` is
+    // rewritten by the pipeline (the routed path, then the upstream's) as on HTTP/1.1.
+    Object.defineProperty(this, 'headers', { value: fields });
+    Object.defineProperty(this, 'url', { value: path ?? '', writable: true });
+  }
+}
+
+/**
+ * RFC 9113 §8.2.2: fields that make no sense on an HTTP/2 stream, which Node refuses to send (it throws):
+ * the gateway's own `connection: close` and any such field of an upstream's answer are left out.
+ */
+const connectionSpecific: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'http2-settings',
+  'te',
+]);
+
+/**
+ * The response of one HTTP/2 stream: its head never carries a connection-specific field, it is
+ * `destroyed` once its stream is, as a ServerResponse is once its socket is, and `writableFinished` only
+ * once all of it was sent.
+ */
+export class Http2GatewayResponse extends http2.Http2ServerResponse {
+  override writeHead(statusCode: number, headers?: OutgoingHttpHeaders | OutgoingHttpHeader[]): this;
+  override writeHead(
+    statusCode: number,
+    statusMessage: string,
+    headers?: OutgoingHttpHeaders | OutgoingHttpHeader[],
+  ): this;
+  override writeHead(
+    statusCode: number,
+    second?: string | OutgoingHttpHeaders | OutgoingHttpHeader[],
+    third?: OutgoingHttpHeaders | OutgoingHttpHeader[],
+  ): this {
+    const headers = typeof second === 'string' ? third : second;
+    // Node's compatibility API takes a flat list of names and values, as ServerResponse does (its types
+    // say an object only).
+    return super.writeHead(
+      statusCode,
+      (headers === undefined ? headers : withoutConnectionFields(headers)) as OutgoingHttpHeaders,
+    );
+  }
+}
+
+// What the pipeline reads of a response as of a ServerResponse: Node's compatibility response has no
+// `destroyed` (its types name one), and calls itself `writableFinished` once its stream has closed,
+// even when a reset cut it short: it is finished once ended and its stream closed without an error.
+Object.defineProperties(Http2GatewayResponse.prototype, {
+  destroyed: {
+    get(this: Http2GatewayResponse): boolean {
+      return this.stream.destroyed;
+    },
+  },
+  writableFinished: {
+    get(this: Http2GatewayResponse): boolean {
+      return this.writableEnded && this.stream.rstCode === http2.constants.NGHTTP2_NO_ERROR;
+    },
+  },
+});
+
+function withoutConnectionFields(
+  headers: OutgoingHttpHeaders | OutgoingHttpHeader[],
+): OutgoingHttpHeaders | OutgoingHttpHeader[] {
+  if (!Array.isArray(headers)) {
+    const kept: OutgoingHttpHeaders = {};
+    for (const name in headers) if (!connectionSpecific.has(name.toLowerCase())) kept[name] = headers[name];
+    return kept;
+  }
+  const kept: OutgoingHttpHeader[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const name = String(headers[i]).toLowerCase();
+    if (!connectionSpecific.has(name)) kept.push(name, headers[i + 1]!);
+  }
+  return kept;
+}

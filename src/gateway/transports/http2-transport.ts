@@ -1,0 +1,225 @@
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import http2, { type Http2Server, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { Server as HttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import type { Logger } from '../../observe/log.js';
+import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
+
+/** RFC 9113 §3.4: the first bytes of every HTTP/2 connection; no HTTP/1.1 request begins so. */
+const preface = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/** What a TLS listener offers by ALPN (RFC 7301) when HTTP/2 is on: h2 first, HTTP/1.1 beside it. */
+export const alpnProtocols = ['h2', 'http/1.1'];
+
+/** Streams a client may have open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+export const maxConcurrentStreams = 100;
+/**
+ * Streams a client may reset before their answer ends, on one connection within a second, before the
+ * connection is closed with GOAWAY ENHANCE_YOUR_CALM: the rapid reset attack (CVE-2023-44487) opens and
+ * cancels streams so fast that the concurrency limit never binds.
+ */
+export const maxResetsPerSecond = 100;
+
+export interface Http2TransportOptions {
+  /** The `request` listener every stream is handed to (the gateway's pipeline). */
+  onRequest: (req: IncomingMessage, res: ServerResponse) => void;
+  /** The `checkContinue` listener (a stream that waits for `100 Continue`). */
+  onCheckContinue: (req: IncomingMessage, res: ServerResponse) => void;
+  /** `server` settings of the config: what bounds an HTTP/1.1 connection bounds an HTTP/2 one. */
+  limits: { headersTimeout: number; requestTimeout: number; keepAliveTimeout: number; maxHeaderSize: number };
+  logger: Logger;
+  /** The clock of the reset bound, in milliseconds. */
+  now?: () => number;
+}
+
+/** What the transport knows of one session: its open streams, its idle timer, its recent resets. */
+interface SessionState {
+  streams: number;
+  idle: NodeJS.Timeout | null;
+  resetsSince: number;
+  resets: number;
+}
+
+const stateKey = Symbol('quotagate.http2Session');
+type TrackedSession = ServerHttp2Session & { [stateKey]?: SessionState };
+
+/**
+ * HTTP/2 at the edge of the data plane: the listeners stay Node's HTTP/1.1 servers (their ports, timeouts,
+ * workers and shutdown as before), and each connection that speaks HTTP/2 (by prior knowledge on the
+ * cleartext port, by ALPN on the TLS one) is handed to one HTTP/2 engine, whose streams enter the same
+ * pipeline as HTTP/1.1 requests through `Http2GatewayRequest` and `Http2GatewayResponse`.
+ */
+export class Http2Transport {
+  private readonly engine: Http2Server;
+  private readonly sessions = new Set<TrackedSession>();
+  /** Cleartext connections whose first bytes have not yet said which protocol they speak. */
+  private readonly undecided = new Set<Socket>();
+  private closing = false;
+  private readonly now: () => number;
+
+  constructor(private readonly options: Http2TransportOptions) {
+    this.now = options.now ?? Date.now;
+    this.engine = http2.createServer({
+      settings: { maxConcurrentStreams, maxHeaderListSize: options.limits.maxHeaderSize },
+      Http2ServerRequest: Http2GatewayRequest,
+      Http2ServerResponse: Http2GatewayResponse,
+    } as http2.ServerOptions);
+    // A stream reset before Node handed it over (a malformed body in the same read as its head) has no
+    // one to answer: it never enters the pipeline, as an HTTP/1.1 request cut off in its head does not.
+    this.engine.on('request', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
+      if (!req.stream.destroyed) options.onRequest(req as never, res as never);
+    });
+    this.engine.on('checkContinue', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
+      if (!req.stream.destroyed) options.onCheckContinue(req as never, res as never);
+    });
+    this.engine.on('session', (session: TrackedSession) => this.track(session));
+    this.engine.on('stream', (stream: ServerHttp2Stream) => this.opened(stream));
+  }
+
+  /**
+   * Makes a cleartext listener take HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3) beside HTTP/1.1: the
+   * first bytes of each connection say which it speaks.
+   */
+  acceptPriorKnowledge(server: Server): void {
+    const http1 = takeListener(server, 'connection');
+    server.on('connection', (socket: Socket) => this.sniff(socket, server, http1));
+  }
+
+  /** Makes a TLS listener (made with `alpnProtocols`) hand the connections that chose h2 to HTTP/2. */
+  acceptAlpn(server: HttpsServer): void {
+    const http1 = takeListener(server, 'secureConnection');
+    server.on('secureConnection', (socket: TLSSocket) => {
+      if (socket.alpnProtocol === 'h2') this.engine.emit('connection', socket);
+      else http1.call(server, socket);
+    });
+  }
+
+  /** Asks every session to end (GOAWAY): the streams they have go on, no new one is taken. */
+  close(): void {
+    this.closing = true;
+    for (const session of this.sessions) session.close();
+    for (const socket of this.undecided) socket.destroy();
+  }
+
+  /** Ends every session at once, with what streams they still have. */
+  closeAll(): void {
+    for (const session of this.sessions) session.destroy();
+  }
+
+  private sniff(socket: Socket, server: Server, http1: (socket: Socket) => void): void {
+    if (this.closing) {
+      socket.destroy();
+      return;
+    }
+    this.undecided.add(socket);
+    let seen: Buffer | null = null;
+    const decided = (http2: boolean) => {
+      this.undecided.delete(socket);
+      socket.off('data', onData).off('error', ignore).off('timeout', onTimeout).setTimeout(0);
+      socket.pause();
+      if (seen) socket.unshift(seen);
+      if (http2) {
+        this.engine.emit('connection', socket);
+        return;
+      }
+      http1.call(server, socket);
+      // Node's HTTP/1.1 parser reads the socket's handle itself from now on: the bytes put back are
+      // handed to it as 'data' once the socket flows again.
+      socket.resume();
+    };
+    const onData = (chunk: Buffer) => {
+      seen = seen ? Buffer.concat([seen, chunk]) : chunk;
+      const compared = Math.min(seen.length, preface.length);
+      const http2 = seen.compare(preface, 0, compared, 0, compared) === 0;
+      if (!http2 || seen.length >= preface.length) decided(http2);
+    };
+    // A connection that says nothing is closed as an HTTP/1.1 one that sends no head would be.
+    const onTimeout = () => {
+      this.undecided.delete(socket);
+      socket.destroy();
+    };
+    socket.on('data', onData).on('error', ignore).on('timeout', onTimeout);
+    socket.on('close', () => this.undecided.delete(socket));
+    socket.setTimeout(this.options.limits.headersTimeout);
+  }
+
+  private track(session: TrackedSession): void {
+    if (this.closing) {
+      session.close();
+      return;
+    }
+    const state: SessionState = { streams: 0, idle: null, resetsSince: 0, resets: 0 };
+    session[stateKey] = state;
+    this.sessions.add(session);
+    // A session must open its first stream within headersTimeout, as an HTTP/1.1 connection must send
+    // its first head; between streams it may stay idle for keepAliveTimeout.
+    this.idleFor(session, state, this.options.limits.headersTimeout);
+    session.once('close', () => {
+      if (state.idle) clearTimeout(state.idle);
+      this.sessions.delete(session);
+    });
+  }
+
+  private idleFor(session: TrackedSession, state: SessionState, ms: number): void {
+    if (state.idle) clearTimeout(state.idle);
+    state.idle = ms > 0 ? setTimeout(closeSession, ms, session).unref() : null;
+  }
+
+  private opened(stream: ServerHttp2Stream): void {
+    const session = stream.session as TrackedSession | undefined;
+    const state = session?.[stateKey];
+    if (!session || !state) return;
+    state.streams += 1;
+    if (state.idle) {
+      clearTimeout(state.idle);
+      state.idle = null;
+    }
+    const { requestTimeout } = this.options.limits;
+    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1.
+    const slow = requestTimeout > 0 ? setTimeout(cancelStream, requestTimeout, stream).unref() : null;
+    if (slow) stream.once('end', () => clearTimeout(slow));
+    stream.once('aborted', () => this.reset(session, state));
+    stream.once('close', () => {
+      if (slow) clearTimeout(slow);
+      state.streams -= 1;
+      if (state.streams === 0 && !session.closed)
+        this.idleFor(session, state, this.options.limits.keepAliveTimeout);
+    });
+  }
+
+  /** A client reset a stream before its answer ended: too many in a second close the session. */
+  private reset(session: TrackedSession, state: SessionState): void {
+    const now = this.now();
+    if (now - state.resetsSince >= 1_000) {
+      state.resetsSince = now;
+      state.resets = 0;
+    }
+    state.resets += 1;
+    if (state.resets <= maxResetsPerSecond || session.destroyed) return;
+    this.options.logger.warn(
+      { client: session.socket?.remoteAddress, resets: state.resets },
+      'HTTP/2 client reset too many streams; closing its connection',
+    );
+    session.destroy(undefined, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+  }
+}
+
+const ignore = () => undefined;
+
+function closeSession(session: ServerHttp2Session): void {
+  if (!session.closed) session.close();
+}
+
+function cancelStream(stream: ServerHttp2Stream): void {
+  if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+}
+
+/** Removes Node's own listener of `event` from `server` and returns it (the listener a server is made with). */
+function takeListener(server: Server | HttpsServer, event: string): (socket: Socket) => void {
+  const listeners = server.listeners(event) as Array<(socket: Socket) => void>;
+  if (listeners.length !== 1)
+    throw new Error(`expected Node's one '${event}' listener, found ${listeners.length}`);
+  server.removeAllListeners(event);
+  return listeners[0]!;
+}

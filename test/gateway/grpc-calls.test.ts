@@ -1,0 +1,183 @@
+import { status } from '@grpc/grpc-js';
+import { basicChallenge } from '../../src/auth/basic-authenticator.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { eachStore } from '../helpers/enforcement-gateways.js';
+import {
+  greeterApi,
+  greeterApiId,
+  greeterClient,
+  metadataOf,
+  sayHelloId,
+  startGreeterUpstream,
+  statusDetails,
+  type GreeterUpstream,
+} from '../helpers/grpc-greeter.js';
+import {
+  accessLines,
+  basicAuth,
+  devKey,
+  mb,
+  petsConfig,
+  quotaUsage,
+  setQuota,
+  startTestGateway,
+  systemQuotaId,
+  throttle,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+
+/**
+ * gRPC through the gateway (issue 32, point 4), as a grpc-js client sees it, against a grpc-js server:
+ * the four kinds of call with their metadata and trailers, and each answer the gateway makes itself in
+ * gRPC's form, on both stores.
+ */
+const defer = cleanupAfterEach();
+let greeter: GreeterUpstream;
+beforeAll(async () => {
+  greeter = await startGreeterUpstream();
+});
+afterAll(() => greeter.close());
+
+const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
+
+describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, storeConfig) => {
+  async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9', {
+        apis: [greeterApi(`http://${greeter.address}`)],
+        ...storeConfig(),
+        ...overrides,
+      }),
+    );
+    defer(() => gateway.close());
+    return gateway;
+  }
+
+  const clientOf = (gateway: TestGateway) => {
+    const client = greeterClient(new URL(gateway.url).host);
+    defer(() => client.close());
+    return client;
+  };
+
+  it('passes a unary call with its metadata both ways and its trailers', async () => {
+    const gateway = await gatewayWith();
+    const client = clientOf(gateway);
+    const metadata = credentials();
+    metadata.set('x-trace', 'trace-1');
+    const outcome = await client.sayHello('ann', metadata);
+    expect(outcome.status.code).toBe(status.OK);
+    expect(outcome.replies).toEqual([{ message: 'Hello ann' }]);
+    expect(outcome.headers?.get('x-trace')).toEqual(['trace-1']);
+    expect(outcome.headers?.get('x-request-id')).toHaveLength(1);
+    expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+    // The upstream got the call's own metadata, not the credentials the gateway checked.
+    expect(greeter.calls.at(-1)?.get('x-trace')).toEqual(['trace-1']);
+    expect(greeter.calls.at(-1)?.get('authorization')).toEqual([]);
+  });
+
+  it("relays the upstream's non-OK status with its message, grpc-status-details-bin and trailers", async () => {
+    const gateway = await gatewayWith();
+    const outcome = await clientOf(gateway).sayHello('missing', credentials());
+    expect(outcome.status.code).toBe(status.NOT_FOUND);
+    expect(outcome.status.details).toBe('no greeter for missing');
+    expect(outcome.status.metadata.get('grpc-status-details-bin')).toEqual([statusDetails]);
+    expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+    expect(accessLines(gateway).at(-1)).toMatchObject({
+      status: 200,
+      method: 'SayHello',
+      outcome: 'completed',
+    });
+  });
+
+  it('passes a client-streaming call: every message reaches the upstream', async () => {
+    const client = clientOf(await gatewayWith());
+    const outcome = await client.gatherHellos(['ann', 'bob', 'cy'], credentials());
+    expect(outcome.status.code).toBe(status.OK);
+    expect(outcome.replies).toEqual([{ message: 'Hello ann, bob, cy' }]);
+    expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+  });
+
+  it('passes a server-streaming call: every message reaches the client, then the trailers', async () => {
+    const client = clientOf(await gatewayWith());
+    const outcome = await client.listHellos('ann', credentials());
+    expect(outcome.status.code).toBe(status.OK);
+    expect(outcome.replies.map((reply) => reply.message)).toEqual([
+      'Hello ann #1',
+      'Hello ann #2',
+      'Hello ann #3',
+    ]);
+    expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+  });
+
+  it('passes a bidirectional call: each message is answered while the call stays open', async () => {
+    const client = clientOf(await gatewayWith());
+    // Each name is sent only once the answer to the one before it has come back through the gateway.
+    const outcome = await client.chat(['ann', 'bob', 'cy'], credentials());
+    expect(outcome.status.code).toBe(status.OK);
+    expect(outcome.replies.map((reply) => reply.message)).toEqual(['Hello ann', 'Hello bob', 'Hello cy']);
+    expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+  });
+
+  it('answers a call without credentials UNAUTHENTICATED, and the upstream never sees it', async () => {
+    const client = clientOf(await gatewayWith());
+    const before = greeter.calls.length;
+    const outcome = await client.sayHello('ann');
+    expect(outcome.status.code).toBe(status.UNAUTHENTICATED);
+    expect(outcome.status.details).toBe('Unauthorized');
+    expect(outcome.status.metadata.get('www-authenticate')).toEqual([basicChallenge]);
+    expect(greeter.calls.length).toBe(before);
+  });
+
+  it('answers a method the catalog does not declare UNIMPLEMENTED', async () => {
+    const gateway = await gatewayWith({
+      apis: [{ ...greeterApi(`http://${greeter.address}`), methods: [greeterApi('').methods[1]] }],
+    });
+    const outcome = await clientOf(gateway).sayHello('ann', credentials());
+    expect(outcome.status.code).toBe(status.UNIMPLEMENTED);
+    expect(outcome.status.details).toBe('Not Found');
+  });
+
+  it('counts a quota per gRPC method: RESOURCE_EXHAUSTED with RateLimit and Retry-After, other methods go on', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [throttle(1, 1, 'minute', { api: greeterApiId, method: sayHelloId })],
+      },
+      systemQuotaId,
+    );
+    const client = clientOf(gateway);
+    expect((await client.sayHello('ann', credentials())).status.code).toBe(status.OK);
+    const refused = await client.sayHello('ann', credentials());
+    expect(refused.status.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(refused.status.details).toBe('Too Many Requests');
+    const trailers = refused.status.metadata;
+    expect(Number(trailers.get('retry-after')[0])).toBeGreaterThan(0);
+    expect(trailers.get('ratelimit')[0]).toMatch(new RegExp(`^"${systemQuotaId}/0";r=0;t=\\d+$`));
+    expect(trailers.get('ratelimit-policy')[0]).toBe(`"${systemQuotaId}/0";q=1;w=60`);
+    expect((await client.listHellos('ann', credentials())).status.code).toBe(status.OK);
+    expect(accessLines(gateway).map((line) => [line.method, line.status])).toEqual([
+      ['SayHello', 200],
+      ['SayHello', 429],
+      ['ListHellos', 200],
+    ]);
+  });
+
+  it('counts the bytes of the messages both ways against throttlemb', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(1, 1, 'minute')] },
+      systemQuotaId,
+    );
+    expect((await clientOf(gateway).sayHello('ann', credentials())).status.code).toBe(status.OK);
+    // A message is a 5-byte prefix and its protobuf: `ann` is 5 + 5 bytes, `Hello ann` 5 + 11.
+    await expect
+      .poll(async () => (await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]!.used)
+      .toBe(26);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ bytesIn: 10, bytesOut: 16 });
+  });
+});

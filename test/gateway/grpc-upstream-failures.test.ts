@@ -1,0 +1,136 @@
+import http from 'node:http';
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { status } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { freePort } from '../helpers/free-port.js';
+import {
+  greeterApi,
+  greeterClient,
+  metadataOf,
+  startGreeterUpstream,
+  type GreeterUpstream,
+} from '../helpers/grpc-greeter.js';
+import { http2Fetch } from '../helpers/http2-client.js';
+import {
+  accessLines,
+  basicAuth,
+  devKey,
+  petsConfig,
+  startTestGateway,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+
+/**
+ * A gRPC call whose upstream fails, or whose deadline passes, as a gRPC client sees it (issue 32,
+ * point 4): a gRPC status, never an HTTP error page, and a log line that says why.
+ */
+const defer = cleanupAfterEach();
+let greeter: GreeterUpstream;
+beforeAll(async () => {
+  greeter = await startGreeterUpstream();
+});
+afterAll(() => greeter.close());
+
+const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
+
+async function gatewayOver(upstream: string): Promise<TestGateway> {
+  const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9', { apis: [greeterApi(upstream)] }));
+  defer(() => gateway.close());
+  return gateway;
+}
+
+const clientOf = (gateway: TestGateway) => {
+  const client = greeterClient(new URL(gateway.url).host);
+  defer(() => client.close());
+  return client;
+};
+
+/** A SayHello message (its 5-byte prefix and protobuf) for `name`, as Node's HTTP/2 client sends it. */
+const sayHelloMessage = (name: string) =>
+  String.fromCharCode(0, 0, 0, 0, name.length + 2, 0x0a, name.length) + name;
+
+/** A SayHello through the gateway with Node's HTTP/2 client, with fields of its own. */
+const rawSayHello = (gateway: TestGateway, name: string, headers: Record<string, string>) =>
+  http2Fetch(gateway.url, {
+    method: 'POST',
+    path: '/helloworld.Greeter/SayHello',
+    headers: {
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      authorization: basicAuth(devKey),
+      ...headers,
+    },
+    body: sayHelloMessage(name),
+  });
+
+describe('gRPC upstream failures', () => {
+  it('answers UNAVAILABLE when the upstream speaks HTTP/1.1, and logs that it does not speak HTTP/2', async () => {
+    const http1 = http.createServer((_req, res) => res.end('an HTTP/1.1 answer'));
+    await new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => http1.close(() => resolve())));
+    const gateway = await gatewayOver(`http://127.0.0.1:${(http1.address() as AddressInfo).port}`);
+    const outcome = await clientOf(gateway).sayHello('ann', credentials());
+    expect(outcome.status.code).toBe(status.UNAVAILABLE);
+    expect(outcome.status.details).toBe('Bad Gateway');
+    expect(gateway.logs.find((line) => line.level === 40)).toMatchObject({
+      msg: 'the upstream of a gRPC API does not speak HTTP/2 (h2c for http://, ALPN h2 for https://)',
+      outcome: 'invalid',
+    });
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 502, outcome: 'invalid' });
+  });
+
+  it('answers UNAVAILABLE when nothing listens at the upstream', async () => {
+    const gateway = await gatewayOver(`http://127.0.0.1:${await freePort()}`);
+    const outcome = await clientOf(gateway).sayHello('ann', credentials());
+    expect(outcome.status.code).toBe(status.UNAVAILABLE);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 502, outcome: 'unreachable' });
+  });
+
+  it('ends a call whose upstream breaks off mid-answer with UNAVAILABLE in its trailers, after what came', async () => {
+    const breaking = http2.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/grpc' });
+      res.write(Buffer.from(sayHelloMessage('Hello ann #1'), 'latin1'));
+      setImmediate(() => res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR));
+    });
+    await new Promise<void>((resolve) => breaking.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => breaking.close(() => resolve())));
+    const gateway = await gatewayOver(`http://127.0.0.1:${(breaking.address() as AddressInfo).port}`);
+    const outcome = await clientOf(gateway).listHellos('ann', credentials());
+    expect(outcome.replies).toEqual([{ message: 'Hello ann #1' }]);
+    expect(outcome.status.code).toBe(status.UNAVAILABLE);
+    expect(outcome.status.details).toBe('Bad Gateway');
+  });
+});
+
+describe('grpc-timeout', () => {
+  it('answers DEADLINE_EXCEEDED itself when the call passes its grpc-timeout upstream', async () => {
+    const gateway = await gatewayOver(`http://${greeter.address}`);
+    // Node's client sets no deadline of its own: the status can only be the gateway's.
+    const answer = await rawSayHello(gateway, 'silent', { 'grpc-timeout': '200m' });
+    expect(answer.status).toBe(200);
+    expect(answer.headers['grpc-status']).toBe('4');
+    expect(answer.headers['grpc-message']).toBe('Gateway Timeout');
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 504, outcome: 'timeout' });
+  });
+
+  it('refuses a malformed grpc-timeout with INTERNAL before the upstream sees the call', async () => {
+    const gateway = await gatewayOver(`http://${greeter.address}`);
+    const before = greeter.calls.length;
+    const answer = await rawSayHello(gateway, 'ann', { 'grpc-timeout': '1.5S' });
+    expect(answer.headers['grpc-status']).toBe('13');
+    expect(answer.headers['grpc-message']).toBe(
+      'Bad Request: grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)',
+    );
+    expect(greeter.calls.length).toBe(before);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 400 });
+  });
+
+  it('leaves a call within its grpc-timeout alone', async () => {
+    const gateway = await gatewayOver(`http://${greeter.address}`);
+    const answer = await rawSayHello(gateway, 'ann', { 'grpc-timeout': '5S' });
+    expect(answer.trailers['grpc-status']).toBe('0');
+    expect(answer.body).toContain('Hello ann');
+  });
+});

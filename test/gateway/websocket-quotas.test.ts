@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { eachStore, get, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
+import { FakeTimers } from '../helpers/fake-timers.js';
+import {
+  accessLines,
+  basicAuth,
+  devKey,
+  mb,
+  petsConfig,
+  setQuota,
+  startTestGateway,
+  systemQuotaId,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+import {
+  closed,
+  echo,
+  mustOpen,
+  startWebSocketUpstream,
+  wsUrl,
+  type WebSocketUpstream,
+} from '../helpers/websockets.js';
+
+const defer = cleanupAfterEach();
+let upstream: WebSocketUpstream;
+beforeAll(async () => {
+  upstream = await startWebSocketUpstream();
+});
+afterAll(() => upstream.close());
+
+const withKey = { authorization: basicAuth(devKey) };
+/** mb(0.01): 10,485 bytes a minute. */
+const limit = 10_485;
+const kilobyte = 'k'.repeat(1_000);
+
+/** The bytes the next request of the System quota may still move, as its RateLimit field says. */
+async function remaining(gateway: TestGateway): Promise<number> {
+  const answer = await get(gateway);
+  return Number(/;r=(\d+);/.exec(String(answer.headers.ratelimit))?.[1]);
+}
+
+describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, store) => {
+  const clock = { now: 1_800_000_000_000 };
+  async function gatewayWithTimers(): Promise<{ gateway: TestGateway; timers: FakeTimers }> {
+    const timers = new FakeTimers();
+    const gateway = await startTestGateway(
+      petsConfig(upstream.url, store()),
+      {},
+      {
+        clock: () => clock.now,
+        timers,
+      },
+    );
+    defer(() => gateway.close());
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
+      systemQuotaId,
+    );
+    return { gateway, timers };
+  }
+
+  it('charges the frame bytes of both directions once a second while the connection is open', async () => {
+    const { gateway, timers } = await gatewayWithTimers();
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    for (let i = 0; i < 3; i += 1) await echo(ws, kilobyte);
+    expect(await remaining(gateway)).toBeGreaterThan(limit - 100);
+    timers.advance(1_000);
+    // 3 × 1,000 bytes each way, with their frame heads (and the client's masks).
+    await expect.poll(() => remaining(gateway)).toBeLessThan(limit - 6_000);
+    expect(await echo(ws, 'still open')).toBe('still open');
+    ws.close();
+  });
+
+  it('ends the connection with close code 1008 to both sides once a byte restriction has no room', async () => {
+    const { gateway, timers } = await gatewayWithTimers();
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    const upstreamSide = upstream.sockets.at(-1)!;
+    const upstreamClosed = new Promise<number>((resolve) => upstreamSide.once('close', resolve));
+    for (let i = 0; i < 6; i += 1) await echo(ws, kilobyte);
+    const ended = closed(ws);
+    timers.advance(1_000);
+    expect(await ended).toEqual({ code: 1008, reason: 'byte quota exhausted' });
+    expect(await upstreamClosed).toBe(1008);
+    // The bytes moved are counted all the same: the restriction is full for every request after it.
+    expect((await get(gateway)).status).toBe(429);
+    await expect
+      .poll(() => accessLines(gateway).find((line) => line.status === 101))
+      .toMatchObject({
+        webSocket: 'quota',
+        quota: 'rejected',
+        refusedBy: `${systemQuotaId}/0`,
+      });
+  });
+});
+
+describe('WebSocket bytes across a fleet on Redis', () => {
+  it('counts one byte limit for the fleet: connections on two gateways fill it together', async () => {
+    const timersA = new FakeTimers();
+    const timersB = new FakeTimers();
+    const [a, b] = await startFleetOfTwo(
+      defer,
+      { apis: petsConfig(upstream.url).apis },
+      { clocks: [{ timers: timersA }, { timers: timersB }] },
+    );
+    await setQuota(a, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemQuotaId);
+    await expect.poll(async () => (await get(b)).headers['ratelimit-policy']).toMatch(/q=10485/);
+    const onA = (await mustOpen(wsUrl(a.url, '/pets/1'), withKey)).ws;
+    const onB = (await mustOpen(wsUrl(b.url, '/pets/1'), withKey)).ws;
+    // Each moves about 6,100 bytes: less than the limit alone, more than it together.
+    for (let i = 0; i < 3; i += 1) await echo(onA, kilobyte);
+    timersA.advance(1_000);
+    await expect.poll(() => remaining(b)).toBeLessThan(limit - 6_000);
+    for (let i = 0; i < 3; i += 1) await echo(onB, kilobyte);
+    const ended = closed(onB);
+    timersB.advance(1_000);
+    expect((await ended).code).toBe(1008);
+    expect(await echo(onA, 'a is charged already')).toBe('a is charged already');
+    onA.close();
+  });
+});
