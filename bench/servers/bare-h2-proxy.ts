@@ -1,5 +1,5 @@
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { pipeline } from 'node:stream';
 import { Pool } from 'undici';
 
@@ -18,6 +18,8 @@ const dropped = new Set([
 ]);
 
 const server = http2.createServer();
+// As Node's HTTP/1.1 server does by default: small answers leave at once, not after a delayed ACK.
+server.on('connection', (socket: Socket) => socket.setNoDelay(true));
 server.on('stream', (stream, headers) => {
   const fields: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
@@ -34,6 +36,10 @@ server.on('stream', (stream, headers) => {
       body: method === 'GET' || method === 'HEAD' ? null : stream,
     })
     .then(({ statusCode, headers: answer, body }) => {
+      if (stream.destroyed) {
+        body.destroy();
+        return;
+      }
       const response: http2.OutgoingHttpHeaders = { ':status': statusCode };
       for (const [name, value] of Object.entries(answer)) {
         if (!dropped.has(name) && value !== undefined) response[name] = value;
@@ -42,6 +48,7 @@ server.on('stream', (stream, headers) => {
       pipeline(body, stream, () => undefined);
     })
     .catch(() => {
+      if (stream.destroyed) return;
       if (!stream.headersSent) stream.respond({ ':status': 502 }, { endStream: true });
       else stream.close();
     });
