@@ -115,7 +115,8 @@ const names = {
   baseline: `quotagate as shipped, memory store, baseline build (${values.baseline ?? ''})`,
   bareH2: 'bare node:http2 proxy (h2c) → undici',
   h2: 'quotagate as shipped, HTTP/2 (h2c)',
-  bareWs: 'bare ws relay, 64-byte messages',
+  bareWs: 'bare http-proxy-3 ws() relay, 64-byte messages',
+  wsRelay: 'ws-package relay (each message read and sent on), 64-byte messages',
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   redis: 'quotagate as shipped, Redis store',
   workers: 'quotagate as shipped, memory store, workers: 2',
@@ -131,11 +132,12 @@ const names = {
 const referenceOf: Partial<Record<string, string>> = {
   [names.h2]: names.bareH2,
   [names.ws]: names.bareWs,
+  [names.wsRelay]: names.bareWs,
 };
 /** The reference's short name, for the table. */
 const shortNames: Partial<Record<string, string>> = {
   [names.bareH2]: 'node:http2 proxy',
-  [names.bareWs]: 'ws relay',
+  [names.bareWs]: 'http-proxy-3 ws() relay',
 };
 
 /** What issue 21 asks of the side-by-side ratios (CPU vs bare http-proxy-3, at most). */
@@ -214,14 +216,15 @@ async function main(): Promise<void> {
   }
   if (!values['skip-protocols']) {
     if (h2loadBinary) {
-      add(await setups.node(names.bareH2, 'bare-h2-proxy.js', [upstream], false, 'h2'));
+      add(await setups.node(names.bareH2, 'bare-http2-proxy.js', [upstream], false, 'h2'));
       add(await setups.quotagate(names.h2, 'h2', upstream, memory, { ...shippedLayers, protocol: 'h2' }));
     }
-    const echo = await setups.node('ws upstream', 'ws-echo-upstream.js', [], false);
-    const echoPort = new URL(echo.url).port;
-    add(await setups.node(names.bareWs, 'bare-ws-relay.js', [`ws://127.0.0.1:${echoPort}`], false, 'ws'));
+    const echo = await setups.node('ws upstream', 'ws-upstream.js', [], false);
+    const echoOrigin = new URL(echo.url).origin;
+    add(await setups.node(names.bareWs, 'bare-ws-relay.js', [echoOrigin], false, 'ws'));
+    add(await setups.node(names.wsRelay, 'ws-message-relay.js', [echoOrigin], false, 'ws'));
     add(
-      await setups.quotagate(names.ws, 'ws', `http://127.0.0.1:${echoPort}`, memory, {
+      await setups.quotagate(names.ws, 'ws', echoOrigin, memory, {
         ...shippedLayers,
         protocol: 'ws',
       }),
@@ -273,6 +276,7 @@ async function main(): Promise<void> {
     names.bareH2,
     names.h2,
     names.bareWs,
+    names.wsRelay,
     names.ws,
   ]);
   const sideRuns: SideBySideRuns = await runSideBySide(

@@ -319,6 +319,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
         onCheckContinue: gateway.handleExpectingContinue,
         limits: config.server,
         logger: logger.child({ component: 'http2' }),
+        ...(options.now ? { now: options.now } : {}),
       })
     : null;
   if (http2 && plainServer) http2.acceptPriorKnowledge(plainServer);

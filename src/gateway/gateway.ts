@@ -14,7 +14,7 @@ import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
-import { appendEndToEndRequestFields } from './proxy/hop-by-hop.js';
+import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
@@ -22,7 +22,7 @@ import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
-import { OpenWebSockets } from './open-websockets.js';
+import { additionsOf, OpenWebSockets, type QuotaOutcome } from './open-websockets.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 
@@ -59,8 +59,8 @@ class RequestRecord extends Exchange {
   principal: Principal | null = null;
   /** The auth plugin declined to validate the URL, so the request went on unauthenticated. */
   unvalidated = false;
-  /** How the quota check ended, for the access log; `shadow_refused` when admitted against a shadow restriction. */
-  quota: 'allowed' | 'rejected' | 'unavailable' | 'shadow_refused' | null = null;
+  /** How the quota check ended, for the access log. */
+  quota: QuotaOutcome | null = null;
   /**
    * The restrictions that refused it, or that would have (shadow), `<quota id>/<index>` as RateLimit
    * names them, for the access log.
@@ -139,15 +139,17 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
-  /** The WebSockets forwarded and not yet closed, looked at once a second. */
-  private readonly webSockets: OpenWebSockets<RequestRecord>;
-  /** `credentialsGeneration` when the open WebSockets' credentials were last known good. */
-  private checkedGeneration: number;
+  /** The WebSockets forwarded and not yet closed, charged and checked once a second. */
+  private readonly webSockets: OpenWebSockets;
 
   constructor(private readonly parts: GatewayParts) {
     this.plane = parts.dataPlane;
-    this.webSockets = new OpenWebSockets(parts.timers ?? systemClock, this.tickWebSockets);
-    this.checkedGeneration = parts.credentialsGeneration?.() ?? 0;
+    this.webSockets = new OpenWebSockets({
+      timers: parts.timers ?? systemClock,
+      limiter: parts.limiter,
+      logger: parts.logger,
+      ...(parts.credentialsGeneration ? { credentialsGeneration: parts.credentialsGeneration } : {}),
+    });
   }
 
   /** The data plane new requests start on. */
@@ -232,10 +234,7 @@ export class Gateway {
    * waiting for the upstream: the end of a shutdown's grace period.
    */
   endWebSockets(): void {
-    for (const record of this.webSockets.all()) {
-      if (record.webSocket) record.webSocket.end(1001, 'gateway shutting down', 'shutdown');
-      else record.req.socket.destroy();
-    }
+    this.webSockets.endAll();
   }
 
   /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
@@ -269,7 +268,7 @@ export class Gateway {
     const closing =
       announcesBody(record.req) && !record.fields.includes('connection') ? ['connection', 'close'] : [];
     // The access line and the metrics keep the HTTP status, whichever form (a gRPC status) answered it.
-    record.status = dataPlaneErrors[code].status;
+    if (!record.res.headersSent) record.status = dataPlaneErrors[code].status;
     record.answeredBytes += sendError(record.res, code, [...record.fields, ...extra, ...closing], detail);
   }
 
@@ -562,6 +561,11 @@ export class Gateway {
     );
     appendForwardedFields(req, upstreamFields, peerTrusted);
     upstreamFields.push('x-request-id', record.id);
+    // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
+    if (takesTrailers(req)) {
+      record.relaysTrailers = true;
+      upstreamFields.push('te', 'trailers');
+    }
     record.hasBody = announcesBody(req);
     // A request that declares no body goes with `Content-Length: 0` unless it is a GET or HEAD, as Node
     // frames a request whose end it is told without a body (it would send an empty chunked one).
@@ -593,6 +597,8 @@ export class Gateway {
         client: clientAddress(req, record.plane.trustedPeers),
         verb: req.method ?? '',
         path: loggedPath(route?.path ?? req.url ?? ''),
+        protocol:
+          req.httpVersionMajor === 2 ? 'HTTP/2' : req.httpVersionMinor === 0 ? 'HTTP/1.0' : 'HTTP/1.1',
         api: route?.api.config.name ?? null,
         method: route?.method?.name ?? null,
         application: principal?.application ? record.plane.applications.nameOf(principal.application) : null,
@@ -613,7 +619,11 @@ export class Gateway {
     }
     const api = route?.api.label ?? 'none';
     const method = route?.method ? route.api.methodLabels.get(route.method.id)! : 'none';
-    metrics.request(api, method, status, elapsedMs / 1000);
+    // A WebSocket's time in the request histogram is its opening's (until the 101), not how long it stayed open.
+    const requestMs = record.webSocket
+      ? record.forwardedAt - record.arrivedAt + (record.upstreamMs ?? 0)
+      : elapsedMs;
+    metrics.request(api, method, status, requestMs / 1000);
     if (outcome && outcome !== 'completed' && outcome !== 'client_aborted') {
       metrics.upstreamErrors.inc({ api, outcome });
     }
@@ -663,71 +673,6 @@ export class Gateway {
     );
   }
 
-  /** The open WebSockets' tick: each is charged what it moved, and its credentials checked when they changed. */
-  private readonly tickWebSockets = (open: ReadonlySet<RequestRecord>): void => {
-    const generation = this.parts.credentialsGeneration?.() ?? 0;
-    const recheck = generation !== this.checkedGeneration;
-    this.checkedGeneration = generation;
-    for (const record of open) {
-      if (record.webSocket === null || record.webSocket.endedBy !== null) continue;
-      this.chargeOpen(record);
-      if (recheck && record.principal) this.recheckCredentials(record);
-    }
-  };
-
-  /**
-   * Charges an open WebSocket's byte restrictions what it moved since the last tick. When an enforced
-   * one has no room for it, the bytes are counted all the same and the connection ends (1008, policy
-   * violation: RFC 6455 §7.4.1).
-   */
-  private chargeOpen(record: RequestRecord): void {
-    const moved = record.bytesIn + record.bytesOut - record.chargedBytes;
-    if (moved === 0 || record.byteCounters.length === 0) return;
-    record.chargedBytes += moved;
-    const enforced = record.byteCounters.filter((restriction) => !restriction.shadow);
-    const shadows = record.byteCounters.filter((restriction) => restriction.shadow);
-    if (shadows.length > 0) this.charge(record, additionsOf(shadows, moved), 'bytes');
-    if (enforced.length === 0) return;
-    const specs = enforced.map(({ counterKey, limit, windowMs }) => ({
-      key: counterKey,
-      limit,
-      windowMs,
-      cost: moved,
-      need: moved,
-    }));
-    const settle = (verdict: LimiterVerdict): void => {
-      if (verdict === 'unavailable' || verdict.allowed || verdict.outOfRoom) return;
-      this.charge(record, additionsOf(enforced, moved), 'bytes');
-      record.quota = 'rejected';
-      enforced.forEach((restriction, i) => {
-        if ((verdict.states[i]?.used ?? 0) + moved > restriction.limit) record.addRefusal(restriction);
-      });
-      record.webSocket?.end(1008, 'byte quota exhausted', 'quota');
-    };
-    const verdict = this.parts.limiter.consume(specs);
-    if (isPromise(verdict)) {
-      verdict.then(settle, (error: unknown) => {
-        this.parts.logger.error({ err: error, requestId: record.id }, 'charging WebSocket bytes failed');
-      });
-    } else settle(verdict);
-  }
-
-  /** Authenticates an open WebSocket's request again: a key revoked or an application deleted ends it. */
-  private recheckCredentials(record: RequestRecord): void {
-    const settle = (auth: AuthResult): void => {
-      const revoked = auth.ok
-        ? auth.principal?.application !== record.principal?.application
-        : auth.reject === 'unauthorized';
-      if (revoked) record.webSocket?.end(1008, 'credentials revoked', 'revoked');
-    };
-    const auth = record.plane.authenticator.authenticate(record.req, record.res);
-    if (isPromise(auth)) {
-      auth.then(settle, (error: unknown) => {
-        this.parts.logger.warn({ err: error, requestId: record.id }, 'checking WebSocket credentials failed');
-      });
-    } else settle(auth);
-  }
-
   /** Adds measured units to counters, after the answer: a failure is logged, never answered. */
   private charge(record: RequestRecord, additions: CounterAddition[], what: string): void {
     const charged = this.parts.limiter.add(additions);
@@ -738,10 +683,6 @@ export class Gateway {
     }
   }
 }
-
-/** `amount` added to the counter of each of `restrictions`. */
-const additionsOf = (restrictions: readonly ApplicableRestriction[], amount: number): CounterAddition[] =>
-  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs, amount }));
 
 /** The counters of `restrictions`, to read without charging them. */
 const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>

@@ -157,11 +157,26 @@ export class Limiter {
     try {
       const decided = await this.answerOf(answer);
       if (decided !== outageConfirmed) return decided;
+      this.freeSlotsOfLate(answer, specs);
       this.switchToFallback(this.unansweredError());
     } catch (error) {
       this.switchToFallback(error as Error);
     }
     return this.decideWithoutShared(specs);
+  }
+
+  /**
+   * Frees the concurrency slots of a decision given up for the policy, should it still come: the request
+   * is decided without it, and nothing else would ever free them.
+   */
+  private freeSlotsOfLate(answer: Promise<Decision>, specs: readonly CounterSpec[]): void {
+    answer.then(
+      (late) => {
+        const keys = specs.filter((spec) => isSlotCounter(spec.windowMs)).map((spec) => spec.key);
+        if (late.allowed && keys.length > 0) late.slotsFreedBy?.release(keys);
+      },
+      () => undefined,
+    );
   }
 
   /**

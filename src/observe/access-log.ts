@@ -18,6 +18,8 @@ export interface AccessEntry {
   verb: string;
   /** As routed, without the query. */
   path: string;
+  /** The HTTP version the client spoke. */
+  protocol: 'HTTP/1.0' | 'HTTP/1.1' | 'HTTP/2';
   api: string | null;
   method: string | null;
   application: string | null;
@@ -181,6 +183,7 @@ export class AccessLog {
       `{"level":30,"time":${this.options.clock.now()}${this.options.bindings}` +
       `,"requestId":${jsonText(this.clean(entry.requestId))},"client":${jsonText(entry.client)}` +
       `,"verb":${jsonText(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
+      `,"protocol":"${entry.protocol}"` +
       `,"api":${jsonTextOrNull(entry.api)},"method":${jsonTextOrNull(entry.method)}` +
       `,"application":${jsonTextOrNull(entry.application)},"subject":${jsonTextOrNull(subject)}` +
       (entry.unvalidated ? ',"unvalidated":true' : '') +

@@ -45,7 +45,7 @@ export class FleetHeartbeat {
     this.ttlMs = options.ttlMs ?? 3 * this.everyMs;
     redis.defineCommand('quotagateHeartbeat', {
       numberOfKeys: 1,
-      lua: readLuaScript(import.meta.url, 'heartbeat'),
+      lua: readLuaScript(import.meta.url, 'heartbeat', ['store-clock']),
     });
   }
 

@@ -38,7 +38,7 @@ export interface SlotHolder {
 }
 
 /** The functions of the scripts that read or write concurrency counters. */
-const slotPrelude = ['slot-entries'];
+const slotPrelude = ['store-clock', 'slot-entries'];
 
 /**
  * The shared counters on Redis or Redis Cluster: one Lua script per trip, atomic, on the Redis server's
@@ -83,7 +83,10 @@ export class RedisCounterTrips implements CounterTrips {
     }
     // numberOfKeys is left out: each call says how many counters it touches.
     redis.defineCommand(counterScript, { lua: readLuaScript(import.meta.url, 'consume', slotPrelude) });
-    redis.defineCommand('quotagateUsage', { numberOfKeys: 1, lua: readLuaScript(import.meta.url, 'usage') });
+    redis.defineCommand('quotagateUsage', {
+      numberOfKeys: 1,
+      lua: readLuaScript(import.meta.url, 'usage', ['store-clock']),
+    });
     redis.defineCommand('quotagateSlotsHold', {
       numberOfKeys: 1,
       lua: readLuaScript(import.meta.url, 'slots-hold', slotPrelude),
@@ -111,7 +114,18 @@ export class RedisCounterTrips implements CounterTrips {
     if (!this.spread) return this.send(trip);
     const groups = byHashTag(trip);
     if (groups.length === 1) return this.send(trip);
-    const replies = await Promise.all(groups.map((group) => this.send(group.trip)));
+    const settled = await Promise.allSettled(groups.map((group) => this.send(group.trip)));
+    const failed = settled.find((outcome) => outcome.status === 'rejected');
+    if (failed) {
+      // The request is decided without this trip: the slots its other parts took are freed.
+      const taken = groups.flatMap((group, g) => {
+        const outcome = settled[g]!;
+        return outcome.status === 'fulfilled' && outcome.value.allowed ? slotKeysOf(group.trip.checks) : [];
+      });
+      if (taken.length > 0) await this.free(taken).catch(() => undefined);
+      throw failed.reason;
+    }
+    const replies = settled.map((outcome) => (outcome as PromiseFulfilledResult<TripReply>).value);
     const checks: CheckedCounter[] = new Array<CheckedCounter>(trip.checks.length);
     groups.forEach((group, g) => group.positions.forEach((at, i) => (checks[at] = replies[g]!.checks[i]!)));
     const allowed = replies.every((reply) => reply.allowed);
@@ -120,9 +134,9 @@ export class RedisCounterTrips implements CounterTrips {
       replies[g]!.allowed ? chargesOf(group.trip.checks, replies[g]!.checks) : [],
     );
     const slotsTaken = groups.flatMap((group, g) =>
-      replies[g]!.allowed ? group.trip.checks.filter((check) => isSlotCounter(check.windowMs)) : [],
+      replies[g]!.allowed ? slotKeysOf(group.trip.checks) : [],
     );
-    if (slotsTaken.length > 0) await this.free(slotsTaken.map(({ key }) => key)).catch(() => undefined);
+    if (slotsTaken.length > 0) await this.free(slotsTaken).catch(() => undefined);
     // A give-back that does not arrive leaves units charged: fewer admissions, never more.
     if (giveBacks.length > 0)
       await this.trip({ checks: [], additions: [], giveBacks, live: trip.live }).catch(() => undefined);
@@ -267,6 +281,10 @@ function chargesOf(checks: readonly TripCheck[], replies: readonly CheckedCounte
         ],
   );
 }
+
+/** The keys of the concurrency counters among `checks`. */
+const slotKeysOf = (checks: readonly TripCheck[]): string[] =>
+  checks.filter((check) => isSlotCounter(check.windowMs)).map((check) => check.key);
 
 /** The hash tag Redis Cluster places a key by: the text between its first `{` and the next `}`. */
 function hashTagOf(key: string): string {

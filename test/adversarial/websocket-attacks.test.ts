@@ -81,6 +81,17 @@ describe('malformed WebSocket openings', () => {
     expect(seen()).toBe(before);
   });
 
+  it('refuses an opening over HTTP/1.0 with 400', async () => {
+    const before = seen();
+    const answer = await rawExchange(
+      gateway.url,
+      handshake('/pets/1', [authorization]).replace('HTTP/1.1', 'HTTP/1.0'),
+    );
+    expect(answer).toMatch(/^HTTP\/1\.[01] 400 /);
+    expect(answer).toContain('a WebSocket opens over HTTP/1.1');
+    expect(seen()).toBe(before);
+  });
+
   it('refuses a Sec-WebSocket-Key that is not 16 bytes in base64 with 400', async () => {
     const answer = await rawExchange(
       gateway.url,

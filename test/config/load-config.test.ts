@@ -59,6 +59,7 @@ const rules: Array<[string, string]> = [
   ['base-path-case-duplicate', 'apis[1].basePath: duplicate of apis[0].basePath'],
   ['method-route-case-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['pass-undeclared-not-boolean', 'apis[0].passUndeclared: must be true or false'],
+  ['websocket-not-boolean', 'apis[0].websocket: must be true or false'],
   ['protocol-unknown', "apis[0].protocol: must be 'http' or 'grpc' (did you mean http?)"],
   [
     'grpc-method-not-post',

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -16,6 +18,7 @@ import {
   throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { startUpstream } from '../helpers/upstream.js';
 
 /**
  * `concurrency`: at most N requests of its scope in flight at once. The upstream here holds every answer
@@ -108,6 +111,38 @@ describe.each(eachStore)('a concurrency restriction on %s', (_storeName, store) 
     const next = await hold(gateway, upstream, 1);
     upstream.answerAll();
     expect((await next[0]!).status).toBe(200);
+  });
+
+  it('frees the slot of a request whose upstream failed, once its 502 is sent', async () => {
+    const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9', { applications, ...store() }));
+    defer(() => gateway.close());
+    await setSystem(gateway, concurrency(1));
+    expect([(await get(gateway)).status, (await get(gateway)).status]).toEqual([502, 502]);
+    await expect.poll(() => inFlightOf(gateway)).toBe(0);
+  });
+
+  it('holds the slot of a stream of server-sent events for as long as it is open', async () => {
+    let stream: ServerResponse | null = null;
+    const upstream = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+      stream = res;
+    });
+    defer(() => upstream.close());
+    const gateway = await startTestGateway(petsConfig(upstream.url, { applications, ...store() }));
+    defer(() => gateway.close());
+    await setSystem(gateway, concurrency(1));
+    const events = await new Promise<IncomingMessage>((resolve, reject) =>
+      http
+        .get(`${gateway.url}/pets/events`, { headers: { authorization: basicAuth(devKey) } }, resolve)
+        .on('error', reject),
+    );
+    const [first] = (await once(events, 'data')) as [Buffer];
+    expect(String(first)).toBe('data: first\n\n');
+    expect((await get(gateway)).status).toBe(429);
+    stream!.end('data: last\n\n');
+    await once(events, 'end');
+    await expect.poll(() => inFlightOf(gateway)).toBe(0);
   });
 
   it("counts each application apart under an application's quota", async () => {

@@ -1,8 +1,9 @@
-import { status } from '@grpc/grpc-js';
+import { rmSync } from 'node:fs';
+import { credentials as channelCredentials, status } from '@grpc/grpc-js';
 import { basicChallenge } from '../../src/auth/basic-authenticator.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
-import { eachStore } from '../helpers/enforcement-gateways.js';
+import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import {
   greeterApi,
   greeterApiId,
@@ -26,6 +27,7 @@ import {
   throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 
 /**
  * gRPC through the gateway (issue 32, point 4), as a grpc-js client sees it, against a grpc-js server:
@@ -41,6 +43,13 @@ afterAll(() => greeter.close());
 
 const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
 
+/** A Greeter client of the gateway's plain-HTTP port (h2c), closed after the test. */
+const clientOf = (gateway: TestGateway) => {
+  const client = greeterClient(new URL(gateway.url).host);
+  defer(() => client.close());
+  return client;
+};
+
 describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, storeConfig) => {
   async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
     const gateway = await startTestGateway(
@@ -53,12 +62,6 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     defer(() => gateway.close());
     return gateway;
   }
-
-  const clientOf = (gateway: TestGateway) => {
-    const client = greeterClient(new URL(gateway.url).host);
-    defer(() => client.close());
-    return client;
-  };
 
   it('passes a unary call with its metadata both ways and its trailers', async () => {
     const gateway = await gatewayWith();
@@ -179,5 +182,62 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
       .poll(async () => (await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]!.used)
       .toBe(26);
     expect(accessLines(gateway).at(-1)).toMatchObject({ bytesIn: 10, bytesOut: 16 });
+  });
+});
+
+describe('gRPC over TLS to the gateway', () => {
+  it('takes a call by ALPN h2 on the TLS listener, its key as apikey metadata, and refuses the plain port', async () => {
+    const certificate = await createTestCertificate();
+    defer(() => rmSync(certificate.dir, { recursive: true, force: true }));
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9', {
+        APIKeyAuthType: 'apikey',
+        tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+        apis: [greeterApi(`http://${greeter.address}`)],
+      }),
+    );
+    defer(() => gateway.close());
+    const withKey = () => metadataOf({ apikey: devKey });
+    const overTls = greeterClient(
+      `localhost:${gateway.running.ports.https}`,
+      channelCredentials.createSsl(Buffer.from(certificate.cert)),
+    );
+    defer(() => overTls.close());
+    const outcome = await overTls.chat(['ann'], withKey());
+    expect(outcome.status.code).toBe(status.OK);
+    expect(outcome.replies).toEqual([{ message: 'Hello ann' }]);
+    // Keys travel over HTTPS only: on the plain port the call is refused, and told why.
+    const plain = await clientOf(gateway).sayHello('ann', withKey());
+    expect(plain.status.code).toBe(status.UNAUTHENTICATED);
+    expect(plain.status.details).toBe(
+      'Unauthorized: API keys are accepted over HTTPS only (this is the plain-HTTP port)',
+    );
+  });
+});
+
+describe('a gRPC method quota across a fleet on Redis', () => {
+  it('counts the calls of both gateways against one limit', async () => {
+    const [a, b] = await startFleetOfTwo(defer, { apis: [greeterApi(`http://${greeter.address}`)] });
+    const listHellosId = greeterApi('').methods[2]!.id;
+    await setQuota(
+      a,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [
+          throttle(2, 1, 'minute', { api: greeterApiId, method: sayHelloId }),
+          throttle(100, 1, 'minute', { api: greeterApiId, method: listHellosId }),
+        ],
+      },
+      systemQuotaId,
+    );
+    // b enforces the quota once ListHellos carries its RateLimit fields there.
+    await expect
+      .poll(async () => (await clientOf(b).listHellos('ann', credentials())).headers?.get('ratelimit-policy'))
+      .toHaveLength(1);
+    expect((await clientOf(a).sayHello('ann', credentials())).status.code).toBe(status.OK);
+    expect((await clientOf(b).sayHello('bob', credentials())).status.code).toBe(status.OK);
+    // Counted apart, a would have room for a second call.
+    expect((await clientOf(a).sayHello('ann', credentials())).status.code).toBe(status.RESOURCE_EXHAUSTED);
   });
 });

@@ -35,8 +35,10 @@ afterAll(() => greeter.close());
 
 const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
 
-async function gatewayOver(upstream: string): Promise<TestGateway> {
-  const gateway = await startTestGateway(petsConfig('http://127.0.0.1:9', { apis: [greeterApi(upstream)] }));
+async function gatewayOver(upstream: string, overrides: Record<string, unknown> = {}): Promise<TestGateway> {
+  const gateway = await startTestGateway(
+    petsConfig('http://127.0.0.1:9', { apis: [greeterApi(upstream)], ...overrides }),
+  );
   defer(() => gateway.close());
   return gateway;
 }
@@ -101,6 +103,28 @@ describe('gRPC upstream failures', () => {
     expect(outcome.replies).toEqual([{ message: 'Hello ann #1' }]);
     expect(outcome.status.code).toBe(status.UNAVAILABLE);
     expect(outcome.status.details).toBe('Bad Gateway');
+  });
+  it('ends a streaming call whose upstream goes silent for proxyTimeout with DEADLINE_EXCEEDED, after what came', async () => {
+    const silent = http2.createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/grpc' });
+      res.write(Buffer.from(sayHelloMessage('Hello ann #1'), 'latin1'));
+    });
+    // Its streams stay open: they end with its sessions, after the test.
+    const sessions = new Set<http2.ServerHttp2Session>();
+    silent.on('session', (session: http2.ServerHttp2Session) => sessions.add(session));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    defer(() => {
+      silent.close();
+      for (const session of sessions) session.destroy();
+    });
+    const gateway = await gatewayOver(`http://127.0.0.1:${(silent.address() as AddressInfo).port}`, {
+      proxyTimeout: 300,
+    });
+    const outcome = await clientOf(gateway).listHellos('ann', credentials());
+    expect(outcome.replies).toEqual([{ message: 'Hello ann #1' }]);
+    expect(outcome.status.code).toBe(status.DEADLINE_EXCEEDED);
+    expect(outcome.status.details).toBe('Gateway Timeout');
+    expect(accessLines(gateway).at(-1)).toMatchObject({ status: 200, outcome: 'timeout' });
   });
 });
 

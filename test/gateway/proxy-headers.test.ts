@@ -40,7 +40,7 @@ describe('header hygiene', () => {
         connection: 'keep-alive, x-hop',
         'x-hop': 'drop me',
         'keep-alive': 'timeout=1',
-        te: 'trailers',
+        te: 'deflate',
         'proxy-authorization': 'Basic abc',
         upgrade: 'h2c',
         'x-end-to-end': 'keep me',

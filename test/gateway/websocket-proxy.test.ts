@@ -1,6 +1,9 @@
 import net, { type AddressInfo } from 'node:net';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { freePort } from '../helpers/free-port.js';
+import { createTestCertificate } from '../helpers/tls-cert.js';
 import { rawExchange } from '../helpers/raw-http.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import {
@@ -12,6 +15,7 @@ import {
   startTestGateway,
   systemQuotaId,
   throttle,
+  withMethods,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import {
@@ -51,6 +55,55 @@ describe('WebSocket through the gateway', () => {
     expect(await closed(ws)).toEqual({ code: 1000, reason: 'done' });
   });
 
+  it('opens a WebSocket over TLS (wss) on the HTTPS listener', async () => {
+    const certificate = await createTestCertificate();
+    const gateway = await gatewayWith({
+      tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+    });
+    const url = `wss://127.0.0.1:${gateway.running.ports.https}/pets/1`;
+    const { ws } = await mustOpen(url, withKey, { ca: certificate.cert });
+    expect(await echo(ws, 'over tls')).toBe('over tls');
+    expect(upstream.upgrades.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+    ws.close();
+  });
+
+  it('leaves the subprotocol to the client and the upstream (RFC 6455 §4.2.2)', async () => {
+    const gateway = await gatewayWith();
+    const ws = new WebSocket(wsUrl(gateway.url, '/pets/1'), ['chat', 'superchat'], { headers: withKey });
+    await once(ws, 'open');
+    expect(ws.protocol).toBe('chat');
+    expect(upstream.upgrades.at(-1)!.headers['sec-websocket-protocol']).toBe('chat,superchat');
+    ws.close();
+  });
+
+  it('relays compressed frames the client and the upstream agreed on, counting their bytes as sent', async () => {
+    const compressing = await startWebSocketUpstream({ perMessageDeflate: true });
+    defer(() => compressing.close());
+    const gateway = await startTestGateway(petsConfig(compressing.url));
+    defer(() => gateway.close());
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(ws.extensions).toContain('permessage-deflate');
+    const text = 'compressible '.repeat(1_000);
+    expect(await echo(ws, text)).toBe(text);
+    ws.close();
+    await closed(ws);
+    await expect.poll(() => accessLines(gateway).at(-1)).toMatchObject({ status: 101 });
+    // 13,000 characters each way, counted as the few hundred bytes that crossed.
+    expect(accessLines(gateway).at(-1)!.bytesOut).toBeLessThan(1_000);
+  });
+
+  it("relays the upstream's close code and reason to the client", async () => {
+    const gateway = await gatewayWith();
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(await echo(ws, 'ping')).toBe('ping');
+    const ended = closed(ws);
+    upstream.sockets.at(-1)!.close(4000, 'upstream done');
+    expect(await ended).toEqual({ code: 4000, reason: 'upstream done' });
+    await expect
+      .poll(() => accessLines(gateway).at(-1))
+      .toMatchObject({ status: 101, webSocket: 'closed', outcome: 'completed' });
+  });
+
   it('sends the upstream the prepared request: routed path, its Host, forwarded fields, request id, no credentials', async () => {
     const gateway = await gatewayWith();
     const { ws, headers } = await mustOpen(wsUrl(gateway.url, '/pets/7?x=1'), {
@@ -82,6 +135,31 @@ describe('WebSocket through the gateway', () => {
   it('refuses an upgrade of an undeclared path with 404', async () => {
     const gateway = await gatewayWith();
     expect((await mustRefuse(wsUrl(gateway.url, '/pets/1/toys'), withKey)).status).toBe(404);
+  });
+
+  it('refuses an upgrade of a path declared with another verb only with 405 and Allow', async () => {
+    const gateway = await startTestGateway(
+      withMethods(petsConfig(upstream.url), [
+        { id: '7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f', name: 'putPhoto', verb: 'PUT', path: '/{petId}/photo' },
+      ]),
+    );
+    defer(() => gateway.close());
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1/photo'), withKey);
+    expect(refused.status).toBe(405);
+    expect(refused.headers.allow).toBe('PUT');
+  });
+
+  it('refuses an upgrade with 503 when the authenticator cannot decide', async () => {
+    const gateway = await gatewayWith({
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: './test/fixtures/plugins/silent-plugin.js',
+      pluginTimeout: 200,
+    });
+    const before = upstream.upgrades.length;
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(refused.status).toBe(503);
+    expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.service_unavailable' });
+    expect(upstream.upgrades.length).toBe(before);
   });
 
   it('refuses an upgrade with 400 on an API with `websocket: false`', async () => {
@@ -145,6 +223,11 @@ describe('WebSocket through the gateway', () => {
     expect(line!.bytesIn).toBeGreaterThanOrEqual(106);
     expect(line!.bytesOut).toBeGreaterThanOrEqual(102);
     expect(line!.outcome).toBe('completed');
+    // The metrics count it as one request of status 101, timed until its 101, not until its close.
+    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/quotagate_requests_total\{[^}]*status="101"[^}]*\} 1\n/);
+    const timed = /quotagate_request_duration_seconds_sum\{api="Pet Store"\} (\S+)/.exec(metrics)?.[1];
+    expect(Number(timed)).toBeLessThan(Number(line!.ms) / 1000);
   });
 });
 

@@ -5,6 +5,7 @@ import { FakeTimers } from '../helpers/fake-timers.js';
 import {
   accessLines,
   basicAuth,
+  concurrency,
   devKey,
   mb,
   petsConfig,
@@ -17,6 +18,7 @@ import {
   closed,
   echo,
   mustOpen,
+  mustRefuse,
   startWebSocketUpstream,
   wsUrl,
   type WebSocketUpstream,
@@ -92,6 +94,23 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
         quota: 'rejected',
         refusedBy: `${systemQuotaId}/0`,
       });
+  });
+});
+
+describe.each(eachStore)('a WebSocket and the concurrency restriction, on %s', (_name, store) => {
+  it('holds its slot for as long as it is open, and frees it when it closes', async () => {
+    const gateway = await startTestGateway(petsConfig(upstream.url, store()));
+    defer(() => gateway.close());
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [concurrency(1)] }, systemQuotaId);
+    const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
+    const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
+    expect(refused.status).toBe(429);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(await echo(ws, 'still mine')).toBe('still mine');
+    expect((await get(gateway)).status).toBe(429);
+    ws.close();
+    await closed(ws);
+    await expect.poll(async () => (await get(gateway)).status).toBe(200);
   });
 });
 

@@ -72,6 +72,19 @@ export const rstStreamFrame = (streamId: number, code: number): Buffer => {
   return frame(frameType.rstStream, 0, streamId, payload);
 };
 
+export const pingFrame = (payload: string): Buffer =>
+  frame(frameType.ping, 0, 0, Buffer.from(payload.padEnd(8).slice(0, 8), 'latin1'));
+
+/** Sends a PING and resolves on its ACK: the server has read every frame sent before it. */
+export async function pinged(connection: RawHttp2Connection, payload = 'probe'): Promise<void> {
+  const bytes = Buffer.from(payload.padEnd(8).slice(0, 8), 'latin1');
+  connection.send(frame(frameType.ping, 0, 0, bytes));
+  await connection.frame(
+    (received) =>
+      received.type === frameType.ping && (received.flags & flag.ack) !== 0 && received.payload.equals(bytes),
+  );
+}
+
 /** The fields of a GET of `path` on `authority`, as a client sends them. */
 export const requestFields = (
   authority: string,

@@ -23,14 +23,17 @@ export interface WebSocketUpstream {
 
 /**
  * A real WebSocket upstream on 127.0.0.1:0 (the `ws` package) that echoes every message; an upgrade to a
- * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`.
+ * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`;
+ * with `perMessageDeflate` it accepts compressed messages (RFC 7692).
  */
-export async function startWebSocketUpstream(): Promise<WebSocketUpstream> {
+export async function startWebSocketUpstream(
+  options: { perMessageDeflate?: boolean } = {},
+): Promise<WebSocketUpstream> {
   const upgrades: SeenUpgrade[] = [];
   const sockets: WebSocket[] = [];
   const received: string[] = [];
   const plain: SeenUpgrade[] = [];
-  const wss = new WebSocketServer({ noServer: true });
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: options.perMessageDeflate ?? false });
   const server = http.createServer((req, res) => {
     plain.push({ url: req.url ?? '', headers: req.headers });
     res.end('plain');
@@ -82,15 +85,16 @@ export interface OpenedWebSocket {
 }
 
 /**
- * Opens a WebSocket to `url` (`ws://…`) with the `ws` client; resolves with it once open, or with the
- * HTTP answer that refused it.
+ * Opens a WebSocket to `url` (`ws://…`, or `wss://…` trusting `trust.ca`) with the `ws` client; resolves
+ * with it once open, or with the HTTP answer that refused it.
  */
 export function openWebSocket(
   url: string,
   headers: Record<string, string> = {},
+  trust: { ca?: string } = {},
 ): Promise<OpenedWebSocket | RefusedUpgrade> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
+    const ws = new WebSocket(url, { headers, ...trust });
     ws.once('upgrade', (res: IncomingMessage) => {
       ws.once('open', () => resolve({ ws, headers: res.headers }));
     });
@@ -110,8 +114,12 @@ export function openWebSocket(
 }
 
 /** Opens a WebSocket that must open; fails the test with the refusal otherwise. */
-export async function mustOpen(url: string, headers: Record<string, string> = {}): Promise<OpenedWebSocket> {
-  const opened = await openWebSocket(url, headers);
+export async function mustOpen(
+  url: string,
+  headers: Record<string, string> = {},
+  trust: { ca?: string } = {},
+): Promise<OpenedWebSocket> {
+  const opened = await openWebSocket(url, headers, trust);
   if (!('ws' in opened)) throw new Error(`refused: ${opened.status} ${opened.body}`);
   return opened;
 }

@@ -1,14 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { slotRetryMs } from '../../src/limiter/counter-store.js';
-import type { CounterTrips, Trip, TripCheck } from '../../src/limiter/counter-trips.js';
+import type { CounterTrips, TripCheck } from '../../src/limiter/counter-trips.js';
 import { MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { ipcPair } from '../helpers/ipc-pair.js';
+import { clusterTools, startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
+import { trip } from '../helpers/trips.js';
 
 /**
  * Concurrency counters (`windowMs` 0) in a trip: the Redis script and the memory counters of a primary
@@ -54,14 +57,6 @@ const slot = (key: string, limit: number): TripCheck => ({
   cost: 1,
   need: 1,
   wanted: 0,
-});
-
-const trip = (parts: Partial<Trip>): Trip => ({
-  checks: [],
-  additions: [],
-  giveBacks: [],
-  live: 1,
-  ...parts,
 });
 
 const inFlight = async (trips: CounterTrips, key: string) =>
@@ -164,5 +159,36 @@ describe('concurrency slots of a worker (memory, workers: N)', () => {
     ]);
     channel.close();
     expect(await memory.usage('{c}', 0)).toEqual([{ key: '{c}s', used: 1, resetMs: 0 }]);
+  });
+});
+
+const tools = await clusterTools();
+
+describe.runIf(tools)('concurrency slots on Redis Cluster', () => {
+  let cluster: RedisCluster;
+  let connection: Cluster;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(tools!);
+    connection = new Cluster(
+      cluster.urls.map((url) => ({ host: new URL(url).hostname, port: Number(new URL(url).port) })),
+    );
+  }, 30_000);
+  afterAll(async () => {
+    await connection?.quit();
+    await cluster?.stop();
+  });
+
+  it('frees the slot a trip took in one slot of the cluster when its part in another refuses', async () => {
+    const clock = { now: 1_800_000_000_000 };
+    const trips = new RedisCounterTrips(connection, `test:${randomUUID()}:`, () => clock.now, {
+      id: 'a',
+      ttlMs,
+    });
+    const window: TripCheck = { ...slot('{app:b}w', 1), windowMs: minute };
+    await trips.trip(trip({ checks: [window] }));
+    const refused = await trips.trip(trip({ checks: [slot('{all}s', 5), window] }));
+    expect(refused.allowed).toBe(false);
+    expect(await inFlight(trips, '{all}s')).toBe(0);
+    expect((await trips.trip(trip({ checks: [slot('{all}s', 5)] }))).checks[0]).toMatchObject({ used: 1 });
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Clock } from '../../src/kit/clock.js';
 import { bucketMsOf, type CounterAddition } from '../../src/limiter/counter-store.js';
-import type { CounterTrips, GiveBack, Trip, TripCheck, TripReply } from '../../src/limiter/counter-trips.js';
+import type { CounterTrips, GiveBack, TripCheck, TripReply } from '../../src/limiter/counter-trips.js';
 import { IpcCounterTrips, serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
 import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
@@ -10,6 +10,7 @@ import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
+import { trip } from '../helpers/trips.js';
 import { ipcPair } from '../helpers/ipc-pair.js';
 import { describeCounterStoreContract } from '../helpers/counter-store-contract.js';
 
@@ -46,14 +47,6 @@ const check = (key: string, limit: number, wanted = 0, extra: Partial<TripCheck>
   need: 1,
   wanted,
   ...extra,
-});
-
-const trip = (parts: Partial<Trip>): Trip => ({
-  checks: [],
-  additions: [],
-  giveBacks: [],
-  live: 1,
-  ...parts,
 });
 
 describe.each([

@@ -153,6 +153,19 @@ describe('Limiter', () => {
     expect(shared.asked).toHaveLength(2);
   });
 
+  it('frees at once the concurrency slots of a decision that came after it was given up for the policy', async () => {
+    const { clock, shared, limiter, setPing } = setUp('local');
+    setPing('never');
+    const slot: CounterSpec = { key: 'in-flight', limit: 5, windowMs: 0, cost: 1, need: 1 };
+    const pending = await decide(limiter, [spec(), slot]);
+    await clock.advance(250);
+    expect(pending.verdict()).toMatchObject({ allowed: true });
+    const freed: string[][] = [];
+    shared.asked[0]!.answer({ ...allowed, slotsFreedBy: { release: (keys) => freed.push([...keys]) } });
+    await settle();
+    expect(freed).toEqual([['in-flight']]);
+  });
+
   it('switches at once when a call fails, and admits everything under allow', async () => {
     const { shared, limiter } = setUp('allow');
     const pending = await decide(limiter, [spec(1)]);

@@ -12,6 +12,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   client: '127.0.0.1',
   verb: 'GET',
   path: '/pets/1',
+  protocol: 'HTTP/1.1',
   api: 'Pet Store',
   method: 'getPet',
   application: 'Mobile app',
@@ -69,7 +70,8 @@ describe('access log', () => {
     const [first, second] = out.lines();
     expect(first).toBe(
       '{"level":30,"time":1800000000000,"service":"quotagate","component":"access","requestId":"req-1",' +
-        '"client":"127.0.0.1","verb":"GET","path":"/pets/1","api":"Pet Store","method":"getPet",' +
+        '"client":"127.0.0.1","verb":"GET","path":"/pets/1","protocol":"HTTP/1.1","api":"Pet Store",' +
+        '"method":"getPet",' +
         '"application":"Mobile app","subject":"mobile","status":200,"bytesIn":0,"bytesOut":11,' +
         '"upstreamMs":0.42,"outcome":"completed","quota":"allowed","ms":1.37,"msg":"request"}',
     );
@@ -80,6 +82,16 @@ describe('access log', () => {
       upstreamMs: null,
       subject: null,
     });
+  });
+
+  it('says how a WebSocket ended on its line, and nothing of the kind on an HTTP line', () => {
+    const { log, out } = accessLog({ flushMs: 0 });
+    log.write(entry({ status: 101, bytesIn: 1_206, bytesOut: 1_102, ms: 65_000.5, webSocket: 'quota' }));
+    log.write(entry());
+    const [webSocket, plain] = out.lines().map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(webSocket).toMatchObject({ status: 101, bytesIn: 1_206, bytesOut: 1_102, webSocket: 'quota' });
+    expect(Object.keys(webSocket!).at(-2)).toBe('webSocket');
+    expect(plain).not.toHaveProperty('webSocket');
   });
 
   it('escapes what a client put in a path, and names with quotes or control characters', () => {

@@ -1,7 +1,8 @@
 import { rmSync } from 'node:fs';
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { adminUser, userAuth } from '../helpers/test-gateway.js';
+import { http2Fetch } from '../helpers/http2-client.js';
+import { adminUser, basicAuth, devKey, userAuth } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import {
   burst,
@@ -95,6 +96,22 @@ describe('workers: 2', () => {
     } finally {
       rmSync(certificate.dir, { recursive: true, force: true });
     }
+  }, 60_000);
+
+  it('takes HTTP/2 with prior knowledge on every worker, counted against the one limit', async () => {
+    const gateway = await startGateway({ workers: 2 });
+    await setSystemQuota(gateway, 5);
+    const statuses: number[] = [];
+    // A session per request: node:cluster hands its connection to the next worker.
+    for (let i = 0; i < 10; i += 1) {
+      const answer = await http2Fetch(gateway.url, {
+        path: '/pets/1',
+        headers: { authorization: basicAuth(devKey) },
+      });
+      statuses.push(answer.status);
+    }
+    expect([count(statuses, 200), count(statuses, 429)]).toEqual([5, 5]);
+    await expect.poll(() => answeredByWorker(gateway).size).toBe(2);
   }, 60_000);
 
   it('/metrics and /latency on the admin port add up the requests of every worker', async () => {

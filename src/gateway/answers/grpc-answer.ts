@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { connectionSpecific } from '../transports/http2-messages.js';
 
 /** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
 export const grpcStatus = {
@@ -68,12 +69,6 @@ export function grpcMessage(text: string): string {
   }
   return encoded;
 }
-
-/**
- * Fields that exist only on an HTTP/1.1 connection (RFC 9113 §8.2.2): the gateway's `Connection: close`
- * among a refusal's fields has no place on an HTTP/2 stream.
- */
-const connectionSpecific: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding']);
 
 /**
  * Ends `res` with a gRPC status in trailers-only form (gRPC over HTTP/2, "Responses"): HTTP 200, its

@@ -1,5 +1,5 @@
 import { cgiSpelling } from '../request-screening.js';
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 // RFC 9110 §7.6.1: connection-specific fields, plus the obsolete ones proxies still meet in practice.
 const hopByHop = new Set([
@@ -97,4 +97,49 @@ export function appendEndToEndResponseFields(
 function setAt(fields: ReadonlyArray<string | string[]>, count: number, name: string): boolean {
   for (let i = 0; i < count; i += 2) if (fields[i] === name) return true;
   return false;
+}
+
+/** `trailers` among the codings of a TE value (RFC 9110 §10.1.4), parameters and case aside. */
+const trailersCoding = /(?:^|,)[ \t]*trailers[ \t]*(?:[;,]|$)/i;
+
+/**
+ * Whether the client takes trailer fields: every HTTP/2 client (RFC 9113 §8.1), and an HTTP/1.1 client
+ * that says so with `TE: trailers` (RFC 9110 §6.5.1: a sender may not count on a recipient that did not
+ * to keep them).
+ */
+export function takesTrailers(req: IncomingMessage): boolean {
+  if (req.httpVersionMajor === 2) return true;
+  const te = req.headers.te;
+  return typeof te === 'string' && trailersCoding.test(te);
+}
+
+/**
+ * Makes the response head `fields` announce the upstream's `Trailer` and frame the body without a
+ * Content-Length, so that an HTTP/1.1 answer is chunked and its trailer section can follow the body.
+ */
+export function announceTrailers(fields: Array<string | string[]>, trailer: string | string[]): void {
+  for (let i = 0; i < fields.length; i += 2) {
+    if (fields[i] === 'content-length') {
+      fields.splice(i, 2);
+      break;
+    }
+  }
+  fields.push('trailer', trailer);
+}
+
+/**
+ * The upstream's trailer fields a client may be given: none that is hop-by-hop, frames the message or
+ * names its target (RFC 9110 §6.5.1), nor one `Connection` named; null when none is left.
+ */
+export function endToEndTrailers(
+  trailers: IncomingHttpHeaders,
+  named: ReadonlySet<string>,
+): OutgoingHttpHeaders | null {
+  let kept: OutgoingHttpHeaders | null = null;
+  for (const name in trailers) {
+    const value = trailers[name];
+    if (value === undefined || hopByHop.has(name) || framing.has(name) || named.has(name)) continue;
+    (kept ??= {})[name] = value;
+  }
+  return kept;
 }

@@ -15,7 +15,12 @@ import type { CompiledApi } from '../../catalog/router.js';
 import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcRequest } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
-import { appendEndToEndResponseFields } from './hop-by-hop.js';
+import {
+  announceTrailers,
+  appendEndToEndResponseFields,
+  endToEndTrailers,
+  namedInConnection,
+} from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
 import { WebSocketLink } from './websocket-link.js';
 
@@ -95,6 +100,8 @@ export class Exchange implements Dispatcher.DispatchHandler {
   readonly upstreamFields: Array<string | string[]> = [];
   /** Whether the request announced a body, which then streams upstream. */
   hasBody = false;
+  /** Whether the client takes trailer fields: the upstream's are then relayed after the body. */
+  relaysTrailers = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
   /** The API is a gRPC service: the upstream speaks HTTP/2, and ends its answers with a gRPC status. */
@@ -212,7 +219,11 @@ export class Exchange implements Dispatcher.DispatchHandler {
       this.heldHead = fields;
       return;
     }
+    if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
+    // Node sends a head with the first body bytes: an event stream's client learns at once that it is
+    // open, not with the first event, which may be long in coming.
+    if (isEventStream(headers['content-type'])) res.flushHeaders();
     this.proxy?.addedResponse(performance.now() - respondedAt);
     if (!res.writable) return;
     res.on('drain', resumeUpstream);
@@ -227,14 +238,15 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.settle();
     trailers = http2Trailers(controller) ?? trailers;
     this.responseTrailers = trailers;
-    const { res } = this;
     if (this.heldHead) {
-      endTrailersOnly(res, this.heldHead as string[]);
+      endTrailersOnly(this.res, this.heldHead as string[]);
       return;
     }
-    // HTTP/2 clients always read trailers (RFC 9113 §8.1): gRPC's status travels in them.
-    if (res.req.httpVersionMajor >= 2) res.addTrailers(endToEndTrailers(trailers));
-    res.end();
+    if (this.relaysTrailers) {
+      const relayed = endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers));
+      if (relayed) this.res.addTrailers(relayed);
+    }
+    this.res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -243,16 +255,6 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.proxy?.fail(error, this);
   }
 }
-
-/** Trailer fields with a meaning only on an HTTP/1.1 connection (RFC 9113 §8.2.2), never relayed. */
-const connectionTrailers: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
-  'te',
-]);
 
 /**
  * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
@@ -268,12 +270,9 @@ function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpH
   return trailers;
 }
 
-/** The upstream's trailers a client may be given. */
-function endToEndTrailers(trailers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const relayed: IncomingHttpHeaders = {};
-  for (const name in trailers) if (!connectionTrailers.has(name)) relayed[name] = trailers[name];
-  return relayed;
-}
+/** Whether a Content-Type names an event stream (text/event-stream, the WHATWG HTML standard §9.2). */
+const isEventStream = (type: string | undefined): boolean =>
+  type !== undefined && type.length >= 17 && type.slice(0, 17).toLowerCase() === 'text/event-stream';
 
 /** The exchange of a request or response it made. */
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
@@ -411,9 +410,9 @@ export class UpstreamProxy {
     const exchange = exchangeOf(req)!;
     const fields = exchange.upstreamFields;
     fields.push('host', upstream.host);
-    // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"); TE is hop-by-hop, so
-    // the client's never comes this far.
-    if (exchange.grpc) fields.push('te', 'trailers');
+    // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"), whatever the client
+    // takes; a client that takes trailers has asked for them already.
+    if (exchange.grpc && !exchange.relaysTrailers) fields.push('te', 'trailers');
     exchange.dispatch(this, upstream.pool, {
       path: req.url ?? '/',
       method: req.method as Dispatcher.HttpMethod,
@@ -515,8 +514,11 @@ export class UpstreamProxy {
       this.fail(error, exchange);
       return;
     }
+    // The gateway is ending the WebSocket (an upstream it cut off fails the writes still piped to it):
+    // the close frame it sent the client goes before the connection closes.
+    if (exchange.webSocket !== null && exchange.webSocket.endedBy !== null) return;
     // After the upstream's answer began: the connection breaks, as it would have without the gateway.
-    if (exchange.webSocket?.endedBy == null && exchange.upstreamOutcome === 'completed') {
+    if (exchange.upstreamOutcome === 'completed') {
       exchange.upstreamOutcome = 'reset';
       this.options.logger.warn(
         { err: { code: (error as NodeJS.ErrnoException).code, message: error.message }, outcome: 'reset' },

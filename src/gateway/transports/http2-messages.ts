@@ -70,7 +70,7 @@ export class Http2GatewayRequest extends http2.Http2ServerRequest {
  * RFC 9113 §8.2.2: fields that make no sense on an HTTP/2 stream, which Node refuses to send (it throws):
  * the gateway's own `connection: close` and any such field of an upstream's answer are left out.
  */
-const connectionSpecific: ReadonlySet<string> = new Set([
+export const connectionSpecific: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',

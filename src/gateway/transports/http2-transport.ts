@@ -75,6 +75,9 @@ export class Http2Transport {
     });
     this.engine.on('session', (session: TrackedSession) => this.track(session));
     this.engine.on('stream', (stream: ServerHttp2Stream) => this.opened(stream));
+    this.engine.on('sessionError', (error: Error) =>
+      options.logger.debug({ err: { message: error.message } }, 'HTTP/2 connection closed on an error'),
+    );
   }
 
   /**
@@ -163,7 +166,7 @@ export class Http2Transport {
 
   private idleFor(session: TrackedSession, state: SessionState, ms: number): void {
     if (state.idle) clearTimeout(state.idle);
-    state.idle = ms > 0 ? setTimeout(closeSession, ms, session).unref() : null;
+    state.idle = setTimeout(closeSession, ms, session).unref();
   }
 
   private opened(stream: ServerHttp2Stream): void {
@@ -175,9 +178,11 @@ export class Http2Transport {
       clearTimeout(state.idle);
       state.idle = null;
     }
-    const { requestTimeout } = this.options.limits;
-    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1.
-    const slow = requestTimeout > 0 ? setTimeout(cancelStream, requestTimeout, stream).unref() : null;
+    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
+    // request whose HEADERS ended the stream has arrived, however long its answer then runs.
+    const slow = stream.endAfterHeaders
+      ? null
+      : setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
     if (slow) stream.once('end', () => clearTimeout(slow));
     stream.once('aborted', () => this.reset(session, state));
     stream.once('close', () => {
@@ -201,7 +206,9 @@ export class Http2Transport {
       { client: session.socket?.remoteAddress, resets: state.resets },
       'HTTP/2 client reset too many streams; closing its connection',
     );
-    session.destroy(undefined, http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    // GOAWAY first: destroying a session within nghttp2's reading of it sends a plain NO_ERROR.
+    session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    session.destroy();
   }
 }
 

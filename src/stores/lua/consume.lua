@@ -21,11 +21,7 @@
 -- the same six per concurrency counter: slots held, 1000 when full else 0, 0, 0, 0, 1000 when it
 -- refused else 0}.
 local N = tonumber(ARGV[1])
-local now = tonumber(ARGV[2])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+local now = timeOf(ARGV[2])
 local checked = tonumber(ARGV[3])
 local added = tonumber(ARGV[4])
 local live = math.max(1, tonumber(ARGV[5]))

@@ -2,11 +2,7 @@
 -- live, and returns the ids of the live ones (sorted: every gateway ranks them alike).
 -- KEYS[1]: the fleet's sorted set. ARGV[1]: this gateway's id. ARGV[2]: time to live in ms.
 -- ARGV[3]: '' for the Redis server's clock, or a time in ms that tests set.
-local now = tonumber(ARGV[3])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+local now = timeOf(ARGV[3])
 local ttl = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.0f', now - ttl))

@@ -3,11 +3,7 @@
 -- heartbeat, so that the slots of a gateway that dies are free once its entry expires.
 -- KEYS[1]: the concurrency counter. ARGV[1]: the holder. ARGV[2]: slots it holds. ARGV[3]: time to live
 -- in ms. ARGV[4]: '' for the Redis server's clock, or a time in ms that tests set.
-local now = tonumber(ARGV[4])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+local now = timeOf(ARGV[4])
 local held = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 if held <= 0 then

@@ -4,11 +4,7 @@
 -- Returns {used, reset ms}.
 local N = tonumber(ARGV[1])
 local bucketMs = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
+local now = timeOf(ARGV[3])
 local oldestKept = math.floor(now / bucketMs) - N
 local fields = redis.call('HGETALL', KEYS[1])
 local used = 0

@@ -50,6 +50,19 @@ afterAll(async () => {
   rmSync(certificate.dir, { recursive: true, force: true });
 });
 
+/** The protocol a TLS listener on `port` chooses by ALPN among `protocols`, or false for none. */
+const chosen = (port: number, protocols: string[]) =>
+  new Promise<string | false>((resolve, reject) => {
+    const socket = tls.connect(
+      { host: '127.0.0.1', port, ca: certificate.cert, ALPNProtocols: protocols },
+      () => {
+        resolve(socket.alpnProtocol ?? false);
+        socket.end();
+      },
+    );
+    socket.on('error', reject);
+  });
+
 describe('HTTP/2 with prior knowledge on the cleartext port', () => {
   it('forwards a stream as one HTTP/1.1 request, without pseudo-header fields, Host the upstream own', async () => {
     const before = upstream.requests.length;
@@ -68,6 +81,7 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
   it('keeps HTTP/1.1 on the same port', async () => {
     const res = await request(gateway.url, { path: '/pets/1', headers: auth });
     expect(res.status).toBe(200);
+    await vi.waitFor(() => expect(accessLines(gateway).at(-1)).toMatchObject({ protocol: 'HTTP/1.1' }));
   });
 
   it('streams a request body that no content-length frames upstream, chunked', async () => {
@@ -110,7 +124,12 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
     expect(upstream.requests.length).toBe(before);
     // The line is written once the stream has closed, which may be after its answer reached the client.
     await vi.waitFor(() =>
-      expect(accessLines(gateway).at(-1)).toMatchObject({ verb: 'GET', path: '/pets/1', status: 401 }),
+      expect(accessLines(gateway).at(-1)).toMatchObject({
+        verb: 'GET',
+        path: '/pets/1',
+        protocol: 'HTTP/2',
+        status: 401,
+      }),
     );
   });
 
@@ -126,8 +145,17 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
       expect(refused.headers.ratelimit).toMatch(/r=0/);
       expect(refused.headers['ratelimit-policy']).toBeDefined();
       await vi.waitFor(() =>
-        expect(accessLines(gateway).at(-1)).toMatchObject({ status: 429, quota: 'rejected' }),
+        expect(accessLines(gateway).at(-1)).toMatchObject({
+          status: 429,
+          quota: 'rejected',
+          protocol: 'HTTP/2',
+        }),
       );
+      const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+      expect(metrics).toMatch(
+        /^quotagate_requests_total\{api="Pet Store",method="findByStatus",status="429"\} 1$/m,
+      );
+      expect(metrics).toMatch(/^quotagate_added_latency_seconds_count\{part="request"\} [1-9]/m);
     } finally {
       session.close();
     }
@@ -136,24 +164,8 @@ describe('HTTP/2 with prior knowledge on the cleartext port', () => {
 
 describe('HTTP/2 by ALPN on the TLS listener', () => {
   it('offers h2 and http/1.1, in that order', async () => {
-    const chosen = (protocols: string[]) =>
-      new Promise<string | false>((resolve, reject) => {
-        const socket = tls.connect(
-          {
-            host: '127.0.0.1',
-            port: gateway.running.ports.https,
-            ca: certificate.cert,
-            ALPNProtocols: protocols,
-          },
-          () => {
-            resolve(socket.alpnProtocol ?? false);
-            socket.end();
-          },
-        );
-        socket.on('error', reject);
-      });
-    expect(await chosen(['h2', 'http/1.1'])).toBe('h2');
-    expect(await chosen(['http/1.1'])).toBe('http/1.1');
+    expect(await chosen(gateway.running.ports.https!, ['h2', 'http/1.1'])).toBe('h2');
+    expect(await chosen(gateway.running.ports.https!, ['http/1.1'])).toBe('http/1.1');
   });
 
   it('forwards a stream over h2, the upstream told it came over https', async () => {
@@ -190,7 +202,12 @@ describe('HTTP/2 by ALPN on the TLS listener', () => {
 
 describe('http2: false', () => {
   it('keeps the listeners HTTP/1.1 only', async () => {
-    const plain = await startTestGateway(petsConfig(`${upstream.url}/pets`, { http2: false }));
+    const plain = await startTestGateway(
+      petsConfig(`${upstream.url}/pets`, {
+        http2: false,
+        tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
+      }),
+    );
     try {
       const answer = await new Promise<string>((resolve) => {
         const socket = net.connect(plain.running.ports.http!, '127.0.0.1');
@@ -200,6 +217,7 @@ describe('http2: false', () => {
         socket.write('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
       });
       expect(answer).toMatch(/^HTTP\/1\.1 400/);
+      expect(await chosen(plain.running.ports.https!, ['h2', 'http/1.1'])).toBe('http/1.1');
     } finally {
       await plain.close();
     }

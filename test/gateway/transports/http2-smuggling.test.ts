@@ -35,7 +35,9 @@ const smuggled = 'GET /smuggled HTTP/1.1\r\nHost: upstream\r\n\r\n';
 
 beforeAll(async () => {
   upstream = await startUpstream();
-  gateway = await startTestGateway(petsConfig(`${upstream.url}/pets`, { accessLog: { flushMs: 0 } }));
+  gateway = await startTestGateway(
+    petsConfig(`${upstream.url}/pets`, { accessLog: { flushMs: 0 }, server: { maxHeaderSize: 4_096 } }),
+  );
   authority = new URL(gateway.url).host;
 });
 
@@ -121,6 +123,29 @@ describe('HTTP/2 streams that HTTP/1.1 could not carry as one request', () => {
     const seen = upstream.requests.at(-1)!;
     expect(seen.url).toBe('/pets/1');
     expect(seen.rawHeaders.join('\n')).not.toMatch(/x-note|x-injected|smuggled/i);
+  });
+
+  it('joins two authorization fields as HTTP/1.1 does, so that neither is believed: 401, nothing upstream', async () => {
+    const before = upstream.requests.length;
+    const answer = await getWith([auth, ['authorization', basicAuth('another-key-0123456789abcdef01')]]);
+    expect(answer.type).toBe(frameType.headers);
+    expect(upstream.requests.length).toBe(before);
+    await vi.waitFor(() => expect(accessLines(gateway).at(-1)).toMatchObject({ status: 401 }));
+  });
+
+  it('resets (ENHANCE_YOUR_CALM) a stream whose header list is larger than server.maxHeaderSize, and sends nothing upstream', async () => {
+    const before = upstream.requests.length;
+    const connection = await connect();
+    // The limit holds once the client has acknowledged the server's SETTINGS, which say it.
+    await connection.frame((received) => received.type === frameType.settings);
+    connection.send(
+      headersFrame(1, requestFields(authority, '/pets/1', [auth, ['x-large', 'x'.repeat(8_000)]]), {
+        endStream: true,
+      }),
+    );
+    const answer = await answerTo1(connection);
+    expect([answer.type, errorOf(answer)]).toEqual([frameType.rstStream, errorCode.enhanceYourCalm]);
+    expect(upstream.requests.length).toBe(before);
   });
 
   it('refuses :authority and host that disagree with 400, and logs it', async () => {
