@@ -27,7 +27,6 @@ export const throttle = (
   extra: Record<string, unknown> = {},
 ) => ({ api: '*', method: '*', type: 'throttle', config: { messages, per, period }, ...extra });
 
-/** A throttlemb restriction: `megabytes` per `per` × `period`, on every API and method. */
 /** A concurrency restriction: `connections` requests in flight at once, on every API and method unless `extra` says. */
 export const concurrency = (connections: number, extra: Record<string, unknown> = {}) => ({
   api: '*',
@@ -37,6 +36,7 @@ export const concurrency = (connections: number, extra: Record<string, unknown> 
   ...extra,
 });
 
+/** A throttlemb restriction: `megabytes` per `per` × `period`, on every API and method. */
 export const mb = (megabytes: number, per: number, period: string) => ({
   api: '*',
   method: '*',
