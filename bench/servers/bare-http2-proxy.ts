@@ -21,6 +21,8 @@ const server = http2.createServer();
 // As Node's HTTP/1.1 server does by default: small answers leave at once, not after a delayed ACK.
 server.on('connection', (socket: Socket) => socket.setNoDelay(true));
 server.on('stream', (stream, headers) => {
+  // A client that goes away mid-answer (h2load at the end of its run) must not end the process.
+  stream.on('error', () => undefined);
   const fields: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (name.startsWith(':') || dropped.has(name) || value === undefined) continue;
