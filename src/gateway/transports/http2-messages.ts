@@ -17,8 +17,7 @@ import type { ReadableOptions } from 'node:stream';
 export class Http2GatewayRequest extends http2.Http2ServerRequest {
   /** Why this request cannot be forwarded as HTTP/1.1, or null. */
   readonly problem: string | null;
-  /** Each field's values as received, as `IncomingMessage.headersDistinct` has them. */
-  readonly headersDistinct: Record<string, string[]>;
+  private distinct: Record<string, string[]> | null = null;
 
   constructor(
     stream: ServerHttp2Stream,
@@ -27,23 +26,17 @@ export class Http2GatewayRequest extends http2.Http2ServerRequest {
     rawHeaders: string[],
   ) {
     super(stream, headers, options, rawHeaders);
+    // Duplicates are joined as the HTTP/1.1 listener joins them (`joinDuplicateHeaders`): a second
+    // credential makes the field malformed rather than unseen; cookies are joined as RFC 9113 §8.2.3 says.
     const fields: IncomingHttpHeaders = Object.create(null) as IncomingHttpHeaders;
-    const distinct: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
     for (let i = 0; i < rawHeaders.length; i += 2) {
       const name = rawHeaders[i]!;
       if (name.charCodeAt(0) === 0x3a) continue;
-      (distinct[name] ??= []).push(rawHeaders[i + 1]!);
-    }
-    // Duplicates are joined as the HTTP/1.1 listener joins them (`joinDuplicateHeaders`): a second
-    // credential makes the field malformed rather than unseen; cookies are joined as RFC 9113 §8.2.3 says.
-    for (const name in distinct) {
-      const values = distinct[name]!;
-      fields[name] =
-        name === 'set-cookie'
-          ? values
-          : values.length === 1
-            ? values[0]
-            : values.join(name === 'cookie' ? '; ' : ', ');
+      const value = rawHeaders[i + 1]!;
+      const existing = fields[name];
+      if (name === 'set-cookie') (fields['set-cookie'] ??= []).push(value);
+      else if (existing === undefined) fields[name] = value;
+      else fields[name] = `${existing as string}${name === 'cookie' ? '; ' : ', '}${value}`;
     }
     const authority = headers[':authority'];
     const path = headers[':path'];
@@ -58,11 +51,22 @@ export class Http2GatewayRequest extends http2.Http2ServerRequest {
             'HTTP/2 :authority and host disagree'
           : null;
     if (fields.host === undefined && authority !== undefined) fields.host = authority;
-    this.headersDistinct = distinct;
     // Own properties in place of Node's accessors, which read the pseudo-header fields: `url` is
     // rewritten by the pipeline (the routed path, then the upstream's) as on HTTP/1.1.
     Object.defineProperty(this, 'headers', { value: fields });
     Object.defineProperty(this, 'url', { value: path ?? '', writable: true });
+  }
+
+  /** Each field's values as received, as `IncomingMessage.headersDistinct` has them; made when first read. */
+  get headersDistinct(): Record<string, string[]> {
+    if (this.distinct) return this.distinct;
+    const distinct: Record<string, string[]> = Object.create(null) as Record<string, string[]>;
+    const raw = this.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      if (name.charCodeAt(0) !== 0x3a) (distinct[name] ??= []).push(raw[i + 1]!);
+    }
+    return (this.distinct = distinct);
   }
 }
 

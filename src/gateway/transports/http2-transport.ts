@@ -33,16 +33,24 @@ export interface Http2TransportOptions {
   now?: () => number;
 }
 
-/** What the transport knows of one session: its open streams, its idle timer, its recent resets. */
+/**
+ * What the transport knows of one session: its open streams, its idle timer, its recent resets, and the
+ * listeners its streams share (made once per session, not per stream).
+ */
 interface SessionState {
   streams: number;
   idle: NodeJS.Timeout | null;
   resetsSince: number;
   resets: number;
+  readonly aborted: () => void;
+  readonly closed: (this: TrackedStream) => void;
 }
 
 const stateKey = Symbol('quotagate.http2Session');
 type TrackedSession = ServerHttp2Session & { [stateKey]?: SessionState };
+/** The timer that resets a stream whose request has not arrived whole within requestTimeout. */
+const slowKey = Symbol('quotagate.slowRequest');
+type TrackedStream = ServerHttp2Stream & { [slowKey]?: NodeJS.Timeout };
 
 /**
  * HTTP/2 at the edge of the data plane: the listeners stay Node's HTTP/1.1 servers (their ports, timeouts,
@@ -74,7 +82,7 @@ export class Http2Transport {
       if (!req.stream.destroyed) options.onCheckContinue(req as never, res as never);
     });
     this.engine.on('session', (session: TrackedSession) => this.track(session));
-    this.engine.on('stream', (stream: ServerHttp2Stream) => this.opened(stream));
+    this.engine.on('stream', (stream: TrackedStream) => this.opened(stream));
     this.engine.on('sessionError', (error: Error) =>
       options.logger.debug({ err: { message: error.message } }, 'HTTP/2 connection closed on an error'),
     );
@@ -152,7 +160,19 @@ export class Http2Transport {
       session.close();
       return;
     }
-    const state: SessionState = { streams: 0, idle: null, resetsSince: 0, resets: 0 };
+    const state: SessionState = {
+      streams: 0,
+      idle: null,
+      resetsSince: 0,
+      resets: 0,
+      aborted: () => this.reset(session, state),
+      closed: ((transport: Http2Transport) =>
+        function (this: TrackedStream): void {
+          const slow = this[slowKey];
+          if (slow) clearTimeout(slow);
+          transport.closed(session, state);
+        })(this),
+    };
     session[stateKey] = state;
     this.sessions.add(session);
     // A session must open its first stream within headersTimeout, as an HTTP/1.1 connection must send
@@ -169,7 +189,7 @@ export class Http2Transport {
     state.idle = setTimeout(closeSession, ms, session).unref();
   }
 
-  private opened(stream: ServerHttp2Stream): void {
+  private opened(stream: TrackedStream): void {
     const session = stream.session as TrackedSession | undefined;
     const state = session?.[stateKey];
     if (!session || !state) return;
@@ -180,17 +200,18 @@ export class Http2Transport {
     }
     // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
     // request whose HEADERS ended the stream has arrived, however long its answer then runs.
-    const slow = stream.endAfterHeaders
-      ? null
-      : setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
-    if (slow) stream.once('end', () => clearTimeout(slow));
-    stream.once('aborted', () => this.reset(session, state));
-    stream.once('close', () => {
-      if (slow) clearTimeout(slow);
-      state.streams -= 1;
-      if (state.streams === 0 && !session.closed)
-        this.idleFor(session, state, this.options.limits.keepAliveTimeout);
-    });
+    if (!stream.endAfterHeaders) {
+      stream[slowKey] = setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
+      stream.once('end', requestArrived);
+    }
+    stream.once('aborted', state.aborted);
+    stream.once('close', state.closed);
+  }
+
+  private closed(session: TrackedSession, state: SessionState): void {
+    state.streams -= 1;
+    if (state.streams === 0 && !session.closed)
+      this.idleFor(session, state, this.options.limits.keepAliveTimeout);
   }
 
   /** A client reset a stream before its answer ended: too many in a second close the session. */
@@ -213,6 +234,11 @@ export class Http2Transport {
 }
 
 const ignore = () => undefined;
+
+function requestArrived(this: TrackedStream): void {
+  const slow = this[slowKey];
+  if (slow) clearTimeout(slow);
+}
 
 function closeSession(session: ServerHttp2Session): void {
   if (!session.closed) session.close();
