@@ -39,7 +39,7 @@ server.on('stream', (stream, headers) => {
     })
     .then(({ statusCode, headers: answer, body }) => {
       if (stream.destroyed) {
-        body.destroy();
+        body.resume();
         return;
       }
       const response: http2.OutgoingHttpHeaders = { ':status': statusCode };
