@@ -9,19 +9,26 @@ export interface LoadResult {
   non2xx: number;
 }
 
+/** What a target speaks: HTTP/1.1 (wrk), HTTP/2 with prior knowledge (h2load), or WebSocket messages. */
+export type LoadProtocol = 'http1' | 'h2' | 'ws';
+
 export interface LoadOptions {
   url: string;
+  /** HTTP/1.1 when absent. */
+  protocol?: LoadProtocol;
   connections: number;
   seconds: number;
   headers: Record<string, string>;
   /** Cores wrk runs on (a taskset list); anywhere when absent. */
   cpus?: string;
-  /** HTTP/2 with prior knowledge, by h2load (one stream at a time per connection, as wrk's). */
-  http2?: boolean;
 }
 
 const toMs = (value: string, unit: string) =>
   Number(value) * ({ us: 0.001, ms: 1, s: 1000, m: 60_000 } as Record<string, number>)[unit]!;
+
+/** The command line of a load generator, on `cpus` when given. */
+const pinned = (binary: string, args: string[], cpus?: string): [string, string[]] =>
+  cpus ? ['taskset', ['-c', cpus, binary, ...args]] : [binary, args];
 
 /** Load with wrk: one thread (the machine has two cores, and the servers need one). */
 async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
@@ -34,9 +41,7 @@ async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
     ...headers,
     options.url,
   ];
-  const [command, commandArgs] = options.cpus
-    ? ['taskset', ['-c', options.cpus, binary, ...args]]
-    : [binary, args];
+  const [command, commandArgs] = pinned(binary, args, options.cpus);
   const { stdout } = await promisify(execFile)(command, commandArgs, {
     timeout: (options.seconds + 30) * 1000,
   });
@@ -51,38 +56,6 @@ async function wrk(binary: string, options: LoadOptions): Promise<LoadResult> {
     p99Ms: latency('99'),
     requests,
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(stdout)?.[1] ?? 0),
-  };
-}
-
-/** Load over h2c with nghttp2's h2load: `connections` clients, one stream in flight on each. */
-async function h2load(options: LoadOptions): Promise<LoadResult> {
-  const headers = Object.entries(options.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
-  const args = [
-    '-c',
-    String(options.connections),
-    '-m',
-    '1',
-    '-D',
-    String(options.seconds),
-    ...headers,
-    options.url,
-  ];
-  const [command, commandArgs] = options.cpus
-    ? ['taskset', ['-c', options.cpus, 'h2load', ...args]]
-    : ['h2load', args];
-  const { stdout } = await promisify(execFile)(command, commandArgs, {
-    timeout: (options.seconds + 30) * 1000,
-  });
-  const succeeded = Number(/(\d+) succeeded/.exec(stdout)?.[1] ?? 0);
-  const statuses = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(stdout);
-  const meanMs = /time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)/.exec(stdout);
-  return {
-    rps: Number(/finished in [\d.]+s, ([\d.]+) req\/s/.exec(stdout)?.[1] ?? 0),
-    // h2load reports a mean, not percentiles: both read it.
-    p50Ms: meanMs ? toMs(meanMs[1]!, meanMs[2]!) : NaN,
-    p99Ms: NaN,
-    requests: succeeded,
-    non2xx: statuses ? Number(statuses[2]) + Number(statuses[3]) + Number(statuses[4]) : 0,
   };
 }
 
@@ -104,8 +77,48 @@ async function autocannon(options: LoadOptions): Promise<LoadResult> {
   };
 }
 
-/** Runs one load: h2load for HTTP/2; else wrk when `wrkBinary` is given, else autocannon. */
+/**
+ * Load with h2load (Debian's nghttp2-client): one thread, one stream at a time per connection, as wrk
+ * sends one request at a time per connection. No latency percentiles: h2load reports only the mean.
+ */
+async function h2load(options: LoadOptions): Promise<LoadResult> {
+  const headers = Object.entries(options.headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]);
+  const args = ['-t1', `-c${options.connections}`, '-m1', `-D${options.seconds}`, ...headers, options.url];
+  const [command, commandArgs] = pinned('h2load', args, options.cpus);
+  const { stdout } = await promisify(execFile)(command, commandArgs, {
+    timeout: (options.seconds + 30) * 1000,
+  });
+  const done = Number(/requests: \d+ total, \d+ started, (\d+) done/.exec(stdout)?.[1] ?? 0);
+  const succeeded = Number(/status codes: (\d+) 2xx/.exec(stdout)?.[1] ?? 0);
+  return {
+    rps: Number(/finished in [\d.]+s, ([\d.]+) req\/s/.exec(stdout)?.[1] ?? 0),
+    p50Ms: NaN,
+    p99Ms: NaN,
+    requests: done,
+    non2xx: done - succeeded,
+  };
+}
+
+/** Load of WebSocket messages: bench/servers/ws-load.js in its own process; a request is one echo. */
+async function websocketLoad(options: LoadOptions): Promise<LoadResult> {
+  const args = [
+    'dist/bench/servers/ws-load.js',
+    options.url,
+    String(options.connections),
+    String(options.seconds),
+    JSON.stringify(options.headers),
+  ];
+  const [command, commandArgs] = pinned(process.execPath, args, options.cpus);
+  const { stdout } = await promisify(execFile)(command, commandArgs, {
+    timeout: (options.seconds + 30) * 1000,
+  });
+  const { echoed, failed } = JSON.parse(stdout) as { echoed: number; failed: number };
+  return { rps: echoed / options.seconds, p50Ms: NaN, p99Ms: NaN, requests: echoed, non2xx: failed };
+}
+
+/** Runs one load: by its protocol; for HTTP/1.1, wrk when `wrkBinary` is given, else autocannon. */
 export function runLoad(wrkBinary: string | null, options: LoadOptions): Promise<LoadResult> {
-  if (options.http2) return h2load(options);
+  if (options.protocol === 'h2') return h2load(options);
+  if (options.protocol === 'ws') return websocketLoad(options);
   return wrkBinary ? wrk(wrkBinary, options) : autocannon(options);
 }

@@ -26,7 +26,7 @@ export interface GatewayLayers {
   accessLog?: boolean;
   /** Data-plane worker processes (`workers`): 1 (the default here), N, or 'auto' (one per core). */
   workers?: number | 'auto';
-  /** The built CLI to run: this checkout's `dist/cli.js` by default, or another build's, to compare. */
+  /** The built CLI to start: this checkout's (`dist/cli.js`), or another build's to compare with. */
   cli?: string;
 }
 

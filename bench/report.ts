@@ -80,8 +80,10 @@ export interface HeadlineRow {
   name: string;
   /** Median CPU µs per request over the side-by-side rounds. */
   cpuUs: number;
-  /** CPU µs/req over bare http-proxy-3's in the same round: median, lowest and highest round. */
+  /** CPU µs/req over its reference's in the same round: median, lowest and highest round. */
   cpuVsBare: number;
+  /** What it is compared with: bare http-proxy-3, or the bare peer of its protocol. */
+  reference: string;
   lowest: number;
   highest: number;
   /** For a layer of quotagate: what it adds to the row above, median of the rounds' differences. */
@@ -93,13 +95,13 @@ export interface HeadlineRow {
 /** The side-by-side table: every setup loaded at once, CPU per request against bare in each round. */
 export function headlineTable(rows: readonly HeadlineRow[]): string {
   const lines = [
-    '| Setup (all loaded at the same time) | CPU µs/req | CPU vs bare http-proxy-3 | lowest – highest round | µs/req the layer adds | target | |',
-    '|---|---:|---:|---:|---:|---:|---|',
+    '| Setup (all loaded at the same time) | CPU µs/req (or /message) | CPU vs bare | bare | lowest – highest round | µs/req the layer adds | target | |',
+    '|---|---:|---:|---|---:|---:|---:|---|',
   ];
   for (const row of rows) {
     const verdict = row.target === null ? '' : row.cpuVsBare <= row.target ? 'met' : '**not met**';
     lines.push(
-      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${times(row.lowest)} – ${times(row.highest)} | ${row.addedUs === null ? '' : signed(row.addedUs, 0)} | ${row.target === null ? '' : `≤ ${times(row.target)}`} | ${verdict} |`,
+      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${row.reference} | ${times(row.lowest)} – ${times(row.highest)} | ${row.addedUs === null ? '' : signed(row.addedUs, 0)} | ${row.target === null ? '' : `≤ ${times(row.target)}`} | ${verdict} |`,
     );
   }
   return lines.join('\n');

@@ -53,6 +53,9 @@ const { values } = parseArgs({
     'skip-latency': { type: 'boolean', default: false },
     'skip-throughput': { type: 'boolean', default: false },
     'skip-workers': { type: 'boolean', default: false },
+    'skip-protocols': { type: 'boolean', default: false },
+    /** A folder holding another build of quotagate (its dist/ and node_modules/), loaded beside this one. */
+    baseline: { type: 'string' },
   },
 });
 const seconds = Number(values.seconds);
@@ -84,12 +87,18 @@ const versionOf = (command: string, args: string[]) => {
 const wrk = which('wrk');
 const nginx = which('nginx');
 const haproxy = which('haproxy');
+const h2loadBinary = which('h2load');
 const redisServer = which('redis-server');
 if (!redisServer) throw new Error('bench: redis-server is needed (apt-get install -y redis-server)');
 const pinning = choosePinning(values.pin);
 say(wrk ? `load: wrk (${versionOf(wrk, ['-v'])})` : 'load: wrk not found, using autocannon');
 say(nginx ? `nginx: ${versionOf(nginx, ['-v'])}` : 'nginx: not found, using a Node upstream; no nginx rows');
 say(haproxy ? `haproxy: ${versionOf(haproxy, ['-v'])}` : 'haproxy: not found, no HAProxy row');
+say(
+  h2loadBinary
+    ? `HTTP/2 load: ${versionOf(h2loadBinary, ['--version'])}`
+    : 'h2load: not found (apt-get install -y nghttp2-client), no HTTP/2 rows',
+);
 say(
   pinning
     ? `side by side: servers on core ${pinning.servers}, load generators and upstream on ${pinning.load}`
@@ -103,6 +112,12 @@ const names = {
   basic: 'quotagate (b) + basic auth',
   quotas: 'quotagate (c) + 2 quotas, memory store',
   shipped: 'quotagate (d) + access log = as shipped, memory store',
+  baseline: `quotagate as shipped, memory store, baseline build (${values.baseline ?? ''})`,
+  bareH2: 'bare node:http2 proxy (h2c) → undici',
+  h2: 'quotagate as shipped, HTTP/2 (h2c)',
+  bareWs: 'bare http-proxy-3 ws() relay, 64-byte messages',
+  wsRelay: 'ws-package relay (each message read and sent on), 64-byte messages',
+  ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   redis: 'quotagate as shipped, Redis store',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
@@ -112,6 +127,18 @@ const names = {
   direct: 'direct to the upstream (nginx return 200)',
   nginxProxy: 'nginx proxy_pass, keep-alive',
 } as const;
+
+/** What a row's CPU is compared with in the side-by-side table: bare http-proxy-3 unless named here. */
+const referenceOf: Partial<Record<string, string>> = {
+  [names.h2]: names.bareH2,
+  [names.ws]: names.bareWs,
+  [names.wsRelay]: names.bareWs,
+};
+/** The reference's short name, for the table. */
+const shortNames: Partial<Record<string, string>> = {
+  [names.bareH2]: 'node:http2 proxy',
+  [names.bareWs]: 'http-proxy-3 ws() relay',
+};
 
 /** What issue 21 asks of the side-by-side ratios (CPU vs bare http-proxy-3, at most). */
 const targets: Partial<Record<string, number>> = {
@@ -182,6 +209,27 @@ async function main(): Promise<void> {
       workers: 2,
     }),
   );
+  const shippedLayers = { quota: true, accessLog: true } as const;
+  if (values.baseline) {
+    const cli = path.resolve(values.baseline, 'dist/cli.js');
+    add(await setups.quotagate(names.baseline, 'baseline', upstream, memory, { ...shippedLayers, cli }));
+  }
+  if (!values['skip-protocols']) {
+    if (h2loadBinary) {
+      add(await setups.node(names.bareH2, 'bare-http2-proxy.js', [upstream], false, 'h2'));
+      add(await setups.quotagate(names.h2, 'h2', upstream, memory, { ...shippedLayers, protocol: 'h2' }));
+    }
+    const echo = await setups.node('ws upstream', 'ws-upstream.js', [], false);
+    const echoOrigin = new URL(echo.url).origin;
+    add(await setups.node(names.bareWs, 'bare-ws-relay.js', [echoOrigin], false, 'ws'));
+    add(await setups.node(names.wsRelay, 'ws-message-relay.js', [echoOrigin], false, 'ws'));
+    add(
+      await setups.quotagate(names.ws, 'ws', echoOrigin, memory, {
+        ...shippedLayers,
+        protocol: 'ws',
+      }),
+    );
+  }
   add(await setups.node(names.peer, 'peer-gateway.js', [upstream, 'memory', benchKey], false));
   add(await setups.node(names.peerRedis, 'peer-gateway.js', [upstream, redisUrl, benchKey], true));
   if (nginx) add(await setups.nginxGateway(nginx, names.nginx, upstreamServer.port));
@@ -219,11 +267,17 @@ async function main(): Promise<void> {
     names.basic,
     names.quotas,
     names.shipped,
+    names.baseline,
     names.redis,
     names.workers,
     names.peer,
     names.nginx,
     names.haproxy,
+    names.bareH2,
+    names.h2,
+    names.bareWs,
+    names.wsRelay,
+    names.ws,
   ]);
   const sideRuns: SideBySideRuns = await runSideBySide(
     sideNames.map((name) => target(name)),
@@ -240,12 +294,14 @@ async function main(): Promise<void> {
   );
   const layers: readonly string[] = [names.routing, names.basic, names.quotas, names.shipped];
   const headline: HeadlineRow[] = sideNames.map((name) => {
-    const ratio = ratioOf(sideRuns, name, names.bare);
+    const reference = referenceOf[name] ?? names.bare;
+    const ratio = ratioOf(sideRuns, name, reference);
     const layer = layers.indexOf(name);
     return {
       name,
       cpuUs: median(sideRuns[name]!),
       cpuVsBare: ratio.median,
+      reference: shortNames[reference] ?? 'http-proxy-3',
       lowest: ratio.lowest,
       highest: ratio.highest,
       addedUs: layer === -1 ? null : addedOver(sideRuns, name, layer === 0 ? names.bare : layers[layer - 1]!),
@@ -253,6 +309,7 @@ async function main(): Promise<void> {
     };
   });
   const againstPeer = ratioOf(sideRuns, names.shipped, names.peer);
+  const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
   const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
 
   // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
@@ -508,6 +565,16 @@ async function main(): Promise<void> {
   };
   const measuredIf = (measured: boolean, met: boolean) => (measured ? met : null);
   const figures: Figure[] = [
+    ...(againstBaseline
+      ? [
+          {
+            what: `as shipped (memory) against the baseline build, CPU per request (rounds ${againstBaseline.lowest.toFixed(2)}–${againstBaseline.highest.toFixed(2)})`,
+            measured: `${againstBaseline.median.toFixed(2)}×`,
+            target: '≤ 1.03×',
+            met: againstBaseline.median <= 1.03,
+          },
+        ]
+      : []),
     ratioFigure('routing + proxy only, CPU vs bare http-proxy-3', names.routing, 1.03),
     ratioFigure('basic + 2 quotas, memory, no access log', names.quotas, 1.1),
     ratioFigure('as shipped, memory store', names.shipped, 1.15),
@@ -628,7 +695,10 @@ async function main(): Promise<void> {
   writeFileSync(path.join(resultsDir, 'latest.md'), markdown);
   writeFileSync(
     path.join(resultsDir, 'chart.svg'),
-    headlineChart(headline, `CPU per request against bare http-proxy-3, side by side (${sideRounds} rounds)`),
+    headlineChart(
+      headline.filter((row) => row.reference === 'http-proxy-3'),
+      `CPU per request against bare http-proxy-3, side by side (${sideRounds} rounds)`,
+    ),
   );
   process.stdout.write(`\n${markdown}\n`);
   say('written: bench/results/latest.json, latest.md, chart.svg');

@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { LoadProtocol } from './load.js';
 import { freePort, listening, start, type Running } from './processes.js';
 import {
   benchKey,
@@ -18,9 +19,13 @@ export interface Target {
   redis: boolean;
   /** The admin listener of a quotagate setup, which answers its own added latency (`/latency`). */
   adminUrl?: string;
-  /** Loaded over HTTP/2 with prior knowledge (h2load) rather than HTTP/1.1 (wrk). */
-  http2?: boolean;
+  /** What it is loaded with: HTTP/1.1 requests when absent, HTTP/2 streams, or WebSocket messages. */
+  protocol?: LoadProtocol;
 }
+
+/** The URL a target of `protocol` is loaded at, on `port`. */
+const urlOf = (port: number | string, protocol: LoadProtocol = 'http1') =>
+  `${protocol === 'ws' ? 'ws' : 'http'}://127.0.0.1:${port}/pets/1`;
 
 /** Starts servers for the bench in `work`; every one is stopped by pid through `track`. */
 export class Setups {
@@ -55,14 +60,26 @@ export class Setups {
   }
 
   /** A Node process running one of bench/servers/*.js with `args` after its port. */
-  async node(name: string, script: string, args: string[], redis: boolean): Promise<Target> {
+  async node(
+    name: string,
+    script: string,
+    args: string[],
+    redis: boolean,
+    protocol?: LoadProtocol,
+  ): Promise<Target> {
     const port = await freePort();
     const started = await this.track(
       start(name, process.execPath, [`dist/bench/servers/${script}`, String(port), ...args], () =>
         listening(port),
       ),
     );
-    return { name, url: `http://127.0.0.1:${port}/pets/1`, pid: started.child.pid!, redis };
+    return {
+      name,
+      url: urlOf(port, protocol),
+      pid: started.child.pid!,
+      redis,
+      ...(protocol ? { protocol } : {}),
+    };
   }
 
   /** quotagate in front of `upstream`, with the layers asked for; `quota`: the two never-rejecting restrictions. */
@@ -71,13 +88,14 @@ export class Setups {
     dir: string,
     upstream: string,
     store: Record<string, unknown>,
-    layers: GatewayLayers & { quota: boolean },
+    layers: GatewayLayers & { quota: boolean; protocol?: LoadProtocol },
   ): Promise<Target> {
     const gateway = await this.track(startQuotagate(path.join(this.work, dir), upstream, store, layers));
     if (layers.quota) await setSystemRestrictions(gateway, neverRejecting);
     return {
       name,
-      url: `${gateway.url}/pets/1`,
+      url: urlOf(new URL(gateway.url).port, layers.protocol),
+      ...(layers.protocol ? { protocol: layers.protocol } : {}),
       pid: gateway.pid,
       redis: store.type === 'redis',
       adminUrl: gateway.adminUrl,

@@ -36,10 +36,10 @@ export async function runSideBySide(
       targets.map((target) =>
         runLoad(options.wrk, {
           url: target.url,
+          ...(target.protocol ? { protocol: target.protocol } : {}),
           connections: options.connections,
           seconds,
           headers: options.headers,
-          ...(target.http2 ? { http2: true } : {}),
           ...(pinning ? { cpus: pinning.load } : {}),
         }),
       ),
