@@ -24,7 +24,7 @@ import {
  * trailing zeros). The limits follow from what the `RateLimit-Policy` header can carry: its `q` is an
  * RFC 8941 integer of at most 15 digits, in messages for `throttle` and in bytes for `throttlemb`.
  *
- * `throttleunits` and `concurrency` are extensions, absent from Axway's shapes: an Axway client never
+ * `throttleunits`, `concurrency`, `mode` and `by` are extensions, absent from Axway's shapes: an Axway client never
  * sends them, and sees them only in a quota someone gave them to.
  */
 
@@ -220,6 +220,31 @@ const concurrencyConfig = z.strictObject(
   { error: msg('must be an object') },
 );
 
+const byRule = 'must be client, or header: and an HTTP field name of at most 64 characters (header:X-Tenant)';
+const byPattern = /^(client|header:[!#$%&'*+.^_`|~0-9a-z-]{1,64})$/;
+
+/**
+ * Whose count each count is: `client` (the client address) or `header:<name>` (each value of that request
+ * header), the name kept in lower case as Node gives header names. Absent when unused, so that Axway
+ * clients see the restrictions they know.
+ */
+const callerKey = z
+  .string({ error: msg(byRule) })
+  .transform((by, ctx) => {
+    const canonical = /^header:/i.test(by) ? `header:${by.slice('header:'.length).toLowerCase()}` : by;
+    if (!byPattern.test(canonical)) {
+      ctx.issues.push({ code: 'custom', message: byRule, input: by });
+      return z.NEVER;
+    }
+    return canonical;
+  })
+  .pipe(z.string().regex(byPattern))
+  .optional()
+  .meta({
+    description:
+      'Whose count each count is: client (each client address apart, IPv6 per /64) or header:<name> (each value of that request header apart, by client address without it); absent: all traffic for an API quota, each application for an application quota',
+  });
+
 /** An id of the catalog, as the client spells it: the restriction keeps it in lower case (`lowerCaseIds`). */
 const catalogId = (what: string) =>
   z
@@ -282,6 +307,7 @@ function restrictionSchema(catalog?: CatalogSource) {
         description:
           'enforce (the default, answered absent): refuse what has no room; shadow: count exactly as enforce would, never refuse, and report what would have been refused',
       }),
+    by: callerKey,
   };
   // The catalog rule runs even when the config has mistakes, so that one answer names them all.
   const references = {

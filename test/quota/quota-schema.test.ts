@@ -87,6 +87,42 @@ describe('the quota schema', () => {
     expect(canonicalAmount(value, field)).toBe(expected);
   });
 
+  it.each([
+    ['client', 'client'],
+    ['header:X-Tenant', 'header:x-tenant'],
+    ['HEADER:x-api-caller', 'header:x-api-caller'],
+  ])('keeps by %s as %s, and leaves it out when it is not given', (by, kept) => {
+    const restriction = {
+      api: '*',
+      method: '*',
+      type: 'throttle',
+      config: { messages: 1, per: 1, period: 'day' },
+    };
+    const dto = quotaDtoSchema().parse({ type: 'API', name: 'n', restrictions: [{ ...restriction, by }] });
+    expect(dto.restrictions[0]!.by).toBe(kept);
+    const quota = { id: '3f0c5a1e-9b7d-4c2a-8e6f-1d0b9a8c7e6f', ...dto, system: false };
+    const parsed = parseRecord(JSON.parse(serializeRecord({ quota })));
+    if (!('record' in parsed)) throw new Error(parsed.problems.join('; '));
+    expect(parsed.record.quota.restrictions[0]!.by).toBe(kept);
+    const plain = quotaDtoSchema().parse({ type: 'API', name: 'n', restrictions: [restriction] });
+    expect('by' in plain.restrictions[0]!).toBe(false);
+  });
+
+  it.each(['ip', 'header:', 'header:X Tenant', `header:${'x'.repeat(65)}`, 'client ', 7])(
+    'refuses by %j with a message that says what it takes',
+    (by) => {
+      const result = quotaDtoSchema().safeParse({
+        type: 'API',
+        name: 'n',
+        restrictions: [{ api: '*', method: '*', by, type: 'concurrency', config: { connections: 1 } }],
+      });
+      expect(result.success).toBe(false);
+      expect(problemsOf(result.error!.issues)).toEqual([
+        'restrictions[0].by: must be client, or header: and an HTTP field name of at most 64 characters (header:X-Tenant)',
+      ]);
+    },
+  );
+
   it('names every problem of a body at once, catalog references included', () => {
     const schema = quotaDtoSchema(() => catalogIds([{ id: 'A', methods: [{ id: 'M' }] }]));
     const result = schema.safeParse({
