@@ -13,6 +13,7 @@ import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { callerOf } from './proxy/caller-keys.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -447,7 +448,7 @@ export class Gateway {
 
     const route = record.route!;
     const verb = req.method ?? 'GET';
-    const checks = this.parts
+    const selected = this.parts
       .quotas()
       .checksFor(
         route.api.config.id,
@@ -455,6 +456,9 @@ export class Gateway {
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
+    const checks = selected.byCaller
+      ? selected.forCaller((by) => callerOf(req, by, record.plane.trustedPeers))
+      : selected;
     if (checks.all.length === 0) return this.forward(record);
     record.declaredBytes = declaredLength(req);
     // A body larger than a whole window's bytes can never fit: no Retry-After would help.

@@ -1,7 +1,7 @@
 import { uniqueLabels } from '../kit/unique-labels.js';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
-import { applicationCounterKey, counterBasesOf } from './restriction-counters.js';
+import { applicationCounterKey, callerCounterKey, counterBasesOf } from './restriction-counters.js';
 import type { CounterSpec, CounterState } from '../limiter/counter-store.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
@@ -26,6 +26,13 @@ export interface ApplicableRestriction {
   unitHeader: string | null;
   /** throttleunits: what an exchange costs when that field holds no whole number. */
   unitDefault: number;
+  /**
+   * Whose count each count is (`client` or `header:<name>`), or undefined for one count (per
+   * application for application quotas). With it, `counterKey` is a prefix, and `callerScope` the
+   * application ('' for an API quota): see `QuotaChecks.forCaller`.
+   */
+  by: string | undefined;
+  callerScope: string;
 }
 
 /** A restriction as the caller's usage lists it: what it counts, and what it names. */
@@ -37,7 +44,7 @@ export interface NamedRestriction extends ApplicableRestriction {
   verb: string | undefined;
 }
 
-interface CompiledRestriction extends Omit<NamedRestriction, 'counterKey'> {
+interface CompiledRestriction extends Omit<NamedRestriction, 'counterKey' | 'callerScope'> {
   /**
    * Counter key of an API-type restriction, or the key prefix of an application quota's counters (one
    * per application, see `applicationCounterKey`).
@@ -59,6 +66,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
     shadow: restriction.mode === 'shadow',
     unitHeader: restriction.config.header ?? null,
     unitDefault: Number(restriction.config.default ?? 0),
+    by: restriction.by,
     api: restriction.api,
     method: restriction.method,
     verb: restriction.verb,
@@ -92,12 +100,15 @@ export class QuotaChecks {
   readonly largestBody: number;
   /** One per counter of the enforced restrictions, with the tightest limit of the twins that share it. */
   private readonly counters: readonly ApplicableRestriction[];
+  /** Whether a restriction is counted by caller: `forCaller` then makes each request's checks. */
+  readonly byCaller: boolean;
   /** The counter checks of a request that declares no body: a message each, room for a byte. */
   private readonly bodiless: readonly CounterSpec[];
   /** The same for the shadow restrictions, one check each. */
   private readonly bodilessShadows: ReadonlyArray<readonly CounterSpec[]>;
 
   constructor(readonly all: readonly ApplicableRestriction[]) {
+    this.byCaller = all.some((restriction) => restriction.by !== undefined);
     this.restrictions = all.filter((restriction) => !restriction.shadow);
     this.shadows = all.filter((restriction) => restriction.shadow);
     const counters: ApplicableRestriction[] = [];
@@ -121,6 +132,27 @@ export class QuotaChecks {
     this.largestBody = Math.min(...this.byteRestrictions.map((restriction) => restriction.limit));
     this.bodiless = checksOf(counters, 0);
     this.bodilessShadows = this.shadowChecksOf(0);
+  }
+
+  /**
+   * The checks of one request whose restrictions are counted by caller: each such restriction on the
+   * counter of the caller that `callerOf` names for its `by`. Made per request, and only when `byCaller`.
+   */
+  forCaller(callerOf: (by: string) => string): QuotaChecks {
+    return new QuotaChecks(
+      this.all.map((restriction) =>
+        restriction.by === undefined
+          ? restriction
+          : {
+              ...restriction,
+              counterKey: callerCounterKey(
+                restriction.counterKey,
+                restriction.callerScope,
+                callerOf(restriction.by),
+              ),
+            },
+      ),
+    );
   }
 
   /**
@@ -208,9 +240,12 @@ const applicable = (restriction: CompiledRestriction, application?: string): App
 /** The restriction with its counter for `application` (none: an API-wide one) and what it names. */
 const named = (restriction: CompiledRestriction, application?: string): NamedRestriction => {
   const { keyBase, ...rest } = restriction;
+  const perCaller = restriction.by !== undefined;
   return {
     ...rest,
-    counterKey: application === undefined ? keyBase : applicationCounterKey(keyBase, application),
+    counterKey:
+      application === undefined || perCaller ? keyBase : applicationCounterKey(keyBase, application),
+    callerScope: application ?? '',
   };
 };
 

@@ -37,6 +37,8 @@ export function counterBasesOf(quota: Quota, perApplication: boolean): string[] 
       counter = `s:${shortHash(`${own}|${occurrence}`, 12)}`;
     }
     const base = `${quota.id}:${counter}`;
+    // A restriction counted by caller is tagged per caller (`callerCounterKey`), not per scope.
+    if (restriction.by !== undefined) return `${base}:by:`;
     return perApplication ? `${base}:app:` : `${base}:${apiScopeTag(restriction.api)}`;
   });
 }
@@ -53,6 +55,8 @@ function countedBy(restriction: Restriction): string {
   // Units read from another field, or another charge for an answer that says none, are other counts.
   if (restriction.type === 'throttleunits')
     counted.push(restriction.config.header ?? '', Number(restriction.config.default ?? 0));
+  // Counted by caller, each count means another thing: changing `by` starts new counters.
+  if (restriction.by !== undefined) counted.push(`by ${restriction.by}`);
   return counted.join('|');
 }
 
@@ -85,6 +89,16 @@ function applicationTag(application: string): string {
     applicationTags.set(application, tag);
   }
   return tag;
+}
+
+/**
+ * The counter of one caller (a client address or header value, see docs/quotas.md) under a restriction
+ * counted `by` caller, within `scope` (the application for an application quota, '' for an API quota).
+ * Its hash tag is a hash of both, so a cluster spreads callers over its masters; the caller itself, which
+ * a client chooses, never enters the key, so neither its length nor its braces can shape it.
+ */
+export function callerCounterKey(keyBase: string, scope: string, caller: string): string {
+  return `${keyBase}{by:${shortHash(`${scope}\n${caller}`, 16)}}`;
 }
 
 /** The application a counter key of `applicationCounterKey` belongs to, from what follows `keyBase`. */
