@@ -14,6 +14,7 @@ import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
 import { callerOf } from './proxy/caller-keys.js';
+import { CallerBook } from '../quota/caller-book.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
@@ -188,6 +189,8 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
+  /** The callers each restriction counted by caller counts apart: bounded, never evicting (see CallerBook). */
+  private readonly callers = new CallerBook(() => (this.parts.now ?? Date.now)());
   /** The exchanges forwarded and not yet ended, charged and checked once a second. */
   private readonly openExchanges: OpenExchanges;
 
@@ -457,7 +460,13 @@ export class Gateway {
         auth.principal?.application,
       );
     const checks = selected.byCaller
-      ? selected.forCaller((by) => callerOf(req, by, record.plane.trustedPeers))
+      ? selected.forCaller((restriction) =>
+          this.callers.counted(
+            restriction.counterKey,
+            `${restriction.callerScope}\n${callerOf(req, restriction.by, record.plane.trustedPeers)}`,
+            restriction.windowMs,
+          ),
+        )
       : selected;
     if (checks.all.length === 0) return this.forward(record);
     record.declaredBytes = declaredLength(req);

@@ -136,9 +136,9 @@ export class QuotaChecks {
 
   /**
    * The checks of one request whose restrictions are counted by caller: each such restriction on the
-   * counter of the caller that `callerOf` names for its `by`. Made per request, and only when `byCaller`.
+   * counter of the caller that `callerOf` names for it (by its `by`). Made per request, and only when `byCaller`.
    */
-  forCaller(callerOf: (by: string) => string): QuotaChecks {
+  forCaller(callerOf: (restriction: ApplicableRestriction & { by: string }) => string): QuotaChecks {
     return new QuotaChecks(
       this.all.map((restriction) =>
         restriction.by === undefined
@@ -148,7 +148,7 @@ export class QuotaChecks {
               counterKey: callerCounterKey(
                 restriction.counterKey,
                 restriction.callerScope,
-                callerOf(restriction.by),
+                callerOf({ ...restriction, by: restriction.by }),
               ),
             },
       ),
