@@ -23,6 +23,7 @@ import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../l
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
+import { onCallerCounters } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
 import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
@@ -401,7 +402,10 @@ export class Gateway {
     const waitMs = this.usageBudget.take(caller, (this.parts.now ?? Date.now)());
     if (waitMs > 0)
       return this.refuse(record, 'quota_exceeded', ['retry-after', String(Math.ceil(waitMs / 1000))]);
-    const restrictions = this.parts.quotas().restrictionsFor(application);
+    // The caller's own counts of restrictions counted by caller, as its next request would be counted.
+    const restrictions = onCallerCounters(this.parts.quotas().restrictionsFor(application), (restriction) =>
+      this.callers.countedAs(restriction.counterKey, this.callerIn(record, restriction)),
+    );
     let states;
     try {
       states = await this.parts.limiter.peek(counterRefs(restrictions));
@@ -424,6 +428,11 @@ export class Gateway {
     const at = tightest(restrictions, states);
     if (at !== -1) appendRateLimitFields(fields, [restrictions[at]!], [states[at]!]);
     record.answeredBytes += sendJson(res, 200, fields, body);
+  }
+
+  /** The caller of `record` under a restriction counted by caller, within its application. */
+  private callerIn(record: RequestRecord, restriction: ApplicableRestriction & { by: string }): string {
+    return `${restriction.callerScope}\n${callerOf(record.req, restriction.by, record.plane.trustedPeers)}`;
   }
 
   /** Answers a request its scheme refused: 401 with the scheme's challenge and reason, or what else it said. */
@@ -463,7 +472,7 @@ export class Gateway {
       ? selected.forCaller((restriction) =>
           this.callers.counted(
             restriction.counterKey,
-            `${restriction.callerScope}\n${callerOf(req, restriction.by, record.plane.trustedPeers)}`,
+            this.callerIn(record, restriction),
             restriction.windowMs,
           ),
         )

@@ -41,6 +41,12 @@ export class CallerBook {
     return overflowCaller;
   }
 
+  /** The caller a request of `caller` would be counted on, as `counted` says, without holding it. */
+  countedAs(restriction: string, caller: string): string {
+    const callers = this.held.get(restriction);
+    return !callers || callers.has(caller) || callers.size < this.capacity ? caller : overflowCaller;
+  }
+
   /** Drops the callers idle for longer than `idleMs`; whether that made room. */
   private sweep(restriction: string, callers: Map<string, number>, idleMs: number, now: number): boolean {
     if (now - (this.sweptAt.get(restriction) ?? -Infinity) < sweepEveryMs) return false;

@@ -136,23 +136,10 @@ export class QuotaChecks {
 
   /**
    * The checks of one request whose restrictions are counted by caller: each such restriction on the
-   * counter of the caller that `callerOf` names for it (by its `by`). Made per request, and only when `byCaller`.
+   * counter of the caller that `callerOf` names for it. Made per request, and only when `byCaller`.
    */
-  forCaller(callerOf: (restriction: ApplicableRestriction & { by: string }) => string): QuotaChecks {
-    return new QuotaChecks(
-      this.all.map((restriction) =>
-        restriction.by === undefined
-          ? restriction
-          : {
-              ...restriction,
-              counterKey: callerCounterKey(
-                restriction.counterKey,
-                restriction.callerScope,
-                callerOf({ ...restriction, by: restriction.by }),
-              ),
-            },
-      ),
-    );
+  forCaller(callerOf: CallerOf): QuotaChecks {
+    return new QuotaChecks(onCallerCounters(this.all, callerOf));
   }
 
   /**
@@ -178,6 +165,28 @@ export class QuotaChecks {
   private shadowChecksOf(declaredBytes: number): CounterSpec[][] {
     return checksOf(this.shadows, declaredBytes).map((check) => [{ ...check, shadow: true }]);
   }
+}
+
+/** The caller a restriction counted `by` caller counts a request for (a client address, a header value). */
+export type CallerOf = (restriction: ApplicableRestriction & { by: string }) => string;
+
+/** `restrictions`, each counted by caller on the counter of the caller `callerOf` names for it. */
+export function onCallerCounters<T extends ApplicableRestriction>(
+  restrictions: readonly T[],
+  callerOf: CallerOf,
+): T[] {
+  return restrictions.map((restriction) =>
+    restriction.by === undefined
+      ? restriction
+      : {
+          ...restriction,
+          counterKey: callerCounterKey(
+            restriction.counterKey,
+            restriction.callerScope,
+            callerOf({ ...restriction, by: restriction.by }),
+          ),
+        },
+  );
 }
 
 /**

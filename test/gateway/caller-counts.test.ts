@@ -102,4 +102,22 @@ describe.each(eachStore)('restrictions counted by caller on %s', (_store, store)
     expect(await statuses(gateway, from('198.51.100.1'), 3, webKey)).toEqual([200, 200, 429]);
     expect(await statuses(gateway, from('198.51.100.2'), 3, mobileKey)).toEqual([200, 200, 429]);
   });
+
+  it("answer each caller's own count on the usage path", async () => {
+    const gateway = await gatewayWith({ ...store(), trustProxy: ['127.0.0.1'] });
+    await systemBy(gateway, 'client', 5);
+    await statuses(gateway, from('198.51.100.1'), 3);
+    await statuses(gateway, from('198.51.100.2'), 1);
+    const usedBy = async (address: string) => {
+      const answer = await request(gateway.url, {
+        path: '/_quotagate/usage',
+        headers: { authorization: basicAuth(devKey), ...from(address) },
+      });
+      const body = JSON.parse(answer.body) as { restrictions: Array<{ used: number }> };
+      return body.restrictions.map((reading) => reading.used);
+    };
+    expect(await usedBy('198.51.100.1')).toEqual([3]);
+    expect(await usedBy('198.51.100.2')).toEqual([1]);
+    expect(await usedBy('198.51.100.3')).toEqual([0]);
+  });
 });

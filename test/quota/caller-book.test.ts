@@ -13,6 +13,9 @@ describe('the callers a restriction counts apart', () => {
       expect(book.counted('r', `flood ${i}`, minute)).toBe(overflowCaller);
     }
     expect(['a', 'b', 'c'].map((caller) => book.counted('r', caller, minute))).toEqual(['a', 'b', 'c']);
+    // Usage reads where a request would be counted, holding nothing.
+    expect([book.countedAs('r', 'a'), book.countedAs('r', 'new')]).toEqual(['a', overflowCaller]);
+    expect(book.countedAs('other', 'new')).toBe('new');
     // Another restriction has room of its own.
     expect(book.counted('other', 'flood 1', minute)).toBe('flood 1');
   });
