@@ -97,10 +97,16 @@ describe('the admin console in a browser', () => {
     await browserPage.type('input[name="restrictions[0].config.amount"]', '7');
     // In shadow: counted, never refusing; the list says so beside the restriction.
     await browserPage.click('input[name="restrictions[0].mode"]');
+    // Counted per client address.
+    await browserPage.type('input[name="restrictions[0].by"]', 'client');
     await browserPage.click('form.quota-form button[type=submit]');
     await waitForText(browserPage, '.notice', 'Saved "Pet reads"');
     const edited = (await quotas(gateway)).find((quota) => quota.id === created!.id);
-    expect(edited?.restrictions[0]).toMatchObject({ mode: 'shadow', config: { messages: '7' } });
+    expect(edited?.restrictions[0]).toMatchObject({
+      mode: 'shadow',
+      by: 'client',
+      config: { messages: '7' },
+    });
 
     // Deleted from the list, after the browser's confirmation.
     await browserPage.goto(`${gateway.adminUrl}/#/quotas`);

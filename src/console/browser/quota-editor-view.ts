@@ -196,6 +196,16 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
             ),
           ]
         : []),
+      labelled(
+        'Counted by',
+        'by',
+        h('input', {
+          name: at('by'),
+          value: restriction.by,
+          placeholder: 'all together, or client, header:X-Tenant',
+          oninput: bind('by'),
+        }),
+      ),
       h(
         'label',
         { class: 'field f-mode' },

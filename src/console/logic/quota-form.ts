@@ -24,6 +24,8 @@ export interface RestrictionForm {
   type: RestrictionType;
   /** `shadow` counts and reports, never refuses. */
   mode: RestrictionMode;
+  /** Whose count each count is, as typed: '' for one count, `client` or `header:<Name>`. */
+  by: string;
   /** Messages (throttle), megabytes (throttlemb), units (throttleunits) or requests in flight (concurrency), as typed. */
   amount: string;
   /** The window; kept while a concurrency restriction, which has none, is edited. */
@@ -55,6 +57,8 @@ export interface QuotaAnswer {
     verb?: string;
     /** Absent for an enforced restriction. */
     mode?: 'shadow';
+    /** Absent for one count (per application for an application quota). */
+    by?: string;
     type: RestrictionType;
     config: {
       messages?: string;
@@ -86,6 +90,7 @@ export function newRestriction(): RestrictionForm {
     verb: '',
     type: 'throttle',
     mode: 'enforce',
+    by: '',
     amount: '',
     per: '1',
     period: 'minute',
@@ -105,6 +110,7 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       verb: restriction.verb ?? '',
       type: restriction.type,
       mode: restriction.mode ?? 'enforce',
+      by: restriction.by ?? '',
       amount: restriction.config[amountField[restriction.type]] ?? '',
       per: restriction.config.per ?? '1',
       // Stored as sent, singular or plural: the form offers the singular.
@@ -126,6 +132,7 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       method: restriction.api === '*' ? '*' : restriction.method,
       ...(restriction.verb ? { verb: restriction.verb } : {}),
       ...(restriction.mode === 'shadow' ? { mode: 'shadow' } : {}),
+      ...(restriction.by.trim() ? { by: restriction.by.trim() } : {}),
       type: restriction.type,
       config: {
         [amountField[restriction.type]]: restriction.amount.trim(),
@@ -179,6 +186,7 @@ export function fieldNames(form: QuotaForm): Set<string> {
       'method',
       'verb',
       'mode',
+      'by',
       'type',
       'config.amount',
       'config.per',
