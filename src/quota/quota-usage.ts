@@ -17,6 +17,10 @@ export interface RestrictionUsage {
   used?: number;
   /** API quotas: seconds until the oldest counted units leave the window (0 when none are counted). */
   resetSeconds?: number;
+  /** Counted by caller (`by`): whose count each count is. */
+  by?: string;
+  /** Counted by caller: how many callers (and overflow counts) have units counted in this gateway's view. */
+  callers?: number;
   /** Application quotas: units counted per application (those with any). */
   applications?: Array<{ application: string; used: number; resetSeconds: number }>;
 }
@@ -54,6 +58,20 @@ export async function quotaUsage(
       if (!counter)
         return perApplication ? { ...base, applications: [] } : { ...base, used: 0, resetSeconds: 0 };
       const found = await limiter.usage(counter.keyBase, counter.windowMs);
+      // Counted by caller, no count is the quota's: the busiest caller's, and how many there are.
+      if (restriction.by !== undefined) {
+        const busiest = found.reduce<(typeof found)[number] | undefined>(
+          (most, entry) => (most === undefined || entry.used > most.used ? entry : most),
+          undefined,
+        );
+        return {
+          ...base,
+          by: restriction.by,
+          callers: found.length,
+          used: busiest?.used ?? 0,
+          resetSeconds: secondsOf(busiest?.resetMs ?? 0),
+        };
+      }
       if (!perApplication) {
         const own = found.find((entry) => entry.key === counter.keyBase);
         return { ...base, used: own?.used ?? 0, resetSeconds: secondsOf(own?.resetMs ?? 0) };

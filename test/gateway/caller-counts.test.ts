@@ -6,6 +6,7 @@ import {
   applicationDefaultQuotaId,
   basicAuth,
   devKey,
+  quotaUsage,
   setQuota,
   systemQuotaId,
   throttle,
@@ -119,5 +120,11 @@ describe.each(eachStore)('restrictions counted by caller on %s', (_store, store)
     expect(await usedBy('198.51.100.1')).toEqual([3]);
     expect(await usedBy('198.51.100.2')).toEqual([1]);
     expect(await usedBy('198.51.100.3')).toEqual([0]);
+    // The admin API's usage: the busiest caller's count, and how many callers are counted.
+    expect((await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]).toMatchObject({
+      by: 'client',
+      callers: 2,
+      used: 3,
+    });
   });
 });
