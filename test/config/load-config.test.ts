@@ -25,10 +25,10 @@ const rules: Array<[string, string]> = [
     'port-false-without-tls',
     'port: may be false only with tls: the data plane would have no listener at all',
   ],
-  ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
+  ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt'],
   [
     'auth-type-misspelt',
-    'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin (did you mean basic?)',
+    'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt (did you mean basic?)',
   ],
   [
     'current-key-missing',
