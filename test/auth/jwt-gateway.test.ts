@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { exportSPKI, importJWK, type CryptoKey } from 'jose';
+import { exportSPKI, importJWK, SignJWT, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eachStore, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 import {
@@ -133,5 +133,44 @@ describe.each(eachStore)('the jwt scheme through a started gateway on %s', (_sto
       });
     }
     expect(upstream().requests.length).toBe(before);
+  });
+});
+
+describe('the jwt scheme with a shared secret beside the JWKS', () => {
+  const { gatewayWith } = useEnforcementGateways();
+  const secret = 'a-shared-secret-of-at-least-32-bytes!';
+
+  it('admits an HS256 token signed with jwt.secret, and refuses one keyed with the JWKS public key', async () => {
+    const gateway = await gatewayWith({
+      APIKeyAuthType: 'jwt',
+      jwt: { jwksUri: jwks.url, issuer, audience, secret },
+    });
+    const hs256 = (key: string | Uint8Array) =>
+      new SignJWT(claims({ exp: Math.floor(Date.now() / 1000) + 3600 }))
+        .setProtectedHeader({ alg: 'HS256', kid: 'key-1' })
+        .sign(typeof key === 'string' ? new TextEncoder().encode(key) : key);
+    const publicPem = await exportSPKI(
+      (await importJWK(key.publicJwk, 'RS256', { extractable: true })) as CryptoKey,
+    );
+    expect((await get(gateway, await hs256(secret))).status).toBe(200);
+    const confused = await get(gateway, await hs256(publicPem));
+    expect([confused.status, confused.headers['www-authenticate']]).toEqual([
+      401,
+      invalid('the signature is not valid'),
+    ]);
+  });
+
+  it('does not fetch the JWKS again for a stream of tokens with made-up kids', async () => {
+    const gateway = await gatewayWith({
+      APIKeyAuthType: 'jwt',
+      jwt: { jwksUri: jwks.url, issuer, audience },
+    });
+    expect((await get(gateway, await signToken(key, claims()))).status).toBe(200);
+    const before = jwks.fetches;
+    for (let kid = 0; kid < 10; kid += 1) {
+      const madeUp = { ...otherKey, publicJwk: { ...otherKey.publicJwk, kid: `made-up-${kid}` } };
+      expect((await get(gateway, await signToken(madeUp, claims()))).status).toBe(401);
+    }
+    expect(jwks.fetches).toBe(before);
   });
 });
