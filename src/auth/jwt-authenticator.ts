@@ -122,7 +122,9 @@ export function createJwtAuthenticator(
     const application = payload[settings.applicationClaim];
     if (typeof application !== 'string' || application === '')
       return invalidToken(`the token has no ${settings.applicationClaim} claim`);
+    const upstreamFields = claimFields(payload, settings.forwardClaims);
     const principal: Principal = {
+      ...(upstreamFields.length > 0 ? { upstreamFields } : {}),
       subject: typeof payload.sub === 'string' ? payload.sub : application,
       application,
     };
@@ -141,6 +143,21 @@ export function createJwtAuthenticator(
     },
     documentation: { swaggerSecurity: builtInSecurity.jwt },
   };
+}
+
+/**
+ * The request fields of `forwardClaims`: a claim's string, or the JSON of any other value. A claim the
+ * token lacks, or one whose value is not visible ASCII, sends no field.
+ */
+function claimFields(payload: JWTPayload, forwardClaims: Record<string, string> = {}): string[] {
+  const fields: string[] = [];
+  for (const [claim, field] of Object.entries(forwardClaims)) {
+    const value = payload[claim];
+    if (value === undefined) continue;
+    const text = typeof value === 'string' ? value : JSON.stringify(value);
+    if (/^[\x20-\x7e]*$/.test(text)) fields.push(field.toLowerCase(), text);
+  }
+  return fields;
 }
 
 const hashOf = (token: string) => createHash('sha256').update(token).digest('base64');

@@ -319,6 +319,11 @@ export const asymmetricAlgorithms = [
 export const hmacAlgorithms = ['HS256', 'HS384', 'HS512'] as const;
 const jwtAlgorithms = [...asymmetricAlgorithms, ...hmacAlgorithms] as const;
 
+// RFC 9110 section 5.1: a field name is a token.
+const fieldName = z
+  .string({ error: msg('must be a header name') })
+  .regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, { error: msg('must be a header name') });
+
 const jwtSchema = z
   .strictObject({
     /** The identity provider's JWK Set, fetched at start and again for a key it does not know yet. */
@@ -348,6 +353,10 @@ const jwtSchema = z
     secret: z
       .string({ error: msg('must be a string of at least 32 characters') })
       .min(32, { error: msg('must be a string of at least 32 characters') })
+      .optional(),
+    /** Claims sent upstream as request fields, claim name to field name (`{ sub: 'X-User' }`). */
+    forwardClaims: z
+      .record(nonEmpty, fieldName, { error: msg('must be an object of claim names to header names') })
       .optional(),
   })
   .superRefine((jwt, context) => {

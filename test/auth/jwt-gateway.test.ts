@@ -174,3 +174,23 @@ describe('the jwt scheme with a shared secret beside the JWKS', () => {
     expect(jwks.fetches).toBe(before);
   });
 });
+
+describe('the jwt scheme with forwardClaims', () => {
+  const { gatewayWith, upstream } = useEnforcementGateways();
+
+  it('sends the claims upstream as the fields named, and drops a client-sent field of that name', async () => {
+    const gateway = await gatewayWith({
+      APIKeyAuthType: 'jwt',
+      jwt: { jwksUri: jwks.url, issuer, audience, forwardClaims: { sub: 'X-User', roles: 'X-Roles' } },
+    });
+    const token = await signToken(key, claims({ roles: ['reader', 'writer'] }));
+    const res = await request(gateway.url, {
+      path: '/pets/1',
+      headers: { ...bearer(token), 'x-user': 'admin', 'x-roles': 'root' },
+    });
+    expect(res.status).toBe(200);
+    const sent = upstream().requests.at(-1)!;
+    expect([sent.headers['x-user'], sent.headers['x-roles']]).toEqual(['user-1', '["reader","writer"]']);
+    expect(sent.rawHeaders.filter((name) => /^x-(user|roles)$/i.test(name))).toHaveLength(2);
+  });
+});
