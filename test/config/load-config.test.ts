@@ -30,6 +30,12 @@ const rules: Array<[string, string]> = [
     'auth-type-misspelt',
     'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt (did you mean basic?)',
   ],
+  ['jwt-missing', "jwt: required when APIKeyAuthType is 'jwt'"],
+  ['jwt-no-key-source', 'jwt.jwksUri: is required unless jwt.secret is set'],
+  [
+    'jwt-hmac-without-secret',
+    'jwt.algorithms[0]: HS256 needs jwt.secret (HMAC tokens are never checked with a JWKS key)',
+  ],
   [
     'current-key-missing',
     "apikey_development: required when APIKeyAuthType is 'basic': set it, or set APIKEY_DEVELOPMENT where the config reads it from the environment (as the shipped conf/default.js does); `gateway start --demo` makes one up for its run",
