@@ -1,6 +1,7 @@
 import {
   createLocalJWKSet,
   createRemoteJWKSet,
+  customFetch,
   errors,
   type CryptoKey,
   type FlattenedJWSInput,
@@ -42,6 +43,7 @@ export class JwksKeys {
       cooldownDuration: options.cooldownMs,
       cacheMaxAge: options.maxAgeMs,
       timeoutDuration: options.timeoutMs,
+      [customFetch]: boundedFetch,
     });
   }
 
@@ -69,6 +71,22 @@ export class JwksKeys {
     this.failedAt = Date.now();
     this.options.onFailure(error);
   }
+}
+
+/** A JWK Set of a provider holds a few keys: a bigger document is refused before it fills memory. */
+export const maxJwksBytes = 1 << 20;
+
+/** fetch, with the body read up to `maxJwksBytes` (jose would read any size). */
+async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
+  const response = await fetch(url, init);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    if (size > maxJwksBytes) throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
+    chunks.push(chunk);
+  }
+  return new Response(Buffer.concat(chunks), { status: response.status, headers: response.headers });
 }
 
 /** The set could not be fetched and no key is known yet: no token can be checked. */

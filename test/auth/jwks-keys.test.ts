@@ -1,6 +1,6 @@
 import { errors, jwtVerify } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
-import { JwksKeys, JwksUnavailable, type JwksKeysOptions } from '../../src/auth/jwks-keys.js';
+import { JwksKeys, JwksUnavailable, maxJwksBytes, type JwksKeysOptions } from '../../src/auth/jwks-keys.js';
 import { rsaKey, signToken, startJwksServer, type JwksServer } from '../helpers/jwks-server.js';
 
 const servers: JwksServer[] = [];
@@ -76,5 +76,25 @@ describe('the JWKS of the jwt scheme', () => {
     server.down = true;
     await keys.prefetch();
     await expect(verify(await signToken(key, {}))).rejects.toBeInstanceOf(JwksUnavailable);
+  });
+
+  it.each([
+    ['a malformed document', () => '{"keys": [ not json'],
+    ['a document over the size limit', () => JSON.stringify({ keys: [], padding: 'x'.repeat(maxJwksBytes) })],
+  ])('keeps the keys it knows when the endpoint answers %s', async (_label, body) => {
+    const { key, server, keys, failures, verify } = await setUp({ cooldownMs: 0, maxAgeMs: 0 });
+    await keys.prefetch();
+    server.body = body();
+    await expect(verify(await signToken(key, {}))).resolves.toBeDefined();
+    expect(failures).toHaveLength(1);
+    expect(server.fetches).toBe(2);
+  });
+
+  it('refuses a document over the size limit before any key is known', async () => {
+    const { key, server, keys, failures, verify } = await setUp({});
+    server.body = JSON.stringify({ keys: [server.keys[0]], padding: 'x'.repeat(maxJwksBytes) });
+    await keys.prefetch();
+    await expect(verify(await signToken(key, {}))).rejects.toBeInstanceOf(JwksUnavailable);
+    expect(failures[0]!.message).toMatch(/over 1048576 bytes/);
   });
 });

@@ -29,19 +29,23 @@ export interface JwksServer {
   readonly fetches: number;
   keys: JWK[];
   down: boolean;
+  /** A document answered instead of the keys (a malformed or huge one), or null. */
+  body: string | null;
   close(): Promise<void>;
 }
 
 export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
   let fetches = 0;
-  const state = { keys, down: false };
+  const state = { keys, down: false, body: null as string | null };
   const server = createServer((_req, res) => {
     fetches += 1;
     if (state.down) {
       res.writeHead(500).end();
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: state.keys }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(state.body ?? JSON.stringify({ keys: state.keys }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -55,6 +59,12 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
     },
     set keys(next) {
       state.keys = next;
+    },
+    get body() {
+      return state.body;
+    },
+    set body(next) {
+      state.body = next;
     },
     get down() {
       return state.down;
