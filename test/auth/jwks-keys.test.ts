@@ -2,6 +2,7 @@ import { errors, jwtVerify } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { JwksKeys, JwksUnavailable, maxJwksBytes, type JwksKeysOptions } from '../../src/auth/jwks-keys.js';
 import { rsaKey, signToken, startJwksServer, type JwksServer } from '../helpers/jwks-server.js';
+import { startSilentServer } from '../helpers/tcp-relay.js';
 
 const servers: JwksServer[] = [];
 const stranger = await rsaKey('stranger');
@@ -96,5 +97,19 @@ describe('the JWKS of the jwt scheme', () => {
     await keys.prefetch();
     await expect(verify(await signToken(key, {}))).rejects.toBeInstanceOf(JwksUnavailable);
     expect(failures[0]!.message).toMatch(/over 1048576 bytes/);
+  });
+
+  it('gives up on an endpoint that never answers within the timeout', async () => {
+    const silent = await startSilentServer();
+    const failures: Error[] = [];
+    const keys = new JwksKeys(`http://127.0.0.1:${silent.port}/certs`, {
+      cooldownMs: 60_000,
+      maxAgeMs: 600_000,
+      timeoutMs: 200,
+      onFailure: (error) => failures.push(error),
+    });
+    await keys.prefetch();
+    await silent.close();
+    expect(failures[0]).toBeInstanceOf(errors.JWKSTimeout);
   });
 });

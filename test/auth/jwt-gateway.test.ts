@@ -194,3 +194,21 @@ describe('the jwt scheme with forwardClaims', () => {
     expect(sent.rawHeaders.filter((name) => /^x-(user|roles)$/i.test(name))).toHaveLength(2);
   });
 });
+
+describe('the jwt scheme before its JWKS could be fetched', () => {
+  const { gatewayWith } = useEnforcementGateways();
+
+  it('answers 503 rather than accept or refuse a token it has no key to check', async () => {
+    const down = await startJwksServer([]);
+    down.down = true;
+    try {
+      const gateway = await gatewayWith({
+        APIKeyAuthType: 'jwt',
+        jwt: { jwksUri: down.url, issuer, audience },
+      });
+      expect((await get(gateway, await signToken(key, claims()))).status).toBe(503);
+    } finally {
+      await down.close();
+    }
+  });
+});
