@@ -87,6 +87,8 @@ function authenticationText(config: Readonly<Config>): string {
       return "Send the application's API key in the APIKey header, over HTTPS only.";
     case 'ldap':
       return 'Send your directory username and password as HTTP basic credentials.';
+    case 'jwt':
+      return 'Send an access token from the identity provider: `Authorization: Bearer <token>`.';
     case 'plugin':
       return 'Send the credentials the auth plugin asks for (see the security schemes).';
   }

@@ -107,7 +107,9 @@ function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress
     case 'plugin':
       parts.authDocumentation().applyCredentialsForTest?.(options as unknown as Record<string, unknown>);
       return asSent(options);
+    case 'jwt':
     case 'none':
+      // A jwt caller's token comes with the request's own Authorization header, if any.
       break;
   }
   return options;

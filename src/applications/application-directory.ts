@@ -6,6 +6,8 @@ export interface Principal {
   application?: string;
   /** Directory groups (LDAP group entry DNs) of the subject, when the scheme looks them up. */
   groups?: string[];
+  /** Request fields the scheme sends upstream for this principal, as name, value pairs (jwt forwardClaims). */
+  upstreamFields?: readonly string[];
 }
 
 /** Where the applications of the API come from: their repository, or a worker's feed of its primary's. */

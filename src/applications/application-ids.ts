@@ -10,17 +10,16 @@ const dynamicId = new RegExp(`^[^\\u0000-\\u001f\\u007f]{1,${longestApplicationI
 /**
  * The id of the application `id` names, spelt as principals carry it, or null when there is none.
  * With key schemes the applications are those of the config, the project's own and (with `made`) those
- * made through the portal API; with ldap and
- * plugin they are the directory's identities (DNs, or the identityAttribute) and the callers that
- * authenticate, which nobody can list in advance.
+ * made through the portal API; with ldap, jwt and
+ * plugin they are the directory's identities (DNs, or the identityAttribute), the tokens' application
+ * claims, and the callers that authenticate, which nobody can list in advance.
  */
 export function applicationIdOf(
   config: { APIKeyAuthType: string; applications: ReadonlyArray<{ id: string }> },
   id: string,
   made?: Pick<ApplicationDirectory, 'nameOf'>,
 ): string | null {
-  if (config.APIKeyAuthType === 'ldap' || config.APIKeyAuthType === 'plugin')
-    return dynamicId.test(id) ? id : null;
+  if (['ldap', 'jwt', 'plugin'].includes(config.APIKeyAuthType)) return dynamicId.test(id) ? id : null;
   if (id === projectApplicationId) return id;
   const declared = config.applications.find((app) => app.id.toLowerCase() === id.toLowerCase())?.id;
   if (declared) return declared;

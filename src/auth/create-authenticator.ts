@@ -6,6 +6,7 @@ import { createApiKeyAuthenticator } from './apikey-authenticator.js';
 import type { Authenticator } from './authenticator.js';
 import { createBasicAuthenticator } from './basic-authenticator.js';
 import { KeyRing } from './key-ring.js';
+import { createJwtAuthenticator } from './jwt-authenticator.js';
 import { createLdapAuthenticator } from './ldap-authenticator.js';
 import { createNoneAuthenticator } from './none-authenticator.js';
 import { createPluginAuthenticator } from './plugin-authenticator.js';
@@ -41,6 +42,8 @@ export async function createAuthenticator(
       return createApiKeyAuthenticator(new KeyRing(config, environment, context.applications));
     case 'ldap':
       return createLdapAuthenticator(config.ldap, { logger, ...(context.now ? { now: context.now } : {}) });
+    case 'jwt':
+      return createJwtAuthenticator(config.jwt, { logger });
     case 'plugin': {
       const spec = config.APIKeyAuthPlugin;
       const Plugin = await loadAuthPlugin(spec, context.cwd);

@@ -20,4 +20,12 @@ export const builtInSecurity = {
       description: 'The API key (HTTPS only)',
     }),
   ldap: () => named('ldap', { type: 'basic', description: 'HTTP basic: directory username and password' }),
+  // Swagger 2.0 has no bearer type: an apiKey in the Authorization header is its usual spelling.
+  jwt: () =>
+    named('jwt', {
+      type: 'apiKey',
+      name: 'Authorization',
+      in: 'header',
+      description: "A JWT from the identity provider: 'Bearer <token>'",
+    }),
 };

@@ -38,7 +38,7 @@ const apiKey = z
   .string({ error: msg('must be a string') })
   .min(16, { error: msg('must be at least 16 characters (generate one with gateway init)') });
 
-export const authTypes = ['none', 'basic', 'apikey', 'ldap', 'plugin'] as const;
+export const authTypes = ['none', 'basic', 'apikey', 'ldap', 'plugin', 'jwt'] as const;
 export const verbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 /** What an API speaks upstream: HTTP/1.1, or gRPC over HTTP/2 (h2c for `http://`, ALPN h2 for `https://`). */
 export const apiProtocols = ['http', 'grpc'] as const;
@@ -302,6 +302,87 @@ const ldapSchema = z
       });
   });
 
+/** RFC 7518 section 3.1 signature algorithms a JWKS key may sign with (public-key: the IdP keeps the secret). */
+export const asymmetricAlgorithms = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
+/** The HMAC algorithms, checked with `jwt.secret` only (never with a JWKS key: no algorithm confusion). */
+export const hmacAlgorithms = ['HS256', 'HS384', 'HS512'] as const;
+const jwtAlgorithms = [...asymmetricAlgorithms, ...hmacAlgorithms] as const;
+
+// RFC 9110 section 5.1: a field name is a token.
+const fieldName = z
+  .string({ error: msg('must be a header name') })
+  .regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, { error: msg('must be a header name') });
+
+const jwtSchema = z
+  .strictObject({
+    /** The identity provider's JWK Set, fetched at start and again for a key it does not know yet. */
+    jwksUri: httpUrl.optional(),
+    issuer: nonEmpty,
+    audience: z.union([nonEmpty, z.array(nonEmpty).min(1)], {
+      error: msg('must be a string or a non-empty array of strings'),
+    }),
+    /** The claim whose value is the caller's application, the id its quotas are made for. */
+    applicationClaim: nonEmpty.default('client_id'),
+    algorithms: z
+      .array(
+        z.enum(jwtAlgorithms, {
+          error: oneOf(`must be one of ${jwtAlgorithms.join(', ')} (never none)`, jwtAlgorithms),
+        }),
+        { error: msg('must be an array of algorithm names') },
+      )
+      .min(1, { error: msg('must name at least one algorithm') })
+      .optional(),
+    /** Seconds of clock difference with the identity provider allowed on exp and nbf. */
+    clockTolerance: z
+      .int({ error: msg('must be a whole number of seconds') })
+      .min(0, { error: msg('must be a whole number of seconds') })
+      .max(600, { error: msg('must be at most 600 (ten minutes)') })
+      .default(30),
+    /** The shared key of HS256/384/512 tokens; at least 32 bytes (RFC 7518 section 3.2). */
+    secret: z
+      .string({ error: msg('must be a string of at least 32 characters') })
+      .min(32, { error: msg('must be a string of at least 32 characters') })
+      .optional(),
+    /** Claims sent upstream as request fields, claim name to field name (`{ sub: 'X-User' }`). */
+    forwardClaims: z
+      .record(nonEmpty, fieldName, { error: msg('must be an object of claim names to header names') })
+      .optional(),
+  })
+  .superRefine((jwt, context) => {
+    if (!jwt.jwksUri && !jwt.secret)
+      context.addIssue({
+        code: 'custom',
+        path: ['jwksUri'],
+        message: 'is required unless jwt.secret is set',
+      });
+    for (const [index, algorithm] of (jwt.algorithms ?? []).entries()) {
+      const hmac = (hmacAlgorithms as readonly string[]).includes(algorithm);
+      if (hmac && !jwt.secret)
+        context.addIssue({
+          code: 'custom',
+          path: ['algorithms', index],
+          message: `${algorithm} needs jwt.secret (HMAC tokens are never checked with a JWKS key)`,
+        });
+      if (!hmac && !jwt.jwksUri)
+        context.addIssue({
+          code: 'custom',
+          path: ['algorithms', index],
+          message: `${algorithm} needs jwt.jwksUri (its keys come from the identity provider's JWKS)`,
+        });
+    }
+  });
+
 const serverSchema = z
   .strictObject({
     headersTimeout: milliseconds.default(10_000),
@@ -378,6 +459,7 @@ const schemeSettings = {
   tls: tlsSchema.optional(),
   APIKeyAuthPlugin: nonEmpty.optional(),
   ldap: ldapSchema.optional(),
+  jwt: jwtSchema.optional(),
 };
 const authTypeError = {
   error: (issue: { code?: string; input?: unknown; discriminator?: string }) =>
@@ -403,6 +485,11 @@ const schemeSchema = z.discriminatedUnion(
       ...schemeSettings,
       APIKeyAuthType: z.literal('ldap'),
       ldap: requiredFor(ldapSchema.clone({ ...ldapSchema.def, error: missingFor('ldap') }), 'ldap'),
+    }),
+    z.object({
+      ...schemeSettings,
+      APIKeyAuthType: z.literal('jwt'),
+      jwt: requiredFor(jwtSchema.clone({ ...jwtSchema.def, error: missingFor('jwt') }), 'jwt'),
     }),
     z.object({
       ...schemeSettings,

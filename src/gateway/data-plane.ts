@@ -38,6 +38,8 @@ export class DataPlane {
     readonly catalogNames: CatalogNames,
     forwardCredentials: boolean,
     private readonly logger: Logger,
+    /** The fields the scheme sets from what it verified (jwt forwardClaims): a client's are dropped. */
+    schemeFields: readonly string[] = [],
   ) {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
     // not answer it again. Host, X-Forwarded-* and X-Request-Id are the gateway's to set.
@@ -47,6 +49,7 @@ export class DataPlane {
       'x-request-id',
       ...forwardedFields,
       ...(forwardCredentials ? [] : ['authorization', 'apikey']),
+      ...schemeFields.map((name) => name.toLowerCase()),
     ];
     this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };
     this.owned = new Set([...this.dropped.untrusted, ...hopByHopAndFramingFields]);
@@ -71,6 +74,7 @@ export class DataPlane {
       new CatalogNames(config.apis),
       config.forwardCredentials,
       context.logger,
+      config.APIKeyAuthType === 'jwt' ? Object.values(config.jwt.forwardClaims ?? {}) : [],
     );
   }
 

@@ -638,6 +638,7 @@ export class Gateway {
       upstreamFields,
     );
     appendForwardedFields(req, upstreamFields, peerTrusted);
+    if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
     upstreamFields.push('x-request-id', record.id);
     // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
     if (takesTrailers(req)) {

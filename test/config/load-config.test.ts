@@ -25,10 +25,16 @@ const rules: Array<[string, string]> = [
     'port-false-without-tls',
     'port: may be false only with tls: the data plane would have no listener at all',
   ],
-  ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin'],
+  ['auth-type-unknown', 'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt'],
   [
     'auth-type-misspelt',
-    'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin (did you mean basic?)',
+    'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt (did you mean basic?)',
+  ],
+  ['jwt-missing', "jwt: required when APIKeyAuthType is 'jwt'"],
+  ['jwt-no-key-source', 'jwt.jwksUri: is required unless jwt.secret is set'],
+  [
+    'jwt-hmac-without-secret',
+    'jwt.algorithms[0]: HS256 needs jwt.secret (HMAC tokens are never checked with a JWKS key)',
   ],
   [
     'current-key-missing',

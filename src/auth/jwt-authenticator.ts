@@ -1,0 +1,163 @@
+import { createHash } from 'node:crypto';
+import { errors, jwtVerify, type JWTPayload } from 'jose';
+import { LRUCache } from 'lru-cache';
+import { asymmetricAlgorithms, hmacAlgorithms, type Config } from '../config/schema.js';
+import type { Logger } from '../observe/log.js';
+import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
+import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
+import { builtInSecurity } from './swagger-security.js';
+
+type JwtSettings = NonNullable<Config['jwt']>;
+
+export interface JwtAuthenticatorOptions {
+  logger: Logger;
+  /** Wall clock in milliseconds, for exp and nbf and the verified tokens' lifetimes (tests move it). */
+  now?: () => number;
+}
+
+const realm = 'quotagate';
+/** RFC 6750 section 3: a request without a token gets the bare challenge, with no error code. */
+const noToken: AuthResult = Object.freeze({
+  ok: false,
+  reject: 'unauthorized',
+  challenge: `Bearer realm="${realm}"`,
+});
+const unavailable: AuthResult = Object.freeze({ ok: false, reject: 'service_unavailable' });
+
+/** RFC 6750 section 3.1 `invalid_token`, with a description (a quoted-string: no quote or backslash). */
+function invalidToken(description: string): AuthResult {
+  const quoted = description.replace(/[^\x20-\x7e]|["\\]/g, '?');
+  return Object.freeze({
+    ok: false,
+    reject: 'unauthorized',
+    challenge: `Bearer realm="${realm}", error="invalid_token", error_description="${quoted}"`,
+  });
+}
+
+const refusals = {
+  malformed: invalidToken('the token is not a signed JWT'),
+  algorithm: invalidToken('the token is signed with an algorithm the gateway does not accept'),
+  signature: invalidToken('the signature is not valid'),
+  expired: invalidToken('the token has expired'),
+  noKey: invalidToken('no key of the identity provider matches the token'),
+};
+
+/** Why jose refused a token, as the challenge says it. */
+function refusalOf(error: unknown): AuthResult | null {
+  if (error instanceof errors.JWTExpired) return refusals.expired;
+  if (error instanceof errors.JWTClaimValidationFailed)
+    return invalidToken(`the ${error.claim} claim is not accepted: ${error.reason}`);
+  if (error instanceof errors.JOSEAlgNotAllowed) return refusals.algorithm;
+  if (error instanceof errors.JWSSignatureVerificationFailed) return refusals.signature;
+  if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys)
+    return refusals.noKey;
+  if (error instanceof errors.JOSEError || error instanceof TypeError) return refusals.malformed;
+  return null;
+}
+
+/** The token of `Authorization: Bearer <token>` (RFC 6750 section 2.1), or null. */
+function bearerToken(authorization: string | undefined): string | null {
+  const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization ?? '');
+  return match ? match[1]! : null;
+}
+
+/**
+ * `APIKeyAuthType: 'jwt'`: a bearer token signed by the identity provider (a key of its JWKS) or with
+ * `jwt.secret`, checked by jose for signature, exp, nbf, iss and aud. The application is the value of
+ * `applicationClaim`. An HMAC token is checked with the secret only and an asymmetric one with the JWKS
+ * only, so that a public key can never serve as an HMAC secret (algorithm confusion).
+ */
+export function createJwtAuthenticator(
+  settings: JwtSettings,
+  options: JwtAuthenticatorOptions,
+): Authenticator {
+  const { logger } = options;
+  const now = options.now ?? Date.now;
+  const secret = settings.secret ? new TextEncoder().encode(settings.secret) : null;
+  const jwks = settings.jwksUri
+    ? new JwksKeys(settings.jwksUri, {
+        cooldownMs: 30_000,
+        maxAgeMs: 10 * 60_000,
+        timeoutMs: 5_000,
+        onFailure: (error) =>
+          logger.warn({ jwksUri: settings.jwksUri, err: error.message }, 'jwks fetch failed'),
+      })
+    : null;
+  if (jwks) void jwks.prefetch();
+  const algorithms = settings.algorithms ?? [
+    ...(jwks ? asymmetricAlgorithms : []),
+    ...(secret ? hmacAlgorithms : []),
+  ];
+  const isHmac = (alg: unknown) => (hmacAlgorithms as readonly unknown[]).includes(alg);
+  const key: KeyResolver = async (header, token) => {
+    if (isHmac(header.alg)) {
+      if (!secret) throw new errors.JOSEAlgNotAllowed('HMAC tokens need jwt.secret');
+      return secret;
+    }
+    if (!jwks) throw new errors.JOSEAlgNotAllowed('asymmetric tokens need jwt.jwksUri');
+    return jwks.resolve(header, token);
+  };
+
+  // Verified tokens by their hash, until their exp at the latest: a caller repeating its token is not
+  // checked again for a while.
+  const verified = new LRUCache<string, Principal>({ max: 10_000, ttl: 5 * 60_000, perf: { now } });
+
+  async function verify(token: string): Promise<AuthResult> {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, key, {
+        algorithms: [...algorithms],
+        issuer: settings.issuer,
+        audience: settings.audience,
+        clockTolerance: settings.clockTolerance,
+        requiredClaims: ['exp'],
+        currentDate: new Date(now()),
+      }));
+    } catch (error) {
+      if (error instanceof JwksUnavailable) return unavailable;
+      const refusal = refusalOf(error);
+      if (refusal) return refusal;
+      throw error;
+    }
+    const application = payload[settings.applicationClaim];
+    if (typeof application !== 'string' || application === '')
+      return invalidToken(`the token has no ${settings.applicationClaim} claim`);
+    const upstreamFields = claimFields(payload, settings.forwardClaims);
+    const principal: Principal = {
+      ...(upstreamFields.length > 0 ? { upstreamFields } : {}),
+      subject: typeof payload.sub === 'string' ? payload.sub : application,
+      application,
+    };
+    const lifetime = payload.exp! * 1000 - now();
+    if (lifetime > 0) verified.set(hashOf(token), principal, { ttl: Math.min(lifetime, 5 * 60_000) });
+    return admitted(principal);
+  }
+
+  return {
+    scheme: 'jwt',
+    authenticate(req) {
+      const token = bearerToken(req.headers.authorization);
+      if (!token) return noToken;
+      const known = verified.get(hashOf(token));
+      return known ? admitted(known) : verify(token);
+    },
+    documentation: { swaggerSecurity: builtInSecurity.jwt },
+  };
+}
+
+/**
+ * The request fields of `forwardClaims`: a claim's string, or the JSON of any other value. A claim the
+ * token lacks, or one whose value is not visible ASCII, sends no field.
+ */
+function claimFields(payload: JWTPayload, forwardClaims: Record<string, string> = {}): string[] {
+  const fields: string[] = [];
+  for (const [claim, field] of Object.entries(forwardClaims)) {
+    const value = payload[claim];
+    if (value === undefined) continue;
+    const text = typeof value === 'string' ? value : JSON.stringify(value);
+    if (/^[\x20-\x7e]*$/.test(text)) fields.push(field.toLowerCase(), text);
+  }
+  return fields;
+}
+
+const hashOf = (token: string) => createHash('sha256').update(token).digest('base64');
