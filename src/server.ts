@@ -161,7 +161,13 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
   const live = new LiveConfig(loaded);
   // Filled once the store is open; the authenticators read it on every request.
   const applications = new ApplicationDirectory();
-  const authContext = { logger, cwd, applications, ...(options.now ? { now: options.now } : {}) };
+  const authContext = {
+    logger,
+    cwd,
+    applications,
+    onJwksFetch: (result: 'ok' | 'failed') => metrics.jwksFetches.inc({ result }),
+    ...(options.now ? { now: options.now } : {}),
+  };
   const firstPlane = await DataPlane.build(loaded, authContext);
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,

@@ -20,6 +20,8 @@ export interface AuthenticatorContext {
   now?: () => number;
   /** The applications made through the portal API, whose keys the key schemes accept too. */
   applications?: ApplicationDirectory;
+  /** Told of each fetch of the jwt scheme's JWK Set, for the metrics. */
+  onJwksFetch?: (result: 'ok' | 'failed') => void;
 }
 
 /**
@@ -43,7 +45,10 @@ export async function createAuthenticator(
     case 'ldap':
       return createLdapAuthenticator(config.ldap, { logger, ...(context.now ? { now: context.now } : {}) });
     case 'jwt':
-      return createJwtAuthenticator(config.jwt, { logger });
+      return createJwtAuthenticator(config.jwt, {
+        logger,
+        ...(context.onJwksFetch ? { onJwksFetch: context.onJwksFetch } : {}),
+      });
     case 'plugin': {
       const spec = config.APIKeyAuthPlugin;
       const Plugin = await loadAuthPlugin(spec, context.cwd);

@@ -15,6 +15,8 @@ export interface JwksKeysOptions {
   maxAgeMs: number;
   /** Milliseconds a fetch may take. */
   timeoutMs: number;
+  /** Told of each good fetch. */
+  onFetch(): void;
   /** Told of each fetch failure, for the log. */
   onFailure(error: Error): void;
 }
@@ -43,13 +45,13 @@ export class JwksKeys {
       cooldownDuration: options.cooldownMs,
       cacheMaxAge: options.maxAgeMs,
       timeoutDuration: options.timeoutMs,
-      [customFetch]: boundedFetch,
+      [customFetch]: this.fetchOnce,
     });
   }
 
   /** Fetches the set now (at start): a failure is told, and tokens wait for a later fetch. */
   async prefetch(): Promise<void> {
-    await this.remote.reload().catch((error: unknown) => this.failed(error as Error));
+    await this.remote.reload().catch(() => this.failed());
   }
 
   readonly resolve: KeyResolver = async (header, token) => {
@@ -61,33 +63,46 @@ export class JwksKeys {
     } catch (error) {
       if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys)
         throw error;
-      this.failed(error as Error);
+      this.failed();
       if (known) return createLocalJWKSet(known)(header, token);
       throw new JwksUnavailable();
     }
   };
 
-  private failed(error: Error): void {
+  private failed(): void {
     this.failedAt = Date.now();
-    this.options.onFailure(error);
   }
+
+  /**
+   * One fetch of the set, as jose asks for it, told to `onFetch` or `onFailure` once whichever of the
+   * requests waiting on it: fetch with the body read up to `maxJwksBytes` (jose would read any size).
+   */
+  private readonly fetchOnce = async (url: string, init: RequestInit): Promise<Response> => {
+    try {
+      const response = await fetch(url, init);
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      for await (const chunk of response.body ?? []) {
+        size += chunk.byteLength;
+        if (size > maxJwksBytes)
+          throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
+        chunks.push(chunk);
+      }
+      const body = Buffer.concat(chunks);
+      if (response.status !== 200)
+        throw new errors.JOSEError(`the JWKS endpoint answered ${response.status}`);
+      JSON.parse(body.toString('utf8'));
+      this.options.onFetch();
+      return new Response(body, { status: response.status, headers: response.headers });
+    } catch (error) {
+      this.options.onFailure(error as Error);
+      throw error;
+    }
+  };
 }
 
 /** A JWK Set of a provider holds a few keys: a bigger document is refused before it fills memory. */
 export const maxJwksBytes = 1 << 20;
-
-/** fetch, with the body read up to `maxJwksBytes` (jose would read any size). */
-async function boundedFetch(url: string, init: RequestInit): Promise<Response> {
-  const response = await fetch(url, init);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body ?? []) {
-    size += chunk.byteLength;
-    if (size > maxJwksBytes) throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
-    chunks.push(chunk);
-  }
-  return new Response(Buffer.concat(chunks), { status: response.status, headers: response.headers });
-}
 
 /** The set could not be fetched and no key is known yet: no token can be checked. */
 export class JwksUnavailable extends Error {}

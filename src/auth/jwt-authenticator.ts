@@ -13,6 +13,7 @@ export interface JwtAuthenticatorOptions {
   logger: Logger;
   /** Wall clock in milliseconds, for exp and nbf and the verified tokens' lifetimes (tests move it). */
   now?: () => number;
+  onJwksFetch?: (result: 'ok' | 'failed') => void;
 }
 
 const realm = 'quotagate';
@@ -79,8 +80,12 @@ export function createJwtAuthenticator(
         cooldownMs: 30_000,
         maxAgeMs: 10 * 60_000,
         timeoutMs: 5_000,
-        onFailure: (error) =>
-          logger.warn({ jwksUri: settings.jwksUri, err: error.message }, 'jwks fetch failed'),
+        onFetch: () => options.onJwksFetch?.('ok'),
+        onFailure: (error) => {
+          options.onJwksFetch?.('failed');
+
+          logger.warn({ jwksUri: settings.jwksUri, err: error.message }, 'jwks fetch failed');
+        },
       })
     : null;
   if (jwks) void jwks.prefetch();

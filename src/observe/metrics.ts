@@ -9,6 +9,7 @@ export interface Metrics {
   counterStoreShared: Gauge;
   counterStoreSwitches: Counter<'to'>;
   /** Requests refused because a counter they need would pass store.maxCounterMemoryMb. */
+  jwksFetches: Counter<'result'>;
   counterStoreFull: Counter;
   counterStoreTrips: Counter;
   counterStoreLiveGateways: Gauge;
@@ -309,6 +310,12 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       registers: [registry],
       // Every worker of `workers: N` sees the same fleet: the sum would count it once per worker.
       aggregator: 'max',
+    }),
+    jwksFetches: new Counter({
+      name: 'quotagate_jwks_fetches_total',
+      help: "Fetches of the jwt scheme's JWK Set, by result: ok, failed (down, slow, malformed, over 1 MiB)",
+      labelNames: ['result'],
+      registers: [registry],
     }),
     counterStoreFull: new Counter({
       name: 'quotagate_store_full_total',

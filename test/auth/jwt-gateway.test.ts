@@ -167,6 +167,8 @@ describe('the jwt scheme with a shared secret beside the JWKS', () => {
     });
     expect((await get(gateway, await signToken(key, claims()))).status).toBe(200);
     const before = jwks.fetches;
+    const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^quotagate_jwks_fetches_total\{result="ok"\} 1$/m);
     for (let kid = 0; kid < 10; kid += 1) {
       const madeUp = { ...otherKey, publicJwk: { ...otherKey.publicJwk, kid: `made-up-${kid}` } };
       expect((await get(gateway, await signToken(madeUp, claims()))).status).toBe(401);
@@ -207,6 +209,8 @@ describe('the jwt scheme before its JWKS could be fetched', () => {
         jwt: { jwksUri: down.url, issuer, audience },
       });
       expect((await get(gateway, await signToken(key, claims()))).status).toBe(503);
+      const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+      expect(metrics).toMatch(/^quotagate_jwks_fetches_total\{result="failed"\} [1-9]/m);
     } finally {
       await down.close();
     }
