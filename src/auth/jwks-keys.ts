@@ -82,11 +82,16 @@ export class JwksKeys {
       const response = await fetch(url, init);
       const chunks: Uint8Array[] = [];
       let size = 0;
-      for await (const chunk of response.body ?? []) {
-        size += chunk.byteLength;
-        if (size > maxJwksBytes)
+      // A reader rather than `for await`: the DOM's ReadableStream type (the browser tests' lib) has no
+      // async iterator.
+      const reader = response.body?.getReader();
+      for (let read = await reader?.read(); read && !read.done; read = await reader!.read()) {
+        size += read.value.byteLength;
+        if (size > maxJwksBytes) {
+          await reader!.cancel();
           throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
-        chunks.push(chunk);
+        }
+        chunks.push(read.value);
       }
       const body = Buffer.concat(chunks);
       if (response.status !== 200)
