@@ -82,7 +82,7 @@ export interface StartOptions {
   now?: () => number;
   /** Clock of the counters, memory or Redis, in milliseconds (tests move it; Redis keeps its own otherwise). */
   clock?: () => number;
-  /** Timers of the open WebSockets' once-a-second tick (tests move them). */
+  /** Timers of the open WebSockets' once-a-second tick and of the JWKS fetch timeout (tests move them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
@@ -167,6 +167,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     applications,
     onJwksFetch: (result: 'ok' | 'failed') => metrics.jwksFetches.inc({ result }),
     ...(options.now ? { now: options.now } : {}),
+    ...(options.timers ? { timers: options.timers } : {}),
   };
   const firstPlane = await DataPlane.build(loaded, authContext);
   const proxy = new UpstreamProxy({

@@ -1,5 +1,6 @@
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import type { LoadedConfig } from '../config/load-config.js';
+import { systemClock, type Clock } from '../kit/clock.js';
 import { ConfigError } from '../kit/config-error.js';
 import type { Logger } from '../observe/log.js';
 import { createApiKeyAuthenticator } from './apikey-authenticator.js';
@@ -18,6 +19,8 @@ export interface AuthenticatorContext {
   cwd: string;
   /** Clock for caches, in milliseconds (tests move it). */
   now?: () => number;
+  /** Timers of the jwt scheme's JWKS fetch timeout (tests move them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /** The applications made through the portal API, whose keys the key schemes accept too. */
   applications?: ApplicationDirectory;
   /** Told of each fetch of the jwt scheme's JWK Set, for the metrics. */
@@ -47,6 +50,7 @@ export async function createAuthenticator(
     case 'jwt':
       return createJwtAuthenticator(config.jwt, {
         logger,
+        clock: clockOf(context),
         ...(context.onJwksFetch ? { onJwksFetch: context.onJwksFetch } : {}),
       });
     case 'plugin': {
@@ -70,4 +74,13 @@ export async function createAuthenticator(
       });
     }
   }
+}
+
+/** The context's clock and timers as one clock, the system's where the context gives none. */
+function clockOf({ now, timers = systemClock }: AuthenticatorContext): Clock {
+  return {
+    now: now ?? systemClock.now,
+    setTimeout: (callback, ms) => timers.setTimeout(callback, ms),
+    clearTimeout: (timer) => timers.clearTimeout(timer),
+  };
 }

@@ -1,20 +1,22 @@
 import {
   createLocalJWKSet,
-  createRemoteJWKSet,
-  customFetch,
   errors,
   type CryptoKey,
   type FlattenedJWSInput,
+  type JSONWebKeySet,
   type JWSHeaderParameters,
 } from 'jose';
+import type { Clock } from '../kit/clock.js';
 
 export interface JwksKeysOptions {
-  /** Milliseconds after a fetch (good or failed) before a token with an unknown kid may fetch again. */
+  /** Milliseconds after a fetch (good or failed) ends before a token with an unknown kid may fetch again. */
   cooldownMs: number;
-  /** Milliseconds the keys are trusted before the set is fetched again. */
+  /** Milliseconds the keys are trusted before the set is fetched again (in the background). */
   maxAgeMs: number;
-  /** Milliseconds a fetch may take. */
+  /** Milliseconds a fetch may take, body included. */
   timeoutMs: number;
+  /** The clock of the cooldown, the age of the keys and the fetch timeout (tests move it). */
+  clock: Clock;
   /** Told of each good fetch. */
   onFetch(): void;
   /** Told of each fetch failure, for the log. */
@@ -28,82 +30,117 @@ export type KeyResolver = (
 ) => Promise<CryptoKey | Uint8Array>;
 
 /**
- * The identity provider's JWK Set. jose's remote set fetches it again for an unknown kid at most once
- * per cooldown after a good fetch; this adds the same pause after a failed one (so that made-up kids
- * cannot hammer an endpoint that is down), and keeps verifying with the keys already known while the
- * endpoint cannot be reached.
+ * The identity provider's JWK Set, its keys chosen for a token by jose's local set. The fetches are
+ * scheduled here rather than by jose's remote set, which reads the wall clock and makes every request
+ * wait on the refetch once the set is old:
+ * - a token with a known kid never waits on a fetch: an old set is fetched again in the background;
+ * - a token with an unknown kid fetches the set again, at most once per cooldown after a fetch ended,
+ *   good or failed, so made-up kids cannot hammer the endpoint (the tokens that come meanwhile wait on
+ *   the fetch under way, or are refused);
+ * - the keys already known keep verifying while the endpoint is down, slow or answers nonsense;
+ * - before any key is known, a token waits on the fetch under way (the timeout bounds it), then is
+ *   `JwksUnavailable`.
  */
 export class JwksKeys {
-  private readonly remote: ReturnType<typeof createRemoteJWKSet>;
-  private failedAt = -Infinity;
+  private known: ReturnType<typeof createLocalJWKSet> | null = null;
+  private fetchedAt = -Infinity;
+  private settledAt = -Infinity;
+  private pending: Promise<void> | null = null;
 
   constructor(
-    url: string,
+    private readonly url: string,
     private readonly options: JwksKeysOptions,
-  ) {
-    this.remote = createRemoteJWKSet(new URL(url), {
-      cooldownDuration: options.cooldownMs,
-      cacheMaxAge: options.maxAgeMs,
-      timeoutDuration: options.timeoutMs,
-      [customFetch]: this.fetchOnce,
-    });
-  }
+  ) {}
 
   /** Fetches the set now (at start): a failure is told, and tokens wait for a later fetch. */
-  async prefetch(): Promise<void> {
-    await this.remote.reload().catch(() => this.failed());
+  prefetch(): Promise<void> {
+    return this.fetch();
   }
 
   readonly resolve: KeyResolver = async (header, token) => {
-    const known = this.remote.jwks();
-    if (known && Date.now() < this.failedAt + this.options.cooldownMs)
-      return createLocalJWKSet(known)(header, token);
-    try {
-      return await this.remote(header, token);
-    } catch (error) {
-      if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys)
-        throw error;
-      this.failed();
-      if (known) return createLocalJWKSet(known)(header, token);
-      throw new JwksUnavailable();
+    const known = this.known;
+    if (known) {
+      try {
+        const key = await known(header, token);
+        const old = this.options.clock.now() >= this.fetchedAt + this.options.maxAgeMs;
+        if (old && this.mayFetch()) void this.fetch();
+        return key;
+      } catch (error) {
+        if (!(error instanceof errors.JWKSNoMatchingKey) || !this.mayFetch()) throw error;
+      }
     }
+    if (this.mayFetch()) await this.fetch();
+    // The keys the fetch brought, or those known before it (a failed fetch keeps them).
+    const keys = this.known as typeof known;
+    if (!keys) throw new JwksUnavailable();
+    return keys(header, token);
   };
 
-  private failed(): void {
-    this.failedAt = Date.now();
+  /** A fetch is under way (to wait on), or the cooldown since the last one has passed. */
+  private mayFetch(): boolean {
+    return this.pending !== null || this.options.clock.now() >= this.settledAt + this.options.cooldownMs;
   }
 
-  /**
-   * One fetch of the set, as jose asks for it, told to `onFetch` or `onFailure` once whichever of the
-   * requests waiting on it: fetch with the body read up to `maxJwksBytes` (jose would read any size).
-   */
-  private readonly fetchOnce = async (url: string, init: RequestInit): Promise<Response> => {
-    try {
-      const response = await fetch(url, init);
-      const chunks: Uint8Array[] = [];
-      let size = 0;
-      // A reader rather than `for await`: the DOM's ReadableStream type (the browser tests' lib) has no
-      // async iterator.
-      const reader = response.body?.getReader();
-      for (let read = await reader?.read(); read && !read.done; read = await reader!.read()) {
-        size += read.value.byteLength;
-        if (size > maxJwksBytes) {
-          await reader!.cancel();
-          throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
-        }
-        chunks.push(read.value);
+  /** The fetch under way, or a new one; it never rejects (a failure is told to `onFailure`). */
+  private fetch(): Promise<void> {
+    this.pending ??= fetchJwks(this.url, this.options)
+      .then(
+        (set) => {
+          this.known = createLocalJWKSet(set);
+          this.fetchedAt = this.options.clock.now();
+          this.options.onFetch();
+        },
+        (error: unknown) => this.options.onFailure(error as Error),
+      )
+      .finally(() => {
+        this.pending = null;
+        this.settledAt = this.options.clock.now();
+      });
+    return this.pending;
+  }
+}
+
+/**
+ * One GET of the JWK Set at `url` within `timeoutMs` on `clock`, its body read up to `maxJwksBytes` (a
+ * provider's set holds a few keys); a redirect is not followed (as jose's remote set does not).
+ * @throws a jose error (or a SyntaxError) saying why the set could not be had.
+ */
+export async function fetchJwks(
+  url: string,
+  { clock, timeoutMs }: Pick<JwksKeysOptions, 'clock' | 'timeoutMs'>,
+): Promise<JSONWebKeySet> {
+  const controller = new AbortController();
+  const timer = clock.setTimeout(
+    () => controller.abort(new errors.JWKSTimeout(`the JWKS endpoint did not answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
+  try {
+    const response = await fetch(url, {
+      signal: controller.signal,
+      redirect: 'manual',
+      headers: { accept: 'application/json, application/jwk-set+json' },
+    });
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    // A reader rather than `for await`: the DOM's ReadableStream type (the browser tests' lib) has no
+    // async iterator.
+    const reader = response.body?.getReader();
+    for (let read = await reader?.read(); read && !read.done; read = await reader!.read()) {
+      size += read.value.byteLength;
+      if (size > maxJwksBytes) {
+        await reader!.cancel();
+        throw new errors.JWKSInvalid(`the JWKS document is over ${maxJwksBytes} bytes`);
       }
-      const body = Buffer.concat(chunks);
-      if (response.status !== 200)
-        throw new errors.JOSEError(`the JWKS endpoint answered ${response.status}`);
-      JSON.parse(body.toString('utf8'));
-      this.options.onFetch();
-      return new Response(body, { status: response.status, headers: response.headers });
-    } catch (error) {
-      this.options.onFailure(error as Error);
-      throw error;
+      chunks.push(read.value);
     }
-  };
+    if (response.status !== 200) throw new errors.JOSEError(`the JWKS endpoint answered ${response.status}`);
+    const set = JSON.parse(Buffer.concat(chunks).toString('utf8')) as JSONWebKeySet;
+    // jose's local set refuses anything but a JWK Set (JWKSInvalid).
+    createLocalJWKSet(set);
+    return set;
+  } finally {
+    clock.clearTimeout(timer);
+  }
 }
 
 /** A JWK Set of a provider holds a few keys: a bigger document is refused before it fills memory. */

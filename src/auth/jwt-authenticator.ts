@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { errors, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { asymmetricAlgorithms, hmacAlgorithms, type Config } from '../config/schema.js';
+import { systemClock, type Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
 import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
@@ -11,8 +12,11 @@ type JwtSettings = NonNullable<Config['jwt']>;
 
 export interface JwtAuthenticatorOptions {
   logger: Logger;
-  /** Wall clock in milliseconds, for exp and nbf and the verified tokens' lifetimes (tests move it). */
-  now?: () => number;
+  /**
+   * The clock of exp and nbf, the verified tokens' lifetimes, and the JWKS's cooldown, age and fetch
+   * timeout (tests move it).
+   */
+  clock?: Clock;
   onJwksFetch?: (result: 'ok' | 'failed') => void;
 }
 
@@ -73,13 +77,15 @@ export function createJwtAuthenticator(
   options: JwtAuthenticatorOptions,
 ): Authenticator {
   const { logger } = options;
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
+  const now = () => clock.now();
   const secret = settings.secret ? new TextEncoder().encode(settings.secret) : null;
   const jwks = settings.jwksUri
     ? new JwksKeys(settings.jwksUri, {
-        cooldownMs: 30_000,
+        cooldownMs: settings.jwksCooldown,
         maxAgeMs: 10 * 60_000,
-        timeoutMs: 5_000,
+        timeoutMs: settings.jwksTimeout,
+        clock,
         onFetch: () => options.onJwksFetch?.('ok'),
         onFailure: (error) => {
           options.onJwksFetch?.('failed');

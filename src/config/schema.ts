@@ -354,6 +354,13 @@ const jwtSchema = z
       .string({ error: msg('must be a string of at least 32 characters') })
       .min(32, { error: msg('must be a string of at least 32 characters') })
       .optional(),
+    /**
+     * Milliseconds after a JWKS fetch (good or failed) before a token with an unknown kid may fetch the
+     * set again: tokens with made-up kids fetch it at most once per this.
+     */
+    jwksCooldown: milliseconds.default(30_000),
+    /** Milliseconds a JWKS fetch may take, body included; a token with no key known yet waits this long at most. */
+    jwksTimeout: milliseconds.default(5_000),
     /** Claims sent upstream as request fields, claim name to field name (`{ sub: 'X-User' }`). */
     forwardClaims: z
       .record(nonEmpty, fieldName, { error: msg('must be an object of claim names to header names') })

@@ -122,6 +122,11 @@ describe.each(eachStore)('the jwt scheme through a started gateway on %s', (_sto
         await signToken(otherKey, claims()),
         'no key of the identity provider matches the token',
       ],
+      [
+        "another identity provider's key posing under the kid of this one's",
+        await signToken({ ...otherKey, publicJwk: { ...otherKey.publicJwk, kid: 'key-1' } }, claims()),
+        'the signature is not valid',
+      ],
     ];
     const before = upstream().requests.length;
     for (const [name, token, description] of attacks) {

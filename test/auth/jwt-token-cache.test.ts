@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AuthResult } from '../../src/auth/authenticator.js';
 import { createJwtAuthenticator } from '../../src/auth/jwt-authenticator.js';
+import { systemClock } from '../../src/kit/clock.js';
 import { createLogger } from '../../src/observe/log.js';
 import { startAuthProbe } from '../helpers/auth-probe.js';
 import { rsaKey, signToken, startJwksServer } from '../helpers/jwks-server.js';
@@ -18,8 +19,16 @@ describe('the verified tokens of the jwt scheme', () => {
     stops.push(() => jwks.close());
     const clock = { now: Date.now() };
     const authenticator = createJwtAuthenticator(
-      { jwksUri: jwks.url, issuer: 'idp', audience: 'api', applicationClaim: 'client_id', clockTolerance: 0 },
-      { logger: createLogger({ level: 'silent' }), now: () => clock.now },
+      {
+        jwksUri: jwks.url,
+        issuer: 'idp',
+        audience: 'api',
+        applicationClaim: 'client_id',
+        clockTolerance: 0,
+        jwksCooldown: 30_000,
+        jwksTimeout: 5_000,
+      },
+      { logger: createLogger({ level: 'silent' }), clock: { ...systemClock, now: () => clock.now } },
     );
     const probe = await startAuthProbe(authenticator);
     stops.push(() => probe.close());

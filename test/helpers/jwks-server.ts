@@ -22,13 +22,18 @@ export function signToken(key: SigningKey, claims: JWTPayload): Promise<string> 
     .sign(key.privateKey);
 }
 
-/** A JWKS endpoint on 127.0.0.1 that counts its requests and can be taken down (500) and back up. */
+/**
+ * A JWKS endpoint on 127.0.0.1 that counts its requests and can be taken down (500) and back up, or made
+ * to hang (it reads a request and never answers it).
+ */
 export interface JwksServer {
   url: string;
   /** The requests it has answered, good or not. */
   readonly fetches: number;
   keys: JWK[];
   down: boolean;
+  /** Requests are read and never answered (until `close`). */
+  hanging: boolean;
   /** A document answered instead of the keys (a malformed or huge one), or null. */
   body: string | null;
   close(): Promise<void>;
@@ -36,9 +41,10 @@ export interface JwksServer {
 
 export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
   let fetches = 0;
-  const state = { keys, down: false, body: null as string | null };
+  const state = { keys, down: false, hanging: false, body: null as string | null };
   const server = createServer((_req, res) => {
     fetches += 1;
+    if (state.hanging) return;
     if (state.down) {
       res.writeHead(500).end();
       return;
@@ -71,6 +77,12 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
     },
     set down(next) {
       state.down = next;
+    },
+    get hanging() {
+      return state.hanging;
+    },
+    set hanging(next) {
+      state.hanging = next;
     },
     close: () =>
       new Promise<void>((resolve) => {
