@@ -23,6 +23,11 @@ export interface AuthenticatorContext {
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /** The applications made through the portal API, whose keys the key schemes accept too. */
   applications?: ApplicationDirectory;
+  /**
+   * The scheme is built to be checked, not to serve (`check-config`): it reaches no server (the jwt
+   * scheme does not fetch its JWK Set).
+   */
+  offline?: boolean;
   /** Told of each fetch of the jwt scheme's JWK Set, for the metrics. */
   onJwksFetch?: (result: 'ok' | 'failed') => void;
 }
@@ -51,6 +56,7 @@ export async function createAuthenticator(
       return createJwtAuthenticator(config.jwt, {
         logger,
         clock: clockOf(context),
+        fetchKeysAtStart: !context.offline,
         ...(context.onJwksFetch ? { onJwksFetch: context.onJwksFetch } : {}),
       });
     case 'plugin': {

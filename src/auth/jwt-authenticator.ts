@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { errors, jwtVerify, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { asymmetricAlgorithms, hmacAlgorithms, type Config } from '../config/schema.js';
+import { asymmetricAlgorithms, hmacAlgorithms, hmacAlgorithmsFor, type Config } from '../config/schema.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
@@ -18,6 +18,8 @@ export interface JwtAuthenticatorOptions {
    */
   clock?: Clock;
   onJwksFetch?: (result: 'ok' | 'failed') => void;
+  /** Whether the JWK Set is fetched now rather than for the first token (default true). */
+  fetchKeysAtStart?: boolean;
 }
 
 const realm = 'quotagate';
@@ -94,10 +96,10 @@ export function createJwtAuthenticator(
         },
       })
     : null;
-  if (jwks) void jwks.prefetch();
+  if (jwks && options.fetchKeysAtStart !== false) void jwks.prefetch();
   const algorithms = settings.algorithms ?? [
     ...(jwks ? asymmetricAlgorithms : []),
-    ...(secret ? hmacAlgorithms : []),
+    ...(settings.secret ? hmacAlgorithmsFor(settings.secret) : []),
   ];
   const isHmac = (alg: unknown) => (hmacAlgorithms as readonly unknown[]).includes(alg);
   const key: KeyResolver = async (header, token) => {

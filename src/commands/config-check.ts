@@ -1,4 +1,6 @@
 import { createAuthenticator } from '../auth/create-authenticator.js';
+import { fetchJwks } from '../auth/jwks-keys.js';
+import { systemClock } from '../kit/clock.js';
 import { compileCatalog } from '../catalog/router.js';
 import { UsagePath } from '../gateway/usage-endpoint.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
@@ -7,7 +9,7 @@ import { secretValues } from '../kit/secret-redaction.js';
 
 /**
  * Loads the config of `configDir` and builds its authenticator exactly as `start` does (an auth plugin
- * is loaded and constructed, with the config).
+ * is loaded and constructed, with the config), without reaching any server: `onlineProblems` does that.
  * @throws ConfigError listing every problem.
  */
 export async function checkConfig(configDir: string): Promise<LoadedConfig> {
@@ -18,7 +20,7 @@ export async function checkConfig(configDir: string): Promise<LoadedConfig> {
     destination: process.stderr,
     secrets: new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config })),
   });
-  const authenticator = await createAuthenticator(loaded, { logger, cwd: process.cwd() });
+  const authenticator = await createAuthenticator(loaded, { logger, cwd: process.cwd(), offline: true });
   await authenticator.close?.();
   return loaded;
 }
@@ -26,4 +28,36 @@ export async function checkConfig(configDir: string): Promise<LoadedConfig> {
 /** The line that says a config is valid, and what it holds. */
 export function configSummary({ config, environment }: LoadedConfig): string {
   return `config ok (${environment}): ${config.apis.length} APIs, ${config.applications.length} applications, APIKeyAuthType ${config.APIKeyAuthType}, store ${config.store.type}`;
+}
+
+/** What `check-config --online` found: a line per server reached, and whether each answered as it should. */
+export interface OnlineCheck {
+  ok: boolean;
+  line: string;
+}
+
+/**
+ * Reaches the servers the config names, once each, as the gateway would: the jwt scheme's JWK Set
+ * (fetched within `jwt.jwksTimeout`, its size bounded as at run time). The URL is not repeated (it may
+ * carry credentials): the key path says which setting it is.
+ */
+export async function onlineChecks({ config }: LoadedConfig): Promise<OnlineCheck[]> {
+  if (config.APIKeyAuthType !== 'jwt' || !config.jwt.jwksUri) return [];
+  try {
+    const { keys } = await fetchJwks(config.jwt.jwksUri, {
+      clock: systemClock,
+      timeoutMs: config.jwt.jwksTimeout,
+    });
+    const kids = keys.map((key) => key.kid ?? '(no kid)').join(', ');
+    const count = `${keys.length} ${keys.length === 1 ? 'key' : 'keys'}`;
+    return [{ ok: true, line: `jwt.jwksUri: the JWK Set has ${count}${kids ? `: ${kids}` : ''}` }];
+  } catch (error) {
+    return [{ ok: false, line: `jwt.jwksUri: cannot fetch the JWK Set: ${reasonOf(error)}` }];
+  }
+}
+
+/** An error's message and its cause's (fetch says only "fetch failed"; its cause says ECONNREFUSED). */
+function reasonOf(error: unknown): string {
+  const { message, cause } = error as Error;
+  return cause instanceof Error ? `${message} (${cause.message})` : message;
 }

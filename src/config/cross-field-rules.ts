@@ -4,7 +4,7 @@ import type { Environment } from '../applications/application-schema.js';
 import { catalogIds, referenceProblem } from '../quota/catalog-references.js';
 import { declaredListProblems, declaredPlanProblem, isMembership } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../kit/password-hash.js';
-import type { Config } from './schema.js';
+import { asymmetricAlgorithms, bytesOf, hmacKeyBytes, type Config } from './schema.js';
 
 export type KeyPath = ReadonlyArray<string | number>;
 
@@ -35,7 +35,7 @@ export function crossFieldProblems(
   environment: Environment,
   given: GivenValue = () => undefined,
 ): Problem[] {
-  const rules = [catalogProblems, keyProblems, schemeProblems, listenerProblems, quotaProblems];
+  const rules = [catalogProblems, keyProblems, schemeProblems, jwtProblems, listenerProblems, quotaProblems];
   return rules.flatMap((rule) => {
     try {
       return rule(config, environment, given);
@@ -165,6 +165,48 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
       }
     });
   }
+  return problems;
+}
+
+/**
+ * The jwt settings that hold only together: where the keys of each algorithm come from, and a secret
+ * long enough for the HMAC algorithms it serves. A value of the wrong type is the schema's to name.
+ */
+function jwtProblems(config: Config): Problem[] {
+  const { jwt } = config;
+  if (!jwt) return [];
+  const problems: Problem[] = [];
+  const add = (path: KeyPath, message: string) => problems.push({ path: ['jwt', ...path], message });
+  const secret = typeof jwt.secret === 'string' ? jwt.secret : undefined;
+  const algorithms: unknown[] = Array.isArray(jwt.algorithms) ? jwt.algorithms : [];
+  if (!jwt.jwksUri && secret === undefined) add(['jwksUri'], 'is required unless jwt.secret is set');
+  if (
+    secret !== undefined &&
+    Array.isArray(jwt.algorithms) &&
+    !algorithms.some((name) => hmacKeyBytes[String(name)])
+  )
+    add(['secret'], 'is never used: jwt.algorithms names no HMAC algorithm (HS256, HS384, HS512)');
+  const secretBytes = secret === undefined ? 0 : bytesOf(secret);
+  algorithms.forEach((algorithm, index) => {
+    if (typeof algorithm !== 'string') return;
+    const needed = hmacKeyBytes[algorithm];
+    if (needed !== undefined && secret === undefined)
+      add(
+        ['algorithms', index],
+        `${algorithm} needs jwt.secret (HMAC tokens are never checked with a JWKS key)`,
+      );
+    // A secret under 32 bytes is named at jwt.secret already.
+    if (needed !== undefined && secretBytes >= hmacKeyBytes.HS256! && secretBytes < needed)
+      add(
+        ['algorithms', index],
+        `${algorithm} needs a jwt.secret of at least ${needed} bytes (RFC 7518 section 3.2); it has ${secretBytes}`,
+      );
+    if ((asymmetricAlgorithms as readonly string[]).includes(algorithm) && !jwt.jwksUri)
+      add(
+        ['algorithms', index],
+        `${algorithm} needs jwt.jwksUri (its keys come from the identity provider's JWKS)`,
+      );
+  });
   return problems;
 }
 

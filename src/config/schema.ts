@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
+import { gatewayOwnedFields } from '../kit/gateway-owned-fields.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
 import { onErrorPolicies } from '../limiter/limiter.js';
@@ -318,77 +319,83 @@ export const asymmetricAlgorithms = [
 /** The HMAC algorithms, checked with `jwt.secret` only (never with a JWKS key: no algorithm confusion). */
 export const hmacAlgorithms = ['HS256', 'HS384', 'HS512'] as const;
 const jwtAlgorithms = [...asymmetricAlgorithms, ...hmacAlgorithms] as const;
+/** RFC 7518 section 3.2: an HMAC key has at least as many bytes as the hash's output. */
+export const hmacKeyBytes: Readonly<Record<string, number>> = { HS256: 32, HS384: 48, HS512: 64 };
+/** The bytes of a secret in UTF-8, as an HMAC key takes it. */
+export const bytesOf = (text: string) => new TextEncoder().encode(text).length;
+
+/**
+ * The HMAC algorithms a secret is long enough for (RFC 7518 section 3.2): what `jwt.secret` allows when
+ * `jwt.algorithms` does not say.
+ */
+export function hmacAlgorithmsFor(secret: string): Array<(typeof hmacAlgorithms)[number]> {
+  return hmacAlgorithms.filter((algorithm) => bytesOf(secret) >= hmacKeyBytes[algorithm]!);
+}
+
+const algorithmError = oneOf(`must be one of ${jwtAlgorithms.join(', ')}`, jwtAlgorithms);
 
 // RFC 9110 section 5.1: a field name is a token.
 const fieldName = z
   .string({ error: msg('must be a header name') })
   .regex(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/, { error: msg('must be a header name') });
 
-const jwtSchema = z
-  .strictObject({
-    /** The identity provider's JWK Set, fetched at start and again for a key it does not know yet. */
-    jwksUri: httpUrl.optional(),
-    issuer: nonEmpty,
-    audience: z.union([nonEmpty, z.array(nonEmpty).min(1)], {
-      error: msg('must be a string or a non-empty array of strings'),
-    }),
-    /** The claim whose value is the caller's application, the id its quotas are made for. */
-    applicationClaim: nonEmpty.default('client_id'),
-    algorithms: z
-      .array(
-        z.enum(jwtAlgorithms, {
-          error: oneOf(`must be one of ${jwtAlgorithms.join(', ')} (never none)`, jwtAlgorithms),
-        }),
-        { error: msg('must be an array of algorithm names') },
-      )
-      .min(1, { error: msg('must name at least one algorithm') })
-      .optional(),
-    /** Seconds of clock difference with the identity provider allowed on exp and nbf. */
-    clockTolerance: z
-      .int({ error: msg('must be a whole number of seconds') })
-      .min(0, { error: msg('must be a whole number of seconds') })
-      .max(600, { error: msg('must be at most 600 (ten minutes)') })
-      .default(30),
-    /** The shared key of HS256/384/512 tokens; at least 32 bytes (RFC 7518 section 3.2). */
-    secret: z
-      .string({ error: msg('must be a string of at least 32 characters') })
-      .min(32, { error: msg('must be a string of at least 32 characters') })
-      .optional(),
-    /**
-     * Milliseconds after a JWKS fetch (good or failed) before a token with an unknown kid may fetch the
-     * set again: tokens with made-up kids fetch it at most once per this.
-     */
-    jwksCooldown: milliseconds.default(30_000),
-    /** Milliseconds a JWKS fetch may take, body included; a token with no key known yet waits this long at most. */
-    jwksTimeout: milliseconds.default(5_000),
-    /** Claims sent upstream as request fields, claim name to field name (`{ sub: 'X-User' }`). */
-    forwardClaims: z
-      .record(nonEmpty, fieldName, { error: msg('must be an object of claim names to header names') })
-      .optional(),
-  })
-  .superRefine((jwt, context) => {
-    if (!jwt.jwksUri && !jwt.secret)
-      context.addIssue({
-        code: 'custom',
-        path: ['jwksUri'],
-        message: 'is required unless jwt.secret is set',
-      });
-    for (const [index, algorithm] of (jwt.algorithms ?? []).entries()) {
-      const hmac = (hmacAlgorithms as readonly string[]).includes(algorithm);
-      if (hmac && !jwt.secret)
-        context.addIssue({
-          code: 'custom',
-          path: ['algorithms', index],
-          message: `${algorithm} needs jwt.secret (HMAC tokens are never checked with a JWKS key)`,
-        });
-      if (!hmac && !jwt.jwksUri)
-        context.addIssue({
-          code: 'custom',
-          path: ['algorithms', index],
-          message: `${algorithm} needs jwt.jwksUri (its keys come from the identity provider's JWKS)`,
-        });
-    }
-  });
+const jwtSchema = z.strictObject({
+  /** The identity provider's JWK Set, fetched at start and again for a key it does not know yet. */
+  jwksUri: httpUrl.optional(),
+  issuer: nonEmpty,
+  audience: z.union([nonEmpty, z.array(nonEmpty).min(1)], {
+    error: msg('must be a string or a non-empty array of strings'),
+  }),
+  /** The claim whose value is the caller's application, the id its quotas are made for. */
+  applicationClaim: nonEmpty.default('client_id'),
+  algorithms: z
+    .array(
+      z.enum(jwtAlgorithms, {
+        // RFC 8725 section 3.1: an unsigned token proves nothing, whoever sent it.
+        error: (issue) =>
+          typeof issue.input === 'string' && issue.input.toLowerCase() === 'none'
+            ? 'must not be none: an unsigned token proves nothing (RFC 8725 section 3.1)'
+            : algorithmError(issue),
+      }),
+      { error: msg('must be an array of algorithm names') },
+    )
+    .min(1, { error: msg('must name at least one algorithm') })
+    .optional(),
+  /** Seconds of clock difference with the identity provider allowed on exp and nbf. */
+  clockTolerance: z
+    .int({ error: msg('must be a whole number of seconds') })
+    .min(0, { error: msg('must be a whole number of seconds') })
+    .max(600, { error: msg('must be at most 600 (ten minutes)') })
+    .default(30),
+  /**
+   * The shared key of HS256/384/512 tokens: at least 32 bytes, and as many as the hash's output for
+   * each HMAC algorithm it serves (48 for HS384, 64 for HS512; RFC 7518 section 3.2).
+   */
+  secret: z
+    .string({ error: msg('must be a string of at least 32 bytes') })
+    .refine((secret) => bytesOf(secret) >= hmacKeyBytes.HS256!, {
+      error: 'must be at least 32 bytes (RFC 7518 section 3.2: as long as the HS256 hash)',
+    })
+    .optional(),
+  /**
+   * Milliseconds after a JWKS fetch (good or failed) before a token with an unknown kid may fetch the
+   * set again: tokens with made-up kids fetch it at most once per this.
+   */
+  jwksCooldown: milliseconds.default(30_000),
+  /** Milliseconds a JWKS fetch may take, body included; a token with no key known yet waits this long at most. */
+  jwksTimeout: milliseconds.default(5_000),
+  /** Claims sent upstream as request fields, claim name to field name (`{ sub: 'X-User' }`). */
+  forwardClaims: z
+    .record(
+      nonEmpty,
+      fieldName.refine((name) => !gatewayOwnedFields.has(name.toLowerCase()), {
+        error: (issue) =>
+          `must not be ${String(issue.input)}: the gateway sets, drops or frames by that field itself`,
+      }),
+      { error: msg('must be an object of claim names to header names') },
+    )
+    .optional(),
+});
 
 const serverSchema = z
   .strictObject({

@@ -4,7 +4,12 @@ import { compileCatalog, type Router } from '../catalog/router.js';
 import { ApplicationNames } from '../config/application-names.js';
 import type { LoadedConfig } from '../config/load-config.js';
 import type { Logger } from '../observe/log.js';
-import { forwardedFields, peerIdentityFields } from './proxy/forwarded-headers.js';
+import {
+  credentialFields,
+  forwardedFields,
+  gatewaySetFields,
+  peerIdentityFields,
+} from '../kit/gateway-owned-fields.js';
 import { hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
 import { TrustedPeers } from './proxy/trust-proxy.js';
 import { CatalogNames, UsagePath } from './usage-endpoint.js';
@@ -44,11 +49,10 @@ export class DataPlane {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
     // not answer it again. Host, X-Forwarded-* and X-Request-Id are the gateway's to set.
     const always = [
-      'expect',
+      ...gatewaySetFields,
       'host',
-      'x-request-id',
       ...forwardedFields,
-      ...(forwardCredentials ? [] : ['authorization', 'apikey']),
+      ...(forwardCredentials ? [] : credentialFields),
       ...schemeFields.map((name) => name.toLowerCase()),
     ];
     this.dropped = { trusted: new Set(always), untrusted: new Set([...always, ...peerIdentityFields]) };

@@ -1,6 +1,10 @@
+import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../src/kit/password-hash.js';
 import { runCli } from '../helpers/run-cli.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { rsaKey, startJwksServer, type JwksServer } from '../helpers/jwks-server.js';
+import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 
 describe('gateway check-config', () => {
   it('exits 2 naming file, key and reason, without a stack trace', async () => {
@@ -74,5 +78,70 @@ describe('gateway hash-password', () => {
   it('refuses an empty password with exit 2', async () => {
     const result = await runCli(['hash-password'], { input: '\n' });
     expect(result.code).toBe(2);
+  });
+});
+
+describe('gateway check-config of the jwt scheme', () => {
+  const defer = cleanupAfterEach();
+  /** A config dir of the jwt scheme over a JWKS endpoint of the test's, one key in it. */
+  async function jwtConfig(jwt: Record<string, unknown> = {}) {
+    const jwks = await startJwksServer([(await rsaKey('key-1')).publicJwk]);
+    defer(() => jwks.close());
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', {
+        APIKeyAuthType: 'jwt',
+        jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api', ...jwt },
+      }),
+    );
+    defer(() => rmSync(dir, { recursive: true, force: true }));
+    return { jwks, dir };
+  }
+
+  it('names every mistake of the jwt settings at once, each with its file, key and reason', async () => {
+    const dir = 'test/fixtures/bad-config/jwt-mistakes-of-every-rule';
+    const result = await runCli(['check-config', '--config-dir', dir]);
+    expect(result.code).toBe(2);
+    const reasons = [
+      'jwt.jwksUri: must be an http(s) URL',
+      'jwt.applicationClaim: must not be empty',
+      'jwt.algorithms[0]: must not be none: an unsigned token proves nothing (RFC 8725 section 3.1)',
+      'jwt.forwardClaims.sub: must not be Host: the gateway sets, drops or frames by that field itself',
+      'jwt.forwardClaims.azp: must not be Transfer-Encoding: the gateway sets, drops or frames by that field itself',
+      'jwt.algorithms[2]: HS384 needs a jwt.secret of at least 48 bytes (RFC 7518 section 3.2); it has 37',
+    ];
+    expect(result.stderr).toBe(reasons.map((reason) => `${dir}/default.mjs: ${reason}\n`).join(''));
+  });
+
+  it('reaches no JWKS endpoint unless asked to', async () => {
+    const { jwks, dir } = await jwtConfig();
+    const result = await runCli(['check-config', '--config-dir', dir]);
+    expect([result.code, result.stdout]).toEqual([0, expect.stringContaining('config ok')]);
+    expect(jwks.fetches).toBe(0);
+  });
+
+  it('with --online, fetches the JWK Set once and says how many keys it has', async () => {
+    const { jwks, dir } = await jwtConfig();
+    const result = await runCli(['check-config', '--config-dir', dir, '--online']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^config ok .*\njwt\.jwksUri: the JWK Set has 1 key: key-1\n$/);
+    expect(jwks.fetches).toBe(1);
+  });
+
+  it.each([
+    ['answers 500', (jwks: JwksServer) => (jwks.down = true), 'the JWKS endpoint answered 500'],
+    [
+      'answers a document that is not a JWK Set',
+      (jwks: JwksServer) => (jwks.body = '{"keys": "none"}'),
+      'JSON Web Key Set malformed',
+    ],
+    ['is not listening', (jwks: JwksServer) => jwks.close(), 'fetch failed (connect ECONNREFUSED 127.0.0.1:'],
+  ])('with --online, exits 1 saying why when the endpoint %s', async (_case, spoil, reason) => {
+    const { jwks, dir } = await jwtConfig();
+    await spoil(jwks);
+    const result = await runCli(['check-config', '--config-dir', dir, '--online']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(/^config ok /);
+    expect(result.stderr).toContain(`jwt.jwksUri: cannot fetch the JWK Set: ${reason}`);
+    expect(result.stderr).not.toContain(jwks.url);
   });
 });

@@ -37,6 +37,32 @@ const rules: Array<[string, string]> = [
     'jwt.algorithms[0]: HS256 needs jwt.secret (HMAC tokens are never checked with a JWKS key)',
   ],
   [
+    'jwt-algorithm-none',
+    'jwt.algorithms[1]: must not be none: an unsigned token proves nothing (RFC 8725 section 3.1)',
+  ],
+  [
+    'jwt-secret-unused',
+    'jwt.secret: is never used: jwt.algorithms names no HMAC algorithm (HS256, HS384, HS512)',
+  ],
+  [
+    'jwt-secret-too-short',
+    'jwt.secret: must be at least 32 bytes (RFC 7518 section 3.2: as long as the HS256 hash)',
+  ],
+  [
+    'jwt-secret-short-for-hs512',
+    'jwt.algorithms[0]: HS512 needs a jwt.secret of at least 64 bytes (RFC 7518 section 3.2); it has 37',
+  ],
+  ['jwt-jwks-uri-not-http', 'jwt.jwksUri: must be an http(s) URL'],
+  [
+    'jwt-asymmetric-without-jwks-uri',
+    "jwt.algorithms[1]: ES256 needs jwt.jwksUri (its keys come from the identity provider's JWKS)",
+  ],
+  ['jwt-application-claim-empty', 'jwt.applicationClaim: must not be empty'],
+  [
+    'jwt-forward-claim-gateway-field',
+    'jwt.forwardClaims.ip: must not be X-Forwarded-For: the gateway sets, drops or frames by that field itself',
+  ],
+  [
     'current-key-missing',
     "apikey_development: required when APIKeyAuthType is 'basic': set it, or set APIKEY_DEVELOPMENT where the config reads it from the environment (as the shipped conf/default.js does); `gateway start --demo` makes one up for its run",
   ],

@@ -1,35 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { isIP } from 'node:net';
+import type { forwardedFields } from '../../kit/gateway-owned-fields.js';
 import { namedInConnection } from './hop-by-hop.js';
 import { plainAddress, type TrustedPeers } from './trust-proxy.js';
-
-/**
- * Fields in which proxies tell the upstream who the client is and how it connected. Only a trusted
- * peer's are believed: from anyone else they are dropped (X-Forwarded-For, -Proto and -Host are then set
- * from the socket), so a client cannot pose as another address, scheme or host to the upstream.
- */
-export const peerIdentityFields = [
-  'forwarded',
-  'x-real-ip',
-  'true-client-ip',
-  'x-client-ip',
-  'cf-connecting-ip',
-  'fastly-client-ip',
-  'x-cluster-client-ip',
-  'x-original-forwarded-for',
-  'x-forwarded-port',
-  'x-forwarded-prefix',
-  'x-forwarded-server',
-  'x-forwarded-ssl',
-  'x-forwarded-scheme',
-  'x-url-scheme',
-  'front-end-https',
-  'x-original-host',
-] as const;
-
-/** The fields `appendForwardedFields` sets. */
-export const forwardedFields = ['x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host'] as const;
 
 /**
  * Appends X-Forwarded-For/-Proto/-Host for the upstream request to `fields` (name, value pairs), from

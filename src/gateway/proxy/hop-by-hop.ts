@@ -1,23 +1,13 @@
+import { framingFields, hopByHopFields } from '../../kit/gateway-owned-fields.js';
 import { cgiSpelling } from '../request-screening.js';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
-// RFC 9110 §7.6.1: connection-specific fields, plus the obsolete ones proxies still meet in practice.
-const hopByHop = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
+const hopByHop: ReadonlySet<string> = new Set(hopByHopFields);
 
-// RFC 9112 §6: the fields that frame a message body, and the one that names its target. They are never
-// hop-by-hop, whatever `Connection` says: dropping Content-Length because a client named it would send
-// the body upstream unframed, where it is read as a second request (request smuggling).
-const framing = new Set(['content-length', 'transfer-encoding', 'host']);
+// The framing fields are never hop-by-hop, whatever `Connection` says: dropping Content-Length because a
+// client named it would send the body upstream unframed, where it is read as a second request (request
+// smuggling).
+const framing: ReadonlySet<string> = new Set(framingFields);
 
 const noNames: ReadonlySet<string> = new Set();
 /** `Connection` values that name no field, as clients and upstreams usually spell them. */
