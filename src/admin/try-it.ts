@@ -36,6 +36,8 @@ export interface TestRequestOptions {
 /** Fields a console user may not set: credentials are the gateway's to add, never the browser's. */
 const credentialFields = new Set(['authorization', 'apikey', 'cookie', 'proxy-authorization', 'host']);
 const longestBody = 1_048_576;
+/** RFC 6750 section 2.1: the b64token of `Authorization: Bearer`. */
+const bearerToken = /^[A-Za-z0-9\-._~+/]+=*$/;
 /** RFC 9110 §5.5: a field value holds no CR, LF, NUL or other control (a name is a token: catalog.ts). */
 const fieldValue = /^[\t\x20-\x7e\x80-\xff]*$/;
 
@@ -70,6 +72,15 @@ const tryBody = z.strictObject(
       .strictObject({ username: z.string().min(1), password: z.string().min(1) })
       .optional()
       .meta({ description: 'With the ldap scheme: the directory user to send the request as' }),
+    token: z
+      .string({ error: 'must be a string' })
+      .max(16_384, { error: 'must be at most 16 KiB' })
+      .regex(bearerToken, { error: 'must be a bearer token (letters, digits and -._~+/, then any =)' })
+      .optional()
+      .meta({
+        description:
+          'With the jwt scheme: the bearer token to send the request with (Authorization: Bearer); never stored, logged or shown',
+      }),
   },
   { error: 'must be an object' },
 );
@@ -108,8 +119,13 @@ function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress
       parts.authDocumentation().applyCredentialsForTest?.(options as unknown as Record<string, unknown>);
       return asSent(options);
     case 'jwt':
+      if (!body.token)
+        throw new AdminError(400, [
+          'token: is required with the jwt scheme (a bearer token from the identity provider)',
+        ]);
+      options.headers.authorization = `Bearer ${body.token}`;
+      break;
     case 'none':
-      // A jwt caller's token comes with the request's own Authorization header, if any.
       break;
   }
   return options;
@@ -191,8 +207,8 @@ function send(
 /**
  * "Try it" of the console's API documentation tab (the seed's section 5.5): the gateway sends a request
  * to its own data plane, with the credentials of the scheme in force added on the server (the project
- * key for basic and apikey, a directory user for ldap, the plugin's `applyCredentialsForTest` for a
- * plugin), passes the answer through the plugin's `applyResponseForTest` (or `applyRequestsForTest`),
+ * key for basic and apikey, a directory user for ldap, the bearer token entered for jwt, the plugin's
+ * `applyCredentialsForTest` for a plugin), passes the answer through the plugin's `applyResponseForTest` (or `applyRequestsForTest`),
  * and answers status, headers and body with every credential it added taken out. API Administrators
  * only; it reaches nothing but the gateway's own data plane on the loopback.
  */
@@ -278,6 +294,7 @@ function addedSecrets(parts: TryItParts, body: TryBody, options: TestRequestOpti
   return [
     ...secretValues({ ...extras, ...config }),
     ...(body.user ? [body.user.password] : []),
+    ...(body.token ? [body.token] : []),
     ...headers,
     ...headers.flatMap((value) => value.split(/\s+/).slice(1)),
     ...decoded(headers),

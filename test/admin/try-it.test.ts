@@ -1,4 +1,5 @@
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import {
   adminUser,
@@ -18,6 +19,7 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
 import { ldapSettingsOf } from '../helpers/slapd-server.js';
+import { rsaKey, signToken, startJwksServer } from '../helpers/jwks-server.js';
 
 /**
  * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
@@ -208,6 +210,77 @@ describe('try it', () => {
       expect(refused.status).toBe(400);
       expect(JSON.stringify(refused.json)).toContain("must be a path of the gateway, starting with one '/'");
     }
+  });
+});
+
+describe('try it with the jwt scheme', () => {
+  /** A gateway of the jwt scheme over a JWKS endpoint of the test's, and a token its key signed. */
+  async function startJwt(extra: Record<string, unknown> = {}) {
+    const key = await rsaKey('key-1');
+    const jwks = await startJwksServer([key.publicJwk]);
+    defer(() => jwks.close());
+    const gateway = await start({
+      APIKeyAuthType: 'jwt',
+      jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api' },
+      ...extra,
+    });
+    const token = await signToken(key, { iss: 'idp', aud: 'api', client_id: 'app-a' });
+    return { gateway, key, token };
+  }
+
+  it('sends the request with the bearer token entered, and never shows, logs or stores it', async () => {
+    const { gateway, token } = await startJwt();
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1', token });
+    expect(answer.json.status).toBe(200);
+    expect(accessLines(gateway).at(-1)).toMatchObject({ path: '/pets/1', status: 200, application: 'app-a' });
+    expect(answer.text).not.toContain(token);
+    expect(gateway.rawLogs()).not.toContain(token);
+    expect(
+      readdirSync(gateway.configDir)
+        .map((file) => readFileSync(path.join(gateway.configDir, file), 'utf8'))
+        .join(''),
+    ).not.toContain(token);
+  });
+
+  it('says a token is needed, and shows the refusal of a bad one without the token', async () => {
+    const { gateway, key } = await startJwt();
+    const without = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
+    expect(without.status).toBe(400);
+    expect(without.text).toContain(
+      'token: is required with the jwt scheme (a bearer token from the identity provider)',
+    );
+    const expired = await signToken(key, {
+      iss: 'idp',
+      aud: 'api',
+      client_id: 'app-a',
+      exp: Math.floor(Date.now() / 1000) - 60,
+    });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1', token: expired });
+    expect(answer.json.status).toBe(401);
+    expect((answer.json.headers as Record<string, string>)['www-authenticate']).toContain(
+      'error_description="the token has expired"',
+    );
+    expect(answer.text).not.toContain(expired);
+  });
+
+  it('never shows the token when the upstream echoes it back (forwardCredentials: true)', async () => {
+    const { gateway, token } = await startJwt({ forwardCredentials: true });
+    const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1', token });
+    expect(answer.json.status).toBe(200);
+    // The echoing upstream received it, and the answer shows it hidden.
+    expect((answer.json.body as { headers: Record<string, string> }).headers.authorization).toBe(
+      '[REDACTED]',
+    );
+    expect(answer.text).not.toContain(token);
+  });
+
+  it('refuses a token that would split the request, before sending anything', async () => {
+    const { gateway, token } = await startJwt();
+    for (const bad of [`${token}\r\nX-Injected: 1`, `${token} other`, '']) {
+      const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1', token: bad });
+      expect(answer.status).toBe(400);
+    }
+    expect(accessLines(gateway)).toEqual([]);
   });
 });
 

@@ -21,6 +21,7 @@ import {
   systemQuotaId,
   throttle,
 } from '../helpers/test-gateway.js';
+import { rsaKey, signToken, startJwksServer } from '../helpers/jwks-server.js';
 
 /**
  * The admin console in a real headless Chromium (Debian's `chromium`, driven by puppeteer-core), over a
@@ -134,6 +135,46 @@ describe('the admin console in a browser', () => {
     expect(await answer!.evaluate((element) => element.textContent)).toContain('"url": "/pets/42"');
     expect(await browserPage.content()).not.toContain(secret);
     await screenshot(browserPage, 'try-it');
+  });
+
+  it('"try it" sends the bearer token entered with the jwt scheme: 200, and the token is kept nowhere', async () => {
+    const key = await rsaKey('key-1');
+    const jwks = await startJwksServer([key.publicJwk]);
+    defer(() => jwks.close());
+    const gateway = await start({
+      APIKeyAuthType: 'jwt',
+      jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api' },
+    });
+    const token = await signToken(key, { iss: 'idp', aud: 'api', client_id: 'app-a' });
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/docs`);
+    await browserPage.waitForSelector('details[data-operation=getPet] summary');
+    await browserPage.click('details[data-operation=getPet] summary');
+    const form = 'details[data-operation=getPet] form.try-form';
+    await waitForText(browserPage, form, 'Paste a bearer token from the identity provider');
+    await browserPage.type(`${form} input[name=param-petId]`, '42');
+    // Pasted, as a token is: typing its 800 characters one by one proves nothing more.
+    await browserPage.$eval(
+      `${form} input[name=token]`,
+      (input, value) => {
+        (input as HTMLInputElement).value = value;
+      },
+      token,
+    );
+    await browserPage.click(`${form} button[type=submit]`);
+    const answer = await browserPage.waitForSelector(`${form} .try-answer`);
+    expect(await answer!.evaluate((element) => element.getAttribute('data-status'))).toBe('200');
+    expect(await browserPage.$eval(`${form} input[name=token]`, (input) => input.getAttribute('type'))).toBe(
+      'password',
+    );
+    expect(await browserPage.content()).not.toContain(token);
+    const stored = await browserPage.evaluate(() =>
+      JSON.stringify([{ ...localStorage }, { ...sessionStorage }, document.cookie]),
+    );
+    expect(stored).not.toContain(token);
+    expect(gateway.rawLogs()).not.toContain(token);
+    await screenshot(browserPage, 'try-it-jwt');
   });
 
   it('lets a member look but not change, and never shows them the System quota', async () => {

@@ -18,6 +18,8 @@ function credentialsText(authType: string): string {
       return 'The gateway adds the credentials the auth plugin gives it (applyCredentialsForTest); they never come back to this page.';
     case 'ldap':
       return 'Enter a directory user: the gateway sends the request as that user.';
+    case 'jwt':
+      return 'Paste a bearer token from the identity provider: the gateway sends it as Authorization: Bearer. It is not stored or logged, and never comes back to this page.';
     default:
       return 'The gateway needs no credentials (APIKeyAuthType none).';
   }
@@ -75,6 +77,13 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
     type: 'password',
     autocomplete: 'off',
   }) as HTMLInputElement;
+  // A password field: the token is not shown on the screen, and the browser offers to keep nothing.
+  const token = h('input', {
+    name: 'token',
+    type: 'password',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  }) as HTMLInputElement;
   const result = h('div', { class: 'try-result', 'aria-live': 'polite' });
 
   const send = async (button: HTMLButtonElement) => {
@@ -98,6 +107,7 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
         headers: { ...(body && body.value ? { 'content-type': 'application/json' } : {}), ...parsed.headers },
         ...(body && body.value ? { body: body.value } : {}),
         ...(authType === 'ldap' ? { user: { username: username.value, password: password.value } } : {}),
+        ...(authType === 'jwt' ? { token: token.value.trim() } : {}),
       };
       const answer = await context.api.call<TryAnswer>('POST', '/console/try', { body: request });
       replace(result, answerView(answer.data));
@@ -122,6 +132,7 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
           h('label', { class: 'field' }, h('span', { text: 'Password' }), password),
         ]
       : null,
+    authType === 'jwt' ? h('label', { class: 'field' }, h('span', { text: 'Bearer token' }), token) : null,
     h('button', {
       type: 'submit',
       class: 'primary',
