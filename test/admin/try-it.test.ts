@@ -19,7 +19,7 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 import { startUpstream } from '../helpers/upstream.js';
 import { ldapSettingsOf } from '../helpers/slapd-server.js';
-import { rsaKey, signToken, startJwksServer } from '../helpers/jwks-server.js';
+import { startTestIdentityProvider } from '../helpers/jwks-server.js';
 
 /**
  * "Try it" of the console's API documentation tab: the gateway sends a request through its own data
@@ -214,18 +214,11 @@ describe('try it', () => {
 });
 
 describe('try it with the jwt scheme', () => {
-  /** A gateway of the jwt scheme over a JWKS endpoint of the test's, and a token its key signed. */
+  /** A gateway of the jwt scheme over an identity provider of the test's, and a token it signed. */
   async function startJwt(extra: Record<string, unknown> = {}) {
-    const key = await rsaKey('key-1');
-    const jwks = await startJwksServer([key.publicJwk]);
-    defer(() => jwks.close());
-    const gateway = await start({
-      APIKeyAuthType: 'jwt',
-      jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api' },
-      ...extra,
-    });
-    const token = await signToken(key, { iss: 'idp', aud: 'api', client_id: 'app-a' });
-    return { gateway, key, token };
+    const idp = await startTestIdentityProvider(defer);
+    const gateway = await start({ APIKeyAuthType: 'jwt', jwt: idp.jwt, ...extra });
+    return { gateway, idp, token: await idp.token() };
   }
 
   it('sends the request with the bearer token entered, and never shows, logs or stores it', async () => {
@@ -243,18 +236,13 @@ describe('try it with the jwt scheme', () => {
   });
 
   it('says a token is needed, and shows the refusal of a bad one without the token', async () => {
-    const { gateway, key } = await startJwt();
+    const { gateway, idp } = await startJwt();
     const without = await tryIt(gateway, { method: 'GET', path: '/pets/1' });
     expect(without.status).toBe(400);
     expect(without.text).toContain(
       'token: is required with the jwt scheme (a bearer token from the identity provider)',
     );
-    const expired = await signToken(key, {
-      iss: 'idp',
-      aud: 'api',
-      client_id: 'app-a',
-      exp: Math.floor(Date.now() / 1000) - 60,
-    });
+    const expired = await idp.token({ exp: Math.floor(Date.now() / 1000) - 60 });
     const answer = await tryIt(gateway, { method: 'GET', path: '/pets/1', token: expired });
     expect(answer.json.status).toBe(401);
     expect((answer.json.headers as Record<string, string>)['www-authenticate']).toContain(

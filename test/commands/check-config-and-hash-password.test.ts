@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { verifyPassword } from '../../src/kit/password-hash.js';
 import { runCli } from '../helpers/run-cli.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
-import { rsaKey, startJwksServer, type JwksServer } from '../helpers/jwks-server.js';
+import { startTestIdentityProvider, type JwksServer } from '../helpers/jwks-server.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 
 describe('gateway check-config', () => {
@@ -84,15 +84,9 @@ describe('gateway hash-password', () => {
 describe('gateway check-config of the jwt scheme', () => {
   const defer = cleanupAfterEach();
   /** A config dir of the jwt scheme over a JWKS endpoint of the test's, one key in it. */
-  async function jwtConfig(jwt: Record<string, unknown> = {}) {
-    const jwks = await startJwksServer([(await rsaKey('key-1')).publicJwk]);
-    defer(() => jwks.close());
-    const dir = writeConfigDir(
-      petsConfig('http://127.0.0.1:9/pets', {
-        APIKeyAuthType: 'jwt',
-        jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api', ...jwt },
-      }),
-    );
+  async function jwtConfig() {
+    const { jwks, jwt } = await startTestIdentityProvider(defer);
+    const dir = writeConfigDir(petsConfig('http://127.0.0.1:9/pets', { APIKeyAuthType: 'jwt', jwt }));
     defer(() => rmSync(dir, { recursive: true, force: true }));
     return { jwks, dir };
   }

@@ -21,7 +21,7 @@ import {
   systemQuotaId,
   throttle,
 } from '../helpers/test-gateway.js';
-import { rsaKey, signToken, startJwksServer } from '../helpers/jwks-server.js';
+import { startTestIdentityProvider } from '../helpers/jwks-server.js';
 
 /**
  * The admin console in a real headless Chromium (Debian's `chromium`, driven by puppeteer-core), over a
@@ -138,14 +138,9 @@ describe('the admin console in a browser', () => {
   });
 
   it('"try it" sends the bearer token entered with the jwt scheme: 200, and the token is kept nowhere', async () => {
-    const key = await rsaKey('key-1');
-    const jwks = await startJwksServer([key.publicJwk]);
-    defer(() => jwks.close());
-    const gateway = await start({
-      APIKeyAuthType: 'jwt',
-      jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api' },
-    });
-    const token = await signToken(key, { iss: 'idp', aud: 'api', client_id: 'app-a' });
+    const idp = await startTestIdentityProvider(defer);
+    const gateway = await start({ APIKeyAuthType: 'jwt', jwt: idp.jwt });
+    const token = await idp.token();
     const browserPage = await page();
     await logIn(browserPage, gateway.adminUrl, adminUser);
     await browserPage.goto(`${gateway.adminUrl}/#/docs`);

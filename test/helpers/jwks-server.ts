@@ -91,3 +91,20 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
       }),
   };
 }
+
+/**
+ * An identity provider for a test: one RS256 key on a JWKS endpoint (stopped by `defer`), the `jwt`
+ * settings that trust it, and its tokens for the application `app-a`.
+ */
+export async function startTestIdentityProvider(defer: (cleanup: () => Promise<void>) => void) {
+  const key = await rsaKey('key-1');
+  const jwks = await startJwksServer([key.publicJwk]);
+  defer(() => jwks.close());
+  return {
+    key,
+    jwks,
+    jwt: { jwksUri: jwks.url, issuer: 'idp', audience: 'api' },
+    token: (claims: JWTPayload = {}) =>
+      signToken(key, { iss: 'idp', aud: 'api', client_id: 'app-a', ...claims }),
+  };
+}
