@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
+import { gatewayOwnedFields } from '../../src/kit/gateway-owned-fields.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 
@@ -215,6 +216,31 @@ describe('loadConfig: one bad-config fixture per rule', () => {
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[1].basePath: duplicate of apis[0].basePath',
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key (did you mean port?)',
     ]);
+  });
+});
+
+describe('loadConfig: the fields the gateway owns', () => {
+  it('refuses every one of them, in any case, as a field of jwt.forwardClaims, and no other', async () => {
+    const owned = [...gatewayOwnedFields];
+    const forwardClaims = Object.fromEntries([
+      ...owned.map((field, i) => [`claim${i}`, i % 2 === 0 ? field.toUpperCase() : field]),
+      ['sub', 'X-User'],
+    ]);
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', {
+        APIKeyAuthType: 'jwt',
+        jwt: { jwksUri: 'https://sso.example.org/certs', issuer: 'idp', audience: 'api', forwardClaims },
+      }),
+    );
+    try {
+      const problems = await problemsOf(dir);
+      expect(problems).toHaveLength(owned.length);
+      expect(problems.every((problem) => /jwt\.forwardClaims\.claim\d+: must not be /.test(problem))).toBe(
+        true,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
