@@ -141,6 +141,14 @@ const referenceOf: Partial<Record<string, string>> = {
   [names.ws]: names.bareWs,
   [names.wsRelay]: names.bareWs,
 };
+/** Each layer of quotagate, and the layer below it; the jwt row, as basic's, sits on routing alone. */
+const layerBelow: Partial<Record<string, string>> = {
+  [names.routing]: names.floor,
+  [names.basic]: names.routing,
+  [names.jwt]: names.routing,
+  [names.quotas]: names.basic,
+  [names.shipped]: names.quotas,
+};
 /** The reference's short name, for the table. */
 const shortNames: Partial<Record<string, string>> = {
   [names.floor]: 'undici floor',
@@ -311,14 +319,6 @@ async function main(): Promise<void> {
       say,
     },
   );
-  // Each layer of quotagate against the one below it; the jwt row, as basic's, against routing alone.
-  const layerBelow: Partial<Record<string, string>> = {
-    [names.routing]: names.floor,
-    [names.basic]: names.routing,
-    [names.jwt]: names.routing,
-    [names.quotas]: names.basic,
-    [names.shipped]: names.quotas,
-  };
   const control = ratioOf(sideRuns, names.control, names.floor);
   const noise = noiseOf(control);
   const headline: HeadlineRow[] = sideNames.map((name) => {
