@@ -706,6 +706,8 @@ async function main(): Promise<void> {
       {
         machine,
         headline,
+        control,
+        noise,
         sideRuns,
         figures,
         rows,
