@@ -86,7 +86,7 @@ export interface HeadlineRow {
   reference: string;
   lowest: number;
   highest: number;
-  /** CPU µs/req over bare http-proxy-3's in the same round (median), for an HTTP/1.1 row; else null. */
+  /** CPU µs/req over bare http-proxy-3's in the same round (median); null for a WebSocket row (per message). */
   vsBare: number | null;
   /** For a layer of quotagate: what it adds to the layer below, median of the rounds' differences. */
   addedUs: number | null;

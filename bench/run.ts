@@ -135,7 +135,7 @@ const names = {
 
 /** What a row's CPU is compared with in the side-by-side table: the undici floor unless named here. */
 const referenceOf: Partial<Record<string, string>> = {
-  [names.bareH2]: names.bareH2,
+  // A WebSocket message is no request: the bare relay is compared with nothing.
   [names.bareWs]: names.bareWs,
   [names.h2]: names.bareH2,
   [names.ws]: names.bareWs,
@@ -332,7 +332,7 @@ async function main(): Promise<void> {
       reference: reference === name ? name : (shortNames[reference] ?? reference),
       lowest: ratio.lowest,
       highest: ratio.highest,
-      vsBare: reference === names.floor ? ratioOf(sideRuns, name, names.bare).median : null,
+      vsBare: target(name).protocol === 'ws' ? null : ratioOf(sideRuns, name, names.bare).median,
       addedUs: below ? addedOver(sideRuns, name, below) : null,
       target: targets[name] ?? null,
     };
@@ -662,7 +662,7 @@ async function main(): Promise<void> {
     '',
     headlineTable(headline, noise),
     '',
-    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference of an HTTP/1.1 row is the undici floor. Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
+    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2 and WebSocket (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
     '',
     figuresTable(figures),
     '',
