@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, get, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
@@ -14,22 +14,11 @@ import {
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import {
-  closed,
-  echo,
-  mustOpen,
-  mustRefuse,
-  startWebSocketUpstream,
-  wsUrl,
-  type WebSocketUpstream,
-} from '../helpers/websockets.js';
+import { closed, echo, mustOpen, mustRefuse, startWebSocketUpstream, wsUrl } from '../helpers/websockets.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 const defer = cleanupAfterEach();
-let upstream: WebSocketUpstream;
-beforeAll(async () => {
-  upstream = await startWebSocketUpstream();
-});
-afterAll(() => upstream.close());
+const upstream = useSuiteUpstream(() => startWebSocketUpstream());
 
 const withKey = { authorization: basicAuth(devKey) };
 /** mb(0.01): 10,485 bytes a minute. */
@@ -47,7 +36,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
   async function gatewayWithTimers(): Promise<{ gateway: TestGateway; timers: FakeTimers }> {
     const timers = new FakeTimers();
     const gateway = await startTestGateway(
-      petsConfig(upstream.url, store()),
+      petsConfig(upstream().url, store()),
       {},
       {
         clock: () => clock.now,
@@ -78,7 +67,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
   it('ends the connection with close code 1008 to both sides once a byte restriction has no room', async () => {
     const { gateway, timers } = await gatewayWithTimers();
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
-    const upstreamSide = upstream.sockets.at(-1)!;
+    const upstreamSide = upstream().sockets.at(-1)!;
     const upstreamClosed = new Promise<number>((resolve) => upstreamSide.once('close', resolve));
     for (let i = 0; i < 6; i += 1) await echo(ws, kilobyte);
     const ended = closed(ws);
@@ -99,7 +88,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
 
 describe.each(eachStore)('a WebSocket and the concurrency restriction, on %s', (_name, store) => {
   it('holds its slot for as long as it is open, and frees it when it closes', async () => {
-    const gateway = await startTestGateway(petsConfig(upstream.url, store()));
+    const gateway = await startTestGateway(petsConfig(upstream().url, store()));
     defer(() => gateway.close());
     await setQuota(gateway, { type: 'API', name: 'System', restrictions: [concurrency(1)] }, systemQuotaId);
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
@@ -120,7 +109,7 @@ describe('WebSocket bytes across a fleet on Redis', () => {
     const timersB = new FakeTimers();
     const [a, b] = await startFleetOfTwo(
       defer,
-      { apis: petsConfig(upstream.url).apis },
+      { apis: petsConfig(upstream().url).apis },
       { clocks: [{ timers: timersA }, { timers: timersB }] },
     );
     await setQuota(a, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemQuotaId);
