@@ -7,14 +7,26 @@ import {
   basicAuth,
   concurrency,
   devKey,
+  getPetMethodId,
   mb,
+  petsApiId,
   petsConfig,
   setQuota,
   startTestGateway,
   systemQuotaId,
+  throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { closed, echo, mustOpen, mustRefuse, startWebSocketUpstream, wsUrl } from '../helpers/websockets.js';
+import {
+  closed,
+  echo,
+  handshake,
+  mustOpen,
+  mustRefuse,
+  rawWebSocket,
+  startWebSocketUpstream,
+  wsUrl,
+} from '../helpers/websockets.js';
 import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 const defer = cleanupAfterEach();
@@ -126,5 +138,39 @@ describe('WebSocket bytes across a fleet on Redis', () => {
     expect((await ended).code).toBe(1008);
     expect(await echo(onA, 'a is charged already')).toBe('a is charged already');
     onA.close();
+  });
+});
+
+describe('a WebSocket upgrade whose path is spelled otherwise', () => {
+  it('routes to the method of the plain spelling and is counted on its restriction', async () => {
+    const gateway = await startTestGateway(petsConfig(upstream().url));
+    defer(() => gateway.close());
+    const spellings = [
+      '/pets/%37',
+      '/%70ets/7',
+      '//pets//7',
+      '/pets/./7',
+      '/pets/x/../7',
+      'http://gw/pets/7',
+    ];
+    // Each spelling and the plain one, on getPet alone: the plain one finds the count spent.
+    const onGetPet = { api: petsApiId, method: getPetMethodId };
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(spellings.length, 1, 'minute', onGetPet)] },
+      systemQuotaId,
+    );
+    const authorization = `Authorization: ${withKey.authorization}`;
+    for (const path of spellings) {
+      const opened = await rawWebSocket(gateway.url, handshake(path, [authorization]));
+      opened.socket.destroy();
+      expect(upstream().upgrades.at(-1)!.url).toBe('/7');
+    }
+    await expect(rawWebSocket(gateway.url, handshake('/pets/7', [authorization]))).rejects.toThrow(
+      /^not opened: HTTP\/1\.1 429/,
+    );
+    // A WebSocket's line is written when it closes: after the refusal's, at times.
+    const seen = () => accessLines(gateway).map((line) => `${line.method} ${line.status}`);
+    await expect.poll(() => seen().sort()).toEqual([...spellings.map(() => 'getPet 101'), 'getPet 429']);
   });
 });
