@@ -7,6 +7,7 @@ import { FakeTimers } from '../helpers/fake-timers.js';
 import { withKey } from '../helpers/grpc-credentials.js';
 import { startHoldingUpstream, type HoldingUpstream } from '../helpers/holding-upstream.js';
 import { request } from '../helpers/raw-http.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 import {
   accessLines,
   concurrency,
@@ -19,6 +20,7 @@ import {
   throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { closed, echo, mustOpen, startWebSocketUpstream, wsUrl } from '../helpers/websockets.js';
 
 /**
  * Restrictions counted by caller (issue 33, item 1) where a request holds its count for as long as it
@@ -36,6 +38,7 @@ const setSystem = (gateway: TestGateway, ...restrictions: object[]) =>
 const shadow = (restriction: object) => ({ ...restriction, mode: 'shadow' });
 
 const events = useEventStreamUpstream();
+const webSockets = useSuiteUpstream(() => startWebSocketUpstream());
 /** One event of 1,000 bytes. */
 const event = `data: ${'e'.repeat(992)}\n\n`;
 
@@ -166,6 +169,25 @@ describe.each(eachStore)(
       timers.advance(1_000);
       expect(await whole).toBe(false);
       // The bytes were the streaming client's: it is refused, another client is not.
+      expect((await getFrom(gateway, '198.51.100.1')).status).toBe(429);
+      expect((await getFrom(gateway, '198.51.100.2')).status).toBe(200);
+    });
+
+    it("charge a WebSocket's frame bytes on each tick to its caller's count, and close it there with 1008", async () => {
+      const timers = new FakeTimers();
+      const gateway = await startTestGateway(
+        petsConfig(webSockets().url, { ...trusted, ...store() }),
+        {},
+        { timers },
+      );
+      defer(() => gateway.close());
+      await setSystem(gateway, { ...mb(0.01, 1, 'minute'), by: 'client' });
+      const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), from('198.51.100.1'));
+      // Six kilobytes each way: more than the 10,485 bytes the client may move in a minute.
+      for (let i = 0; i < 6; i += 1) await echo(ws, 'k'.repeat(1_000));
+      const ended = closed(ws);
+      timers.advance(1_000);
+      expect(await ended).toEqual({ code: 1008, reason: 'byte quota exhausted' });
       expect((await getFrom(gateway, '198.51.100.1')).status).toBe(429);
       expect((await getFrom(gateway, '198.51.100.2')).status).toBe(200);
     });
