@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { addressBlock } from '../../src/gateway/proxy/caller-keys.js';
 import { eachStore, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 import { withKey } from '../helpers/grpc-credentials.js';
 import { rawExchange, request } from '../helpers/raw-http.js';
@@ -34,20 +33,6 @@ const statusesFrom = async (gateway: TestGateway, addresses: string[]) => {
   }
   return answers;
 };
-
-describe('the caller an address stands for, spelled otherwise', () => {
-  it.each([
-    ['::ffff:192.0.2.7', '192.0.2.7'],
-    ['::FFFF:192.0.2.7', '192.0.2.7'],
-    ['0:0:0:0:0:ffff:192.0.2.7', '192.0.2.7'],
-    ['::ffff:c000:207', '192.0.2.7'],
-    ['2001:0DB8:0001:0002:0000:0000:0000:0009', '2001:db8:1:2::/64'],
-    ['2001:db8:1:2::', '2001:db8:1:2::/64'],
-    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
-  ])('%s is counted as %s', (address, block) => {
-    expect(addressBlock(address)).toBe(block);
-  });
-});
 
 describe.each(eachStore)('a caller trying to spread itself over counts on %s', (_store, store) => {
   it('is refused 400 when it sends the counted header in two field lines, and nothing is counted', async () => {
