@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { eachStore, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 import { withKey } from '../helpers/grpc-credentials.js';
+import { frameType, headersFrame, openRawHttp2, requestFields, statusOf } from '../helpers/http2-frames.js';
 import { rawExchange, request } from '../helpers/raw-http.js';
 import { setQuota, systemQuotaId, throttle, type TestGateway } from '../helpers/test-gateway.js';
 
@@ -50,6 +51,26 @@ describe.each(eachStore)('a caller trying to spread itself over counts on %s', (
     expect(await rawStatus(gateway, 'X-Tenant: acme')).toBe(200);
     expect(await rawStatus(gateway, 'X-Tenant: acme')).toBe(200);
     expect(await rawStatus(gateway, 'X-Tenant: acme')).toBe(429);
+  });
+
+  it('is refused 400 when it sends the counted header twice on an HTTP/2 stream', async () => {
+    const gateway = await gatewayWith(store());
+    await systemBy(gateway, 'header:X-Tenant');
+    const connection = await openRawHttp2(Number(new URL(gateway.url).port));
+    try {
+      const fields = [
+        ['authorization', withKey.authorization],
+        ['x-tenant', 'acme'],
+        ['x-tenant', 'evil'],
+      ] as const;
+      connection.send(
+        headersFrame(1, requestFields(new URL(gateway.url).host, '/pets/1', fields), { endStream: true }),
+      );
+      const answer = await connection.frame((received) => received.streamId === 1);
+      expect([answer.type, statusOf(answer)]).toEqual([frameType.headers, 400]);
+    } finally {
+      connection.close();
+    }
   });
 
   it('is one caller whatever the case of the header name, the case of its value and the whitespace around it', async () => {
