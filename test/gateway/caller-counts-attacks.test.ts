@@ -45,6 +45,12 @@ describe.each(eachStore)('a caller trying to spread itself over counts on %s', (
     });
     expect(twice.status).toBe(400);
     expect(twice.body).toContain('x-tenant');
+    // The usage path reads the count of the caller a request names: with two lines, it names none.
+    const usage = await request(gateway.url, {
+      path: '/_quotagate/usage',
+      headers: { ...withKey, 'x-tenant': ['acme', 'evil'] },
+    });
+    expect(usage.status).toBe(400);
     // Two lines whose names differ in case are the same field twice.
     expect(await rawStatus(gateway, 'X-Tenant: acme', 'x-TENANT: acme')).toBe(400);
     // acme's count is whole: its own two requests pass.
