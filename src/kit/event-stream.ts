@@ -63,8 +63,7 @@ export class EventStreamParser {
         this.keep(bytes.subarray(start));
         return;
       }
-      this.keep(bytes.subarray(start, end));
-      this.endLine();
+      this.endLine(bytes, start, end);
       start = end + 1;
       if (bytes[end] === cr) {
         if (start === bytes.length) this.afterCr = true;
@@ -103,20 +102,32 @@ export class EventStreamParser {
     this.lineBytes += piece.length;
   }
 
-  private endLine(): void {
-    const line = this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line, this.lineBytes);
+  /**
+   * The line that ends at `end` of `bytes`, after the pieces kept of it: bytes are sliced only for a
+   * line that spans chunks and for the value of a data line.
+   */
+  private endLine(bytes: Buffer, start: number, end: number): void {
+    let line = bytes;
+    if (this.line.length > 0) {
+      this.keep(bytes.subarray(start, end));
+      line = Buffer.concat(this.line, this.lineBytes);
+      start = 0;
+      end = line.length;
+    }
     const cut = this.lineCut;
     this.line = [];
     this.lineBytes = 0;
     this.lineCut = false;
-    if (line.length === 0) this.endEvent();
-    else if (isDataLine(line)) this.addData(line, cut);
+    if (start === end) this.endEvent();
+    else if (isDataLine(line, start, end)) {
+      let value = start + dataField.length + 1;
+      if (value < end && line[value] === space) value += 1;
+      this.addData(line.subarray(Math.min(value, end), end), cut);
+    }
   }
 
-  private addData(line: Buffer, cut: boolean): void {
+  private addData(value: Buffer, cut: boolean): void {
     if (this.eventCut) return;
-    let value = line.subarray(dataField.length + 1);
-    if (value[0] === space) value = value.subarray(1);
     const bytes = this.dataBytes + (this.data.length > 0 ? 1 : 0) + value.length;
     if (cut || bytes > this.maxEventBytes) {
       this.eventCut = true;
@@ -143,10 +154,13 @@ function indexOr(bytes: Buffer, byte: number, start: number): number {
   return at === -1 ? bytes.length : at;
 }
 
-/** The field is `data`: the line is `data`, or starts with `data:`. */
-const isDataLine = (line: Buffer): boolean =>
-  (line.length === dataField.length || line[dataField.length] === colon) &&
-  line.subarray(0, dataField.length).equals(dataField);
+/** The field of the line from `start` to `end` is `data`: the line is `data`, or starts with `data:`. */
+function isDataLine(line: Buffer, start: number, end: number): boolean {
+  const after = start + dataField.length;
+  if (after > end || (after < end && line[after] !== colon)) return false;
+  for (let at = 0; at < dataField.length; at += 1) if (line[start + at] !== dataField[at]) return false;
+  return true;
+}
 
 function joinedWithLf(lines: readonly Buffer[]): Buffer {
   const separated: Buffer[] = [];
