@@ -33,6 +33,8 @@ export class EventStreamParser {
   /** The data lines of the event being read. */
   private data: Buffer[] = [];
   private dataBytes = 0;
+  /** How many of the last data lines are still slices of the chunk being read. */
+  private sliced = 0;
   /** The event's data is past `maxEventBytes`: it is skipped whole. */
   private eventCut = false;
 
@@ -61,7 +63,7 @@ export class EventStreamParser {
       const end = Math.min(nextLf, nextCr);
       if (end === bytes.length) {
         this.keep(bytes.subarray(start));
-        return;
+        break;
       }
       this.endLine(bytes, start, end);
       start = end + 1;
@@ -70,6 +72,19 @@ export class EventStreamParser {
         else if (bytes[start] === lf) start += 1;
       }
     }
+    this.copySlices();
+  }
+
+  /**
+   * Copies the data lines that are slices of the chunk just read: what is kept across chunks is copied,
+   * so no chunk outlives its read for a few bytes of it (many small lines, each in a chunk of 64 KiB,
+   * would otherwise hold many times the bound). An event within one chunk is never copied.
+   */
+  private copySlices(): void {
+    for (let at = this.data.length - this.sliced; at < this.data.length; at += 1) {
+      this.data[at] = Buffer.from(this.data[at]!);
+    }
+    this.sliced = 0;
   }
 
   /** `chunk` without the byte order mark that may start the stream, which may come a byte at a time. */
@@ -89,7 +104,7 @@ export class EventStreamParser {
     return head.subarray(bom.length);
   }
 
-  /** Keeps a piece of the current line, as much as a data line within the bound needs. */
+  /** Keeps a copy of a piece of the current line, as much as a data line within the bound needs. */
   private keep(piece: Buffer): void {
     if (piece.length === 0) return;
     const room = this.maxEventBytes + 'data: '.length - this.lineBytes;
@@ -98,7 +113,7 @@ export class EventStreamParser {
       if (room <= 0) return;
       piece = piece.subarray(0, room);
     }
-    this.line.push(piece);
+    this.line.push(Buffer.from(piece));
     this.lineBytes += piece.length;
   }
 
@@ -132,16 +147,19 @@ export class EventStreamParser {
     if (cut || bytes > this.maxEventBytes) {
       this.eventCut = true;
       this.data = [];
+      this.sliced = 0;
       return;
     }
     this.data.push(value);
     this.dataBytes = bytes;
+    this.sliced += 1;
   }
 
   private endEvent(): void {
     const { data, eventCut } = this;
     this.data = [];
     this.dataBytes = 0;
+    this.sliced = 0;
     this.eventCut = false;
     if (eventCut || data.length === 0) return;
     this.onEvent(data.length === 1 ? data[0]! : joinedWithLf(data));

@@ -71,6 +71,17 @@ describe('EventStreamParser', () => {
     expect(eventsOf([`: ${long}\nevent: ${long}\ndata: ok\n\n`], 64)).toEqual(['ok']);
   });
 
+  it('holds copies, not slices, of the lines it keeps past their chunk: a chunk reused later changes nothing', () => {
+    const events: string[] = [];
+    const parser = new EventStreamParser((data) => events.push(data.toString('utf8')), 64);
+    const chunks = [Buffer.from('data: a\ndata: b'), Buffer.from('c\ndata: d\n'), Buffer.from('\n')];
+    for (const chunk of chunks) {
+      parser.push(chunk);
+      chunk.fill('x');
+    }
+    expect(events).toEqual(['a\nbc\nd']);
+  });
+
   it('decodes a character its chunks split', () => {
     const bytes = Buffer.from('data: 你好 👋\n\n');
     expect(eventsOf([bytes.subarray(0, 8), bytes.subarray(8, 15), bytes.subarray(15)])).toEqual(['你好 👋']);
