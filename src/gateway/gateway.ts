@@ -29,6 +29,7 @@ import { announcesBody, screeningProblem } from './request-screening.js';
 import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
+import { AnswerBodyUnits } from './answer-units.js';
 
 export interface GatewayParts {
   /** The catalog, authenticator and header rules to start with; `swap` replaces them. */
@@ -74,6 +75,8 @@ class RequestRecord extends Exchange implements OpenExchange {
   byteCounters: readonly ApplicableRestriction[] = noRestrictions;
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
+  /** What the answer's body says it cost, when a restriction of `unitCounters` reads it there. */
+  bodyUnits: AnswerBodyUnits | null = null;
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
@@ -294,7 +297,10 @@ export class Gateway {
     }
   }
 
-  /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
+  /**
+   * Resolves true when no request is in flight (nor an answer still read for its units after its client
+   * left), or false when `timeoutMs` passes first.
+   */
   waitForIdle(timeoutMs: number): Promise<boolean> {
     if (this.inFlight === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
@@ -628,6 +634,8 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
+    if (record.unitCounters.length > 0)
+      record.bodyWatch = record.bodyUnits = AnswerBodyUnits.of(record.unitCounters);
     this.openExchanges.add(record);
     if (record.opensWebSocket) {
       this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);
@@ -666,18 +674,24 @@ export class Gateway {
 
   /**
    * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots, charges
-   * the bytes it moved, then logs and counts it.
+   * the bytes it moved, then logs and counts it. An answer still read for its units after its client left
+   * keeps its slots, and is charged its units, until it ends.
    */
   private account(record: RequestRecord): void {
-    record.end();
     const elapsedMs = performance.now() - record.arrivedAt;
-    // The client left before its answer was whole: the upstream exchange is of no use to anyone.
-    record.abandonUpstream();
+    // The client left before its answer was whole: the upstream exchange is of no use to anyone, but for
+    // what it costs when a throttleunits restriction charges it (its answer is then read to its end).
+    const chargedLater = record.unitCounters.length > 0 && record.readRestOfAnswer(this.restOfAnswerRead);
+    if (!chargedLater) {
+      record.end();
+      record.abandonUpstream();
+    }
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
     this.openExchanges.delete(record);
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
-    if (record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
+    // An upstream that failed before its head, while the client waited, was answered by the gateway: no units.
+    if (!chargedLater && record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
     const status = record.status || res.statusCode;
     const { accessLog, metrics } = this.parts;
     if (accessLog && this.sampled(record, status)) {
@@ -719,11 +733,28 @@ export class Gateway {
       metrics.upstreamErrors.inc({ api, outcome });
     }
     record.plane.leave();
+    // An answer still read for its units keeps a shutdown waiting, within its grace period.
+    if (!chargedLater) this.done();
+  }
+
+  /** One request less in flight: a shutdown waiting for none goes on when it was the last. */
+  private done(): void {
     this.inFlight -= 1;
     if (this.inFlight === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
+
+  /**
+   * The rest of the answer of a client that left early has been read, or could not be: the upstream's work
+   * is over, so its concurrency slots are free, and its units are charged.
+   */
+  private readonly restOfAnswerRead = (exchange: Exchange): void => {
+    const record = exchange as RequestRecord;
+    record.end();
+    this.chargeUnits(record);
+    this.done();
+  };
 
   /** Whether this request's access line is written: every one, but only one of N of 429 answers. */
   private sampled(record: RequestRecord, status: number): boolean {
@@ -741,12 +772,11 @@ export class Gateway {
 
   /**
    * What the upstream's answer says the exchange cost, charged to each throttleunits restriction that
-   * admitted it: the whole number in its trailer, else in its header; else its default, counted.
+   * admitted it (`unitsSaid`); else its default, counted.
    */
   private chargeUnits(record: RequestRecord): void {
     const additions = record.unitCounters.map((restriction) => {
-      const field = restriction.unitHeader!;
-      const said = wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
+      const said = unitsSaid(record, restriction);
       if (said === null) this.parts.metrics.unitsUnreadable(restriction);
       return {
         key: restriction.counterKey,
@@ -775,6 +805,19 @@ export class Gateway {
 /** The counters of `restrictions`, to read without charging them. */
 const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>
   restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs }));
+
+/**
+ * What the answer says an exchange cost for `restriction`: the whole number in its trailer, else in its
+ * header (the field wins when it holds one); else what its body paths say, when the answer was read to
+ * its end; else null.
+ */
+function unitsSaid(record: RequestRecord, restriction: ApplicableRestriction): number | null {
+  const field = restriction.unitHeader;
+  const inField =
+    field === null ? null : wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
+  if (inField !== null || restriction.unitBody === null || record.responseTrailers === null) return inField;
+  return record.bodyUnits!.unitsAt(restriction.unitBody);
+}
 
 /** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */
 function wholeUnits(value: string | string[] | undefined): number | null {
