@@ -57,7 +57,7 @@ export interface GatewayParts {
  * One request through the pipeline: the exchange with the upstream, and what each step decided, for the
  * access log and the metrics. The only object the gateway makes per request.
  */
-class RequestRecord extends Exchange implements OpenExchange {
+class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
   /** The catalog, authenticator and header rules in force when the request came: it keeps them. */
   plane: DataPlane;
   route: RouteMatch | null = null;
@@ -75,8 +75,6 @@ class RequestRecord extends Exchange implements OpenExchange {
   byteCounters: readonly ApplicableRestriction[] = noRestrictions;
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
-  /** What the answer's body says it cost, when a restriction of `unitCounters` reads it there. */
-  bodyUnits: AnswerBodyUnits | null = null;
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
@@ -634,8 +632,7 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
-    if (record.unitCounters.length > 0)
-      record.bodyWatch = record.bodyUnits = AnswerBodyUnits.of(record.unitCounters);
+    if (record.unitCounters.length > 0) record.bodyWatch = AnswerBodyUnits.of(record.unitCounters);
     this.openExchanges.add(record);
     if (record.opensWebSocket) {
       this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);
@@ -816,7 +813,7 @@ function unitsSaid(record: RequestRecord, restriction: ApplicableRestriction): n
   const inField =
     field === null ? null : wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
   if (inField !== null || restriction.unitBody === null || record.responseTrailers === null) return inField;
-  return record.bodyUnits!.unitsAt(restriction.unitBody);
+  return record.bodyWatch!.unitsAt(restriction.unitBody);
 }
 
 /** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */

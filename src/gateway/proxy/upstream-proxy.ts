@@ -89,7 +89,7 @@ function isInvalidAnswer(error: Error): boolean {
  * by all exchanges that find theirs through the emitter. Read it once the client response has closed,
  * through `outcome()`.
  */
-export class Exchange implements Dispatcher.DispatchHandler {
+export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implements Dispatcher.DispatchHandler {
   /** When the request arrived (`performance.now()`, milliseconds). */
   readonly arrivedAt = performance.now();
   status = 0;
@@ -102,7 +102,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   /** The upstream's trailer fields (`{}` for none), once its answer has ended: null until it is read to its end. */
   responseTrailers: IncomingHttpHeaders | null = null;
   /** What looks into the answer's body as it passes (what it says it cost), when anything does. */
-  bodyWatch: AnswerBodyWatch | null = null;
+  bodyWatch: Watch | null = null;
   /** Milliseconds from forwarding until the upstream's response headers arrived; null when none did. */
   upstreamMs: number | null = null;
   /** How the upstream side ended; the client's abort is only known at the end (`outcome()`). */
