@@ -173,6 +173,7 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
     latency,
+    ...(options.timers ? { timers: options.timers } : {}),
   });
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
@@ -374,6 +375,9 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
 
   const closeResources = async () => {
     await admin?.close();
+    // Answers still read for their units after their clients left are given up, and charged their
+    // default, while the limiter can still count it.
+    await proxy.close();
     // Unspent leases and measured bytes reach the fleet's counters before the connection closes.
     await limiter.close();
     await heartbeat?.stop();
@@ -381,7 +385,6 @@ export async function startGateway(loaded: LoadedConfig, options: StartOptions):
     await localCounters.close();
     await definitions.close();
     await applicationRepository?.close();
-    await proxy.close();
     await gateway.dataPlane.close();
     accessLog?.close();
     if (redis) await redis.quit().catch(() => redis.disconnect());

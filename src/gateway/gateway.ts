@@ -294,7 +294,10 @@ export class Gateway {
     }
   }
 
-  /** Resolves true when no request is in flight, or false when `timeoutMs` passes first. */
+  /**
+   * Resolves true when no request is in flight (nor an answer still read for its units after its client
+   * left), or false when `timeoutMs` passes first.
+   */
   waitForIdle(timeoutMs: number): Promise<boolean> {
     if (this.inFlight === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
@@ -660,13 +663,16 @@ export class Gateway {
   private account(record: RequestRecord): void {
     record.end();
     const elapsedMs = performance.now() - record.arrivedAt;
-    // The client left before its answer was whole: the upstream exchange is of no use to anyone.
-    record.abandonUpstream();
+    // The client left before its answer was whole: the upstream exchange is of no use to anyone, but for
+    // what it costs when a throttleunits restriction charges it (its answer is then read to its end).
+    const chargedLater = record.unitCounters.length > 0 && record.readRestOfAnswer(this.restOfAnswerRead);
+    if (!chargedLater) record.abandonUpstream();
     const { req, res, route } = record;
     const outcome = record.forwarded ? record.outcome() : null;
     this.openExchanges.delete(record);
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
-    if (record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
+    // An upstream that failed before its head, while the client waited, was answered by the gateway: no units.
+    if (!chargedLater && record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
     const status = record.status || res.statusCode;
     const { accessLog, metrics } = this.parts;
     if (accessLog && this.sampled(record, status)) {
@@ -708,11 +714,23 @@ export class Gateway {
       metrics.upstreamErrors.inc({ api, outcome });
     }
     record.plane.leave();
+    // An answer still read for its units keeps a shutdown waiting, within its grace period.
+    if (!chargedLater) this.done();
+  }
+
+  /** One request less in flight: a shutdown waiting for none goes on when it was the last. */
+  private done(): void {
     this.inFlight -= 1;
     if (this.inFlight === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }
+
+  /** The rest of the answer of a client that left early has been read, or could not be: its units are charged. */
+  private readonly restOfAnswerRead = (exchange: Exchange): void => {
+    this.chargeUnits(exchange as RequestRecord);
+    this.done();
+  };
 
   /** Whether this request's access line is written: every one, but only one of N of 429 answers. */
   private sampled(record: RequestRecord, status: number): boolean {

@@ -3,6 +3,7 @@ import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
 import { referenceProblem, type CatalogIds } from './catalog-references.js';
 import {
   applicationDefaultQuotaId,
+  largestUnits,
   longestApplicationId,
   longestWindowMs,
   periodNames,
@@ -29,8 +30,6 @@ import {
  */
 
 const bytesPerMb = 1_048_576;
-/** RFC 8941 §3.3.1: an Integer has at most 15 digits. */
-const largestUnits = 999_999_999_999_999;
 
 /** The rule of each number of a restriction's config, as its messages say it. */
 export const amountRules = {

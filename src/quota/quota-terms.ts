@@ -54,6 +54,8 @@ const unitsByType: Record<RestrictionType, RestrictionUnit> = {
   concurrency: 'concurrent-requests',
 };
 export const unitOf = (type: RestrictionType): RestrictionUnit => unitsByType[type];
+/** The largest amount of units (or bytes) a restriction counts: RFC 8941 §3.3.1, an Integer has at most 15 digits. */
+export const largestUnits = 999_999_999_999_999;
 export type Period = (typeof periods)[number];
 
 const secondsPer: Record<Period, number> = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 };

@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
+import { systemClock, type Clock } from '../../kit/clock.js';
 import type { CompiledApi } from '../../catalog/router.js';
 import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcCall } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
@@ -26,6 +27,13 @@ import { WebSocketLink } from './websocket-link.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
+
+/**
+ * Milliseconds the rest of an answer is read for what it costs once its client has gone
+ * (`Exchange.readRestOfAnswer`), in all: past it the upstream exchange is aborted, and its units are
+ * charged their default (docs/quotas.md).
+ */
+export const upstreamDrainCapMs = 5 * 60_000;
 
 /** Links the request and the response of an exchange to it, for shared listeners. */
 const exchangeKey = Symbol('quotagate.exchange');
@@ -130,6 +138,13 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private settled = false;
   /** Where the upstream's failures are told, and the time the gateway adds recorded. */
   private proxy: UpstreamProxy | null = null;
+  /**
+   * Set while the rest of the answer is read after the client left (`readRestOfAnswer`): told once,
+   * when the answer has ended or cannot be read to its end.
+   */
+  private drained: ((exchange: Exchange) => void) | null = null;
+  /** The timer of `upstreamDrainCapMs` while the rest of the answer is read. */
+  private drainCap: unknown = null;
 
   constructor(
     readonly req: IncomingMessage,
@@ -154,6 +169,32 @@ export class Exchange implements Dispatcher.DispatchHandler {
     this.controller?.abort(new Error('the client went away'));
   }
 
+  /**
+   * Reads the rest of the upstream's answer once the client has gone, discarding it, so that what it
+   * says the exchange cost can be charged: `then` is told once the answer has ended (its trailers are
+   * then in `responseTrailers`) or cannot be read to its end (they stay null). Bounded by `proxyTimeout`
+   * between chunks (undici's body timeout) and by `upstreamDrainCapMs` in all. False, and nothing read,
+   * when there is nothing left to read: the answer is over, the request never went upstream, or it is a
+   * WebSocket opening (relayed by http-proxy-3, not read here).
+   */
+  readRestOfAnswer(then: (exchange: Exchange) => void): boolean {
+    const proxy = this.proxy;
+    if (this.settled || this.res.writableFinished || proxy === null || this.upgradeHead !== null)
+      return false;
+    this.drained = then;
+    this.drainCap = proxy.timers.setTimeout(() => this.giveUpReading(), upstreamDrainCapMs);
+    // Paused while the client could not take more: nothing is written from now on.
+    this.controller?.resume();
+    return true;
+  }
+
+  /** The rest of the answer took longer than `upstreamDrainCapMs`: the upstream exchange is aborted. */
+  private giveUpReading(): void {
+    this.drainCap = null;
+    this.settle();
+    this.controller?.abort(new Error('the rest of the answer took too long to read'));
+  }
+
   /** Starts the upstream exchange on `pool`, and the call's deadline when it has one. */
   dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
     this.proxy = proxy;
@@ -168,15 +209,25 @@ export class Exchange implements Dispatcher.DispatchHandler {
   private expire(): void {
     this.deadline = null;
     if (this.settled) return;
+    const reading = this.drained !== null;
     this.settle();
-    this.proxy?.fail(new DeadlineExceeded(`the call's grpc-timeout of ${this.deadlineMs} ms passed`), this);
+    if (!reading)
+      this.proxy?.fail(new DeadlineExceeded(`the call's grpc-timeout of ${this.deadlineMs} ms passed`), this);
     this.controller?.abort(new Error('deadline exceeded'));
   }
 
-  /** The upstream has nothing more to say: its deadline, if any, is of no use now. */
+  /**
+   * The upstream has nothing more to say: its deadline, if any, is of no use now, and the reading of the
+   * rest of its answer, if any, is told.
+   */
   private settle(): void {
     this.settled = true;
     if (this.deadline) clearTimeout(this.deadline);
+    const then = this.drained;
+    if (then === null) return;
+    this.drained = null;
+    if (this.drainCap !== null) this.proxy!.timers.clearTimeout(this.drainCap);
+    then(this);
   }
 
   /** The client is ready for more: the upstream may send again. */
@@ -199,15 +250,19 @@ export class Exchange implements Dispatcher.DispatchHandler {
     if (statusCode >= 100 && statusCode < 200) return;
     const respondedAt = performance.now();
     if (statusCode < 100) {
+      const reading = this.drained !== null;
       this.settle();
-      this.proxy?.fail(new InvalidUpstreamResponse(`upstream answered status ${statusCode}`), this);
+      if (!reading)
+        this.proxy?.fail(new InvalidUpstreamResponse(`upstream answered status ${statusCode}`), this);
       controller.abort(new Error('invalid upstream answer'));
       return;
     }
+    this.responseHeaders = headers;
+    // The client has gone: the answer is only read for what it costs.
+    if (this.drained !== null) return;
     const { res } = this;
     this.upstreamMs = respondedAt - this.forwardedAt;
     this.status = statusCode;
-    this.responseHeaders = headers;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
     const fields = appendEndToEndResponseFields(
@@ -230,14 +285,17 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.drained !== null) return;
     this.bytesOut += chunk.length;
     if (!this.res.write(chunk)) controller.pause();
   }
 
   onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    this.settle();
     trailers = http2Trailers(controller) ?? trailers;
     this.responseTrailers = trailers;
+    const reading = this.drained !== null;
+    this.settle();
+    if (reading) return;
     if (this.heldHead) {
       endTrailersOnly(this.res, this.heldHead as string[]);
       return;
@@ -251,8 +309,9 @@ export class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     if (this.settled) return;
+    const reading = this.drained !== null;
     this.settle();
-    this.proxy?.fail(error, this);
+    if (!reading) this.proxy?.fail(error, this);
   }
 }
 
@@ -316,6 +375,8 @@ export interface UpstreamProxyOptions {
   logger: Logger;
   /** Records the time the gateway adds to each exchange. */
   latency?: AddedLatencySink;
+  /** The timers of `upstreamDrainCapMs` (the system's unless a test moves them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 }
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -344,9 +405,12 @@ export class UpstreamProxy {
   private readonly upstreams = new Map<string, Upstream>();
   /** Milliseconds the upstream has to answer, then between body chunks; a reload changes it for the exchanges that follow. */
   proxyTimeout: number;
+  /** The timers of `upstreamDrainCapMs`. */
+  readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
+    this.timers = options.timers ?? systemClock;
   }
 
   /**
