@@ -34,7 +34,14 @@ import {
   type WorkersRow,
 } from './report.js';
 import { Setups, type Target } from './setups.js';
-import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
+import {
+  addedOver,
+  differenceOf,
+  ratioOf,
+  runSideBySide,
+  type Difference,
+  type SideBySideRuns,
+} from './side-by-side.js';
 
 const { values } = parseArgs({
   options: {
@@ -127,6 +134,7 @@ const names = {
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   bareStream: 'bare http-proxy-3, streamed chat completions (per event)',
   headerUnits: 'quotagate as shipped + throttleunits from a header, streamed (per event)',
+  unitsControl: 'control: a second copy of the header-only streamed row',
   bodyUnits:
     'quotagate as shipped + throttleunits from the body too (usage.total_tokens), streamed (per event)',
   redis: 'quotagate as shipped, Redis store',
@@ -149,6 +157,7 @@ const referenceOf: Partial<Record<string, string>> = {
   // An event of a streamed answer is no request either: the streamed rows are compared with their bare proxy.
   [names.bareStream]: names.bareStream,
   [names.headerUnits]: names.bareStream,
+  [names.unitsControl]: names.bareStream,
   [names.bodyUnits]: names.bareStream,
 };
 /** Each layer of quotagate, and the layer below it; the jwt row, as basic's, sits on routing alone. */
@@ -160,6 +169,7 @@ const layerBelow: Partial<Record<string, string>> = {
   [names.shipped]: names.quotas,
   // Reading the body's units is what the body row adds to the header row: the parsing's cost per event.
   [names.headerUnits]: names.bareStream,
+  [names.unitsControl]: names.headerUnits,
   [names.bodyUnits]: names.headerUnits,
 };
 /** The reference's short name, for the table. */
@@ -202,16 +212,9 @@ const tokenUnits = {
 };
 const streamEvents = String(Math.max(4, Number(values['stream-events'])));
 
-/** What reading `body` adds per event to the header-only row, in the same rounds. */
-function parsingCost(runs: SideBySideRuns) {
-  const differences = runs[names.bodyUnits]!.map((cpuUs, round) => cpuUs - runs[names.headerUnits]![round]!);
-  return {
-    addedUs: addedOver(runs, names.bodyUnits, names.headerUnits),
-    lowestUs: Math.min(...differences),
-    highestUs: Math.max(...differences),
-    ratio: ratioOf(runs, names.bodyUnits, names.headerUnits),
-  };
-}
+/** A difference of CPU per event, for the text under the table. */
+const differenceText = (difference: Difference) =>
+  `${difference.medianUs.toFixed(2)} µs an event (median of the rounds' differences; rounds ${difference.lowestUs.toFixed(2)} to ${difference.highestUs.toFixed(2)}), ${difference.ratio.median.toFixed(3)}× its CPU`;
 
 /** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
 const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
@@ -305,6 +308,12 @@ async function main(): Promise<void> {
       }),
     );
     add(
+      await setups.quotagate(names.unitsControl, 'units-control', chatOrigin, memory, {
+        ...streamed,
+        restrictions: [tokenUnits],
+      }),
+    );
+    add(
       await setups.quotagate(names.bodyUnits, 'units-body', chatOrigin, memory, {
         ...streamed,
         restrictions: [{ ...tokenUnits, config: { ...tokenUnits.config, body: 'usage.total_tokens' } }],
@@ -364,6 +373,7 @@ async function main(): Promise<void> {
     names.ws,
     names.bareStream,
     names.headerUnits,
+    names.unitsControl,
     names.bodyUnits,
   ]);
   const sideRuns: SideBySideRuns = await runSideBySide(
@@ -401,7 +411,14 @@ async function main(): Promise<void> {
   const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
   const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
   const jwtAgainstBasic = ratioOf(sideRuns, names.jwt, names.basic);
-  const streamed = all.has(names.bodyUnits) ? parsingCost(sideRuns) : null;
+  // What reading `body` adds per event to the header-only row, and what a second copy of that row
+  // differs from it by (the noise of that difference), in the same rounds.
+  const streamed = all.has(names.bodyUnits)
+    ? {
+        body: differenceOf(sideRuns, names.bodyUnits, names.headerUnits),
+        control: differenceOf(sideRuns, names.unitsControl, names.headerUnits),
+      }
+    : null;
 
   // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
   // in interleaved rounds; CPU per request of each process tree, and what Redis spends per request.
@@ -723,7 +740,13 @@ async function main(): Promise<void> {
     '',
     headlineTable(headline, noise),
     '',
-    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2 and WebSocket (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.${streamed ? ` Streamed rows: ${values['stream-events']} events an answer (OpenAI chat completion chunks, the usage chunk, [DONE]), a load process per row keeping ${values['side-connections']} answers streaming, each read to its end; CPU per event. Reading \`body\` costs ${streamed.addedUs.toFixed(1)} µs an event over the header-only row (median of the rounds' differences; rounds ${streamed.lowestUs.toFixed(1)} to ${streamed.highestUs.toFixed(1)}), ${streamed.ratio.median.toFixed(2)}× its CPU (${streamed.ratio.lowest.toFixed(2)}–${streamed.ratio.highest.toFixed(2)}).` : ''}`,
+    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2, WebSocket and the streamed rows (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
+    ...(streamed
+      ? [
+          '',
+          `Streamed rows: answers of ${streamEvents} events (OpenAI chat completion chunks, the usage chunk, [DONE]), each row loaded by its own process keeping ${values['side-connections']} answers streaming, each read to its end; CPU µs per event. Reading \`body\` (usage.total_tokens) costs ${differenceText(streamed.body)} over the header-only row; the control, a second copy of the header-only row, differs from it by ${differenceText(streamed.control)}.`,
+        ]
+      : []),
     '',
     figuresTable(figures),
     '',

@@ -87,5 +87,23 @@ export function ratioOf(runs: SideBySideRuns, name: string, reference: string): 
 
 /** What a setup adds to the one below it, round by round: the median difference in µs per request. */
 export function addedOver(runs: SideBySideRuns, name: string, below: string): number {
-  return median(runs[name]!.map((cpuUs, round) => cpuUs - runs[below]![round]!));
+  return differenceOf(runs, name, below).medianUs;
+}
+
+/** What a setup adds to another in the same rounds: the median difference, its range, and the ratio. */
+export interface Difference {
+  medianUs: number;
+  lowestUs: number;
+  highestUs: number;
+  ratio: Ratio;
+}
+
+export function differenceOf(runs: SideBySideRuns, name: string, below: string): Difference {
+  const differences = runs[name]!.map((cpuUs, round) => cpuUs - runs[below]![round]!);
+  return {
+    medianUs: median(differences),
+    lowestUs: Math.min(...differences),
+    highestUs: Math.max(...differences),
+    ratio: ratioOf(runs, name, below),
+  };
 }
