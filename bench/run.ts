@@ -34,14 +34,15 @@ import {
   type WorkersRow,
 } from './report.js';
 import { Setups, type Target } from './setups.js';
+import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
 import {
-  addedOver,
-  differenceOf,
-  ratioOf,
-  runSideBySide,
-  type Difference,
-  type SideBySideRuns,
-} from './side-by-side.js';
+  startStreamedRows,
+  streamedCost,
+  streamedLayerBelow,
+  streamedNames,
+  streamedReference,
+  streamedText,
+} from './streamed-rows.js';
 
 const { values } = parseArgs({
   options: {
@@ -132,11 +133,6 @@ const names = {
   bareWs: 'bare http-proxy-3 ws() relay, 64-byte messages',
   wsRelay: 'ws-package relay (each message read and sent on), 64-byte messages',
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
-  bareStream: 'bare http-proxy-3, streamed chat completions (per event)',
-  headerUnits: 'quotagate as shipped + throttleunits from a header, streamed (per event)',
-  unitsControl: 'control: a second copy of the header-only streamed row',
-  bodyUnits:
-    'quotagate as shipped + throttleunits from the body too (usage.total_tokens), streamed (per event)',
   redis: 'quotagate as shipped, Redis store',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
@@ -154,11 +150,7 @@ const referenceOf: Partial<Record<string, string>> = {
   [names.h2]: names.bareH2,
   [names.ws]: names.bareWs,
   [names.wsRelay]: names.bareWs,
-  // An event of a streamed answer is no request either: the streamed rows are compared with their bare proxy.
-  [names.bareStream]: names.bareStream,
-  [names.headerUnits]: names.bareStream,
-  [names.unitsControl]: names.bareStream,
-  [names.bodyUnits]: names.bareStream,
+  ...streamedReference,
 };
 /** Each layer of quotagate, and the layer below it; the jwt row, as basic's, sits on routing alone. */
 const layerBelow: Partial<Record<string, string>> = {
@@ -167,17 +159,14 @@ const layerBelow: Partial<Record<string, string>> = {
   [names.jwt]: names.routing,
   [names.quotas]: names.basic,
   [names.shipped]: names.quotas,
-  // Reading the body's units is what the body row adds to the header row: the parsing's cost per event.
-  [names.headerUnits]: names.bareStream,
-  [names.unitsControl]: names.headerUnits,
-  [names.bodyUnits]: names.headerUnits,
+  ...streamedLayerBelow,
 };
 /** The reference's short name, for the table. */
 const shortNames: Partial<Record<string, string>> = {
   [names.floor]: 'undici floor',
   [names.bareH2]: 'node:http2 proxy',
   [names.bareWs]: 'http-proxy-3 ws() relay',
-  [names.bareStream]: 'http-proxy-3, streamed',
+  [streamedNames.bare]: 'http-proxy-3, streamed',
 };
 
 /** What issue 35 asks of the side-by-side ratios (CPU vs the undici floor, at most). */
@@ -199,22 +188,7 @@ const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
 /** Loaded by requests (HTTP/1.1 or HTTP/2), so comparable with bare http-proxy-3; not by message or event. */
 const perRequest = (target: Target) => (target.protocol ?? 'http1') === 'http1' || target.protocol === 'h2';
 
-/**
- * The streamed rows' restriction: a throttleunits that never rejects, charging the units the upstream's
- * `x-usage-tokens` header or trailer says (the bench's upstream sends neither, as OpenAI does not: each
- * answer is charged `default`). The body row adds `body` to it.
- */
-const tokenUnits = {
-  api: '*',
-  method: '*',
-  type: 'throttleunits',
-  config: { units: 999_999_999_999_999, per: 1, period: 'hour', header: 'x-usage-tokens', default: 1 },
-};
-const streamEvents = String(Math.max(4, Number(values['stream-events'])));
-
-/** A difference of CPU per event, for the text under the table. */
-const differenceText = (difference: Difference) =>
-  `${difference.medianUs.toFixed(2)} µs an event (median of the rounds' differences; rounds ${difference.lowestUs.toFixed(2)} to ${difference.highestUs.toFixed(2)}), ${difference.ratio.median.toFixed(3)}× its CPU`;
+const streamEvents = Math.max(4, Number(values['stream-events']));
 
 /** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
 const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
@@ -297,28 +271,7 @@ async function main(): Promise<void> {
         protocol: 'ws',
       }),
     );
-    const chat = await setups.node('chat stream upstream', 'chat-stream-upstream.js', [streamEvents], false);
-    const chatOrigin = new URL(chat.url).origin;
-    const streamed = { ...shippedLayers, protocol: 'event-stream', quota: true } as const;
-    add(await setups.node(names.bareStream, 'bare-proxy.js', [chatOrigin], false, 'event-stream'));
-    add(
-      await setups.quotagate(names.headerUnits, 'units-header', chatOrigin, memory, {
-        ...streamed,
-        restrictions: [tokenUnits],
-      }),
-    );
-    add(
-      await setups.quotagate(names.unitsControl, 'units-control', chatOrigin, memory, {
-        ...streamed,
-        restrictions: [tokenUnits],
-      }),
-    );
-    add(
-      await setups.quotagate(names.bodyUnits, 'units-body', chatOrigin, memory, {
-        ...streamed,
-        restrictions: [{ ...tokenUnits, config: { ...tokenUnits.config, body: 'usage.total_tokens' } }],
-      }),
-    );
+    for (const row of await startStreamedRows(setups, streamEvents)) add(row);
   }
   add(await setups.node(names.peer, 'peer-gateway.js', [upstream, 'memory', benchKey], false));
   add(await setups.node(names.peerRedis, 'peer-gateway.js', [upstream, redisUrl, benchKey], true));
@@ -371,10 +324,7 @@ async function main(): Promise<void> {
     names.bareWs,
     names.wsRelay,
     names.ws,
-    names.bareStream,
-    names.headerUnits,
-    names.unitsControl,
-    names.bodyUnits,
+    ...Object.values(streamedNames),
   ]);
   const sideRuns: SideBySideRuns = await runSideBySide(
     sideNames.map((name) => target(name)),
@@ -411,14 +361,7 @@ async function main(): Promise<void> {
   const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
   const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
   const jwtAgainstBasic = ratioOf(sideRuns, names.jwt, names.basic);
-  // What reading `body` adds per event to the header-only row, and what a second copy of that row
-  // differs from it by (the noise of that difference), in the same rounds.
-  const streamed = all.has(names.bodyUnits)
-    ? {
-        body: differenceOf(sideRuns, names.bodyUnits, names.headerUnits),
-        control: differenceOf(sideRuns, names.unitsControl, names.headerUnits),
-      }
-    : null;
+  const streamed = all.has(streamedNames.body) ? streamedCost(sideRuns) : null;
 
   // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
   // in interleaved rounds; CPU per request of each process tree, and what Redis spends per request.
@@ -741,12 +684,7 @@ async function main(): Promise<void> {
     headlineTable(headline, noise),
     '',
     `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2, WebSocket and the streamed rows (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
-    ...(streamed
-      ? [
-          '',
-          `Streamed rows: answers of ${streamEvents} events (OpenAI chat completion chunks, the usage chunk, [DONE]), each row loaded by its own process keeping ${values['side-connections']} answers streaming, each read to its end; CPU µs per event. Reading \`body\` (usage.total_tokens) costs ${differenceText(streamed.body)} over the header-only row; the control, a second copy of the header-only row, differs from it by ${differenceText(streamed.control)}.`,
-        ]
-      : []),
+    ...(streamed ? ['', streamedText(streamed, streamEvents, Number(values['side-connections']))] : []),
     '',
     figuresTable(figures),
     '',

@@ -1,0 +1,109 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os, { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { choosePinning } from './pinning.js';
+import type { Running } from './processes.js';
+import { benchAuthorization } from './quotagate.js';
+import { headlineTable, median, noiseOf, type HeadlineRow } from './report.js';
+import { Setups } from './setups.js';
+import { addedOver, ratioOf, runSideBySide } from './side-by-side.js';
+import {
+  startStreamedRows,
+  streamedCost,
+  streamedLayerBelow,
+  streamedNames,
+  streamedText,
+} from './streamed-rows.js';
+
+// The streamed rows alone (`npm run bench:streams`): the four of them side by side, without the other
+// setups of bench/run.ts, so that each gets more of the machine and a round counts more events.
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '10' },
+    seconds: { type: 'string', default: '5' },
+    'warmup-seconds': { type: 'string', default: '5' },
+    connections: { type: 'string', default: '10' },
+    events: { type: 'string', default: '100' },
+    pin: { type: 'boolean', default: false },
+  },
+});
+const say = (line: string) => process.stderr.write(`${line}\n`);
+const events = Math.max(4, Number(values.events));
+const connections = Number(values.connections);
+const pinning = choosePinning(values.pin);
+
+const work = mkdtempSync(path.join(tmpdir(), 'quotagate-stream-bench-'));
+const running: Running[] = [];
+const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
+  const started = await what;
+  running.push(started);
+  return started;
+};
+
+async function main(): Promise<void> {
+  const rows = await startStreamedRows(new Setups(work, track), events);
+  const runs = await runSideBySide(rows, {
+    wrk: null,
+    rounds: Number(values.rounds),
+    seconds: Number(values.seconds),
+    warmupSeconds: Number(values['warmup-seconds']),
+    connections,
+    headers: { authorization: benchAuthorization },
+    pinning,
+    say,
+  });
+  const bare = streamedNames.bare;
+  const headline: HeadlineRow[] = rows.map(({ name }) => {
+    const ratio = ratioOf(runs, name, bare);
+    const below = streamedLayerBelow[name];
+    return {
+      name,
+      cpuUs: median(runs[name]!),
+      ratio: ratio.median,
+      reference: name === bare ? name : 'http-proxy-3, streamed',
+      lowest: ratio.lowest,
+      highest: ratio.highest,
+      vsBare: null,
+      addedUs: below ? addedOver(runs, name, below) : null,
+      target: null,
+    };
+  });
+  const cost = streamedCost(runs);
+  const markdown = [
+    `Machine: ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}.`,
+    '',
+    headlineTable(headline, noiseOf(cost.control.ratio)),
+    '',
+    `${streamedText(cost, events, connections)} The four rows alone, loaded at the same time (each round starts their loads from another row), ${values.rounds} rounds of ${values.seconds} s after ${values['warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the loads and the upstream the other core(s)` : ''}; CPU: user + system time of each row's process tree (from /proc) over the round, divided by the events its load read. The noise heading the ratios is the control's distance from the header-only row.`,
+    '',
+  ].join('\n');
+  const resultsDir = path.resolve('bench/results');
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(
+    path.join(resultsDir, 'streams.json'),
+    `${JSON.stringify({ events, connections, pinning, headline, cost, runs }, null, 2)}\n`,
+  );
+  writeFileSync(path.join(resultsDir, 'streams.md'), markdown);
+  process.stdout.write(`\n${markdown}\n`);
+  say('written: bench/results/streams.json, streams.md');
+}
+
+async function stopAll(): Promise<void> {
+  for (const child of running.splice(0).reverse()) await child.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+
+// Ctrl-C stops every server the bench started, by its pid, before the bench exits.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    say(`${signal}: stopping the bench servers`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+try {
+  await main();
+} finally {
+  await stopAll();
+}
