@@ -29,6 +29,7 @@ import { announcesBody, screeningProblem } from './request-screening.js';
 import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
+import { AnswerBodyUnits } from './answer-units.js';
 
 export interface GatewayParts {
   /** The catalog, authenticator and header rules to start with; `swap` replaces them. */
@@ -74,6 +75,8 @@ class RequestRecord extends Exchange implements OpenExchange {
   byteCounters: readonly ApplicableRestriction[] = noRestrictions;
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
+  /** What the answer's body says it cost, when a restriction of `unitCounters` reads it there. */
+  bodyUnits: AnswerBodyUnits | null = null;
   declaredBytes = 0;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
@@ -620,6 +623,8 @@ export class Gateway {
     if (res.destroyed) return;
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
+    if (record.unitCounters.length > 0)
+      record.bodyWatch = record.bodyUnits = AnswerBodyUnits.of(record.unitCounters);
     this.openExchanges.add(record);
     if (record.opensWebSocket) {
       this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);
@@ -748,12 +753,11 @@ export class Gateway {
 
   /**
    * What the upstream's answer says the exchange cost, charged to each throttleunits restriction that
-   * admitted it: the whole number in its trailer, else in its header; else its default, counted.
+   * admitted it (`unitsSaid`); else its default, counted.
    */
   private chargeUnits(record: RequestRecord): void {
     const additions = record.unitCounters.map((restriction) => {
-      const field = restriction.unitHeader!;
-      const said = wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
+      const said = unitsSaid(record, restriction);
       if (said === null) this.parts.metrics.unitsUnreadable(restriction);
       return {
         key: restriction.counterKey,
@@ -782,6 +786,19 @@ export class Gateway {
 /** The counters of `restrictions`, to read without charging them. */
 const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>
   restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs }));
+
+/**
+ * What the answer says an exchange cost for `restriction`: the whole number in its trailer, else in its
+ * header (the field wins when it holds one); else what its body paths say, when the answer was read to
+ * its end; else null.
+ */
+function unitsSaid(record: RequestRecord, restriction: ApplicableRestriction): number | null {
+  const field = restriction.unitHeader;
+  const inField =
+    field === null ? null : wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
+  if (inField !== null || restriction.unitBody === null || record.responseTrailers === null) return inField;
+  return record.bodyUnits!.unitsAt(restriction.unitBody);
+}
 
 /** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */
 function wholeUnits(value: string | string[] | undefined): number | null {

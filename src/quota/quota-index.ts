@@ -2,6 +2,7 @@ import { uniqueLabels } from '../kit/unique-labels.js';
 import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
 import { unitsOf } from './quota-schema.js';
 import { applicationCounterKey, callerCounterKey, counterBasesOf } from './restriction-counters.js';
+import { parseUnitPaths, type UnitPaths } from './unit-paths.js';
 import type { CounterSpec, CounterState } from '../limiter/counter-store.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
@@ -24,7 +25,9 @@ export interface ApplicableRestriction {
   shadow: boolean;
   /** throttleunits: the response header or trailer (lower case) that says what an exchange cost. */
   unitHeader: string | null;
-  /** throttleunits: what an exchange costs when that field holds no whole number. */
+  /** throttleunits: the paths in the answer body that say it, parsed once; null when it reads none. */
+  unitBody: UnitPaths | null;
+  /** throttleunits: what an exchange costs when neither says a whole number. */
   unitDefault: number;
   /**
    * Whose count each count is (`client` or `header:<name>`), or undefined for one count (per
@@ -65,6 +68,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
     windowMs: windowMs(restriction.config),
     shadow: restriction.mode === 'shadow',
     unitHeader: restriction.config.header ?? null,
+    unitBody: restriction.config.body === undefined ? null : parseUnitPaths(restriction.config.body),
     unitDefault: Number(restriction.config.default ?? 0),
     by: restriction.by,
     api: restriction.api,

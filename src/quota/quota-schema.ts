@@ -15,6 +15,7 @@ import {
   wellKnownQuotaIds,
   windowMs,
 } from './quota-terms.js';
+import { mostUnitPaths, unitPathRule, unitPathsProblem } from './unit-paths.js';
 
 /**
  * What a quota is, said once. The Quota API validates request bodies with it (and documents them from
@@ -153,6 +154,7 @@ const throttleConfig = z
       mb: notFor('throttle'),
       units: notFor('throttle'),
       header: notFor('throttle'),
+      body: notFor('throttle'),
       default: notFor('throttle'),
       connections: notFor('throttle'),
     },
@@ -169,6 +171,7 @@ const throttlembConfig = z
       messages: notFor('throttlemb'),
       units: notFor('throttlemb'),
       header: notFor('throttlemb'),
+      body: notFor('throttlemb'),
       default: notFor('throttlemb'),
       connections: notFor('throttlemb'),
     },
@@ -185,16 +188,43 @@ const fieldName = z
   .toLowerCase()
   .meta({ description: 'The response header or trailer that says what the exchange cost, in units' });
 
+/** What a unit path is, as the messages about `body` say it. */
+const unitPathText = unitPathRule.replace(/^must be /, '');
+
+/**
+ * Where in a JSON answer, or in each JSON event of a `text/event-stream` answer, the upstream says what the
+ * exchange cost: one path, or a list of paths whose values are added. Kept as written; the rule is the
+ * body reader's own (`unitPathsProblem`), so nothing is stored that it cannot read.
+ */
+const unitBody = z
+  .union([z.string(), z.array(z.string())], {
+    error: msg(`must be a path, or a list of 1 to ${mostUnitPaths} paths, of ${unitPathText}`),
+  })
+  .superRefine((paths, ctx) => {
+    const problem = unitPathsProblem(paths);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  })
+  .meta({
+    description: `JSON paths in the answer body (or in each JSON event of an event stream, the last value of each path winning) whose values, added, say what the exchange cost, in units: one path or a list of 1 to ${mostUnitPaths}, each of ${unitPathText}; the header or trailer wins when it holds a whole number`,
+  });
+
+/** A throttleunits restriction reads what an exchange cost from somewhere: a field, the body, or both. */
+const unitSourceRule = (config: { header?: string; body?: unknown }, ctx: z.RefinementCtx) => {
+  if (config.header === undefined && config.body === undefined)
+    ctx.addIssue({ code: 'custom', path: ['header'], message: 'is required unless body is given' });
+};
+
 const throttleunitsConfig = z
   .strictObject(
     {
       units: amount('units', 'Units allowed per window'),
       per: amount('per', 'Number of periods in the window'),
       period,
-      header: fieldName,
+      header: fieldName.optional(),
+      body: unitBody.optional(),
       default: amount(
         'default',
-        'Units charged when the upstream sends no whole number in the header (default: 0)',
+        'Units charged when neither the header nor the body says a whole number (default: 0)',
       ).optional(),
       messages: notFor('throttleunits'),
       mb: notFor('throttleunits'),
@@ -202,7 +232,8 @@ const throttleunitsConfig = z
     },
     { error: msg('must be an object') },
   )
-  .superRefine(windowRule);
+  .superRefine(windowRule)
+  .superRefine(unitSourceRule);
 
 /** Requests in flight at once: no window, so none of the fields that make one. */
 const concurrencyConfig = z.strictObject(
@@ -212,6 +243,7 @@ const concurrencyConfig = z.strictObject(
     mb: notFor('concurrency'),
     units: notFor('concurrency'),
     header: notFor('concurrency'),
+    body: notFor('concurrency'),
     default: notFor('concurrency'),
     per: notFor('concurrency'),
     period: notFor('concurrency'),

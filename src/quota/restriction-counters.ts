@@ -8,7 +8,7 @@ import { unitsOf } from './quota-schema.js';
  * every other count.
  *
  * - What a restriction counts is its quota, `api`, `method`, `verb`, `type` and window length (and for
- *   `throttleunits` the field it reads and its default). Its limit and its mode are not part of it: a
+ *   `throttleunits` the field and the body paths it reads and its default). Its limit and its mode are not part of it: a
  *   change of limit or mode keeps the count; a change of any of the others starts a new counter.
  * - Enforced twins (restrictions of one quota that count the same thing) share one counter, checked
  *   against each limit and charged once (see `QuotaChecks`): they are charged together or not at all, so
@@ -53,8 +53,11 @@ function countedBy(restriction: Restriction): string {
     windowMs(restriction.config),
   ];
   // Units read from another field, or another charge for an answer that says none, are other counts.
-  if (restriction.type === 'throttleunits')
+  if (restriction.type === 'throttleunits') {
     counted.push(restriction.config.header ?? '', Number(restriction.config.default ?? 0));
+    // Named only when there are some, so that the counters of restrictions without body paths stay.
+    if (restriction.config.body !== undefined) counted.push(`body ${String(restriction.config.body)}`);
+  }
   // Counted by caller, each count means another thing: changing `by` starts new counters.
   if (restriction.by !== undefined) counted.push(`by ${restriction.by}`);
   return counted.join('|');

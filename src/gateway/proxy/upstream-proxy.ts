@@ -35,6 +35,13 @@ export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | '
  */
 export const upstreamDrainCapMs = 5 * 60_000;
 
+/** Looks into the upstream's answer as it passes: its head, then each chunk of its body. */
+export interface AnswerBodyWatch {
+  head(headers: IncomingHttpHeaders): void;
+  /** A chunk on its way to the client (or read after the client left): it must not be changed. */
+  push(chunk: Buffer): void;
+}
+
 /** Links the request and the response of an exchange to it, for shared listeners. */
 const exchangeKey = Symbol('quotagate.exchange');
 type Linked<T> = T & { [exchangeKey]?: Exchange };
@@ -92,8 +99,10 @@ export class Exchange implements Dispatcher.DispatchHandler {
   answeredBytes = 0;
   /** The upstream's response fields (lower-case names), once they came. */
   responseHeaders: IncomingHttpHeaders | null = null;
-  /** The upstream's trailer fields, once its answer ended with any. */
+  /** The upstream's trailer fields (`{}` for none), once its answer has ended: null until it is read to its end. */
   responseTrailers: IncomingHttpHeaders | null = null;
+  /** What looks into the answer's body as it passes (what it says it cost), when anything does. */
+  bodyWatch: AnswerBodyWatch | null = null;
   /** Milliseconds from forwarding until the upstream's response headers arrived; null when none did. */
   upstreamMs: number | null = null;
   /** How the upstream side ended; the client's abort is only known at the end (`outcome()`). */
@@ -258,6 +267,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
       return;
     }
     this.responseHeaders = headers;
+    this.bodyWatch?.head(headers);
     // The client has gone: the answer is only read for what it costs.
     if (this.drained !== null) return;
     const { res } = this;
@@ -285,6 +295,7 @@ export class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.bodyWatch?.push(chunk);
     if (this.drained !== null) return;
     this.bytesOut += chunk.length;
     if (!this.res.write(chunk)) controller.pause();

@@ -1,0 +1,294 @@
+import http, { type ClientRequest, type IncomingHttpHeaders } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
+import {
+  anthropicEvents,
+  anthropicTokens,
+  largeAnswer,
+  openAiEvents,
+  openAiJson,
+  openAiJsonTokens,
+  openAiStreamTokens,
+  startLlmUpstream,
+  type LlmUpstreamOptions,
+} from '../helpers/llm-upstream.js';
+import {
+  accessLines,
+  basicAuth,
+  devKey,
+  petsConfig,
+  quotaUsage,
+  setQuota,
+  startTestGateway,
+  systemQuotaId,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
+
+/**
+ * throttleunits reading what an LLM API says it cost from the answer body (`body`): OpenAI's JSON answer
+ * and its stream with `include_usage`, Anthropic's Messages stream; a client that leaves early still
+ * pays; events go through as they come, whether or not a restriction reads them.
+ */
+const defer = cleanupAfterEach();
+
+const llmApis = (upstream: string) => [
+  {
+    id: '3f0c2b1a-9e8d-4c7b-a6f5-e4d3c2b1a0f9',
+    name: 'LLM',
+    basePath: '/v1',
+    upstream: `${upstream}/v1`,
+    methods: [
+      {
+        id: '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d',
+        name: 'chatCompletions',
+        verb: 'POST',
+        path: '/chat/completions',
+      },
+      { id: '1d2c3b4a-5f6e-4d7c-8b9a-0f1e2d3c4b5a', name: 'messages', verb: 'POST', path: '/messages' },
+    ],
+  },
+];
+
+const openAiTokens = 'usage.total_tokens';
+const anthropicPaths = ['message.usage.input_tokens', 'usage.output_tokens'];
+
+const tokens = (config: Record<string, unknown>) => ({
+  api: '*',
+  method: '*',
+  type: 'throttleunits',
+  config: { units: 1_000, per: 1, period: 'hour', default: 7, ...config },
+});
+
+const chat = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }] };
+const chatStream = { ...chat, stream: true, stream_options: { include_usage: true } };
+const messages = { model: 'claude-sonnet-4-5', max_tokens: 64, stream: true, messages: chat.messages };
+
+interface Answer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/**
+ * POSTs `body` as JSON to `path`; `onEvent` is told of each event of an event stream as it arrives
+ * (with the request, to hang up). Resolves with the whole answer, or once the client hung up.
+ */
+function post(
+  gateway: TestGateway,
+  path: string,
+  body: object,
+  {
+    headers = {},
+    onEvent,
+  }: { headers?: Record<string, string>; onEvent?: (index: number, req: ClientRequest) => void } = {},
+): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${gateway.url}${path}`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { authorization: basicAuth(devKey), 'content-type': 'application/json', ...headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let events = 0;
+        const answer = () => ({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: Buffer.concat(chunks),
+        });
+        res.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          const ended = Buffer.concat(chunks).toString('utf8').split('\n\n').length - 1;
+          for (; events < ended; events += 1) onEvent?.(events, req);
+          if (req.destroyed) resolve(answer());
+        });
+        res.on('end', () => resolve(answer()));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', (error) => {
+      if (!req.destroyed) reject(error);
+    });
+    req.end(JSON.stringify(body));
+  });
+}
+
+async function gatewayOver(
+  store: Record<string, unknown>,
+  restrictions: Array<Record<string, unknown>>,
+  upstreamOptions: LlmUpstreamOptions = {},
+) {
+  const upstream = await startLlmUpstream(upstreamOptions);
+  defer(() => upstream.close());
+  const gateway = await startTestGateway(petsConfig(upstream.url, { apis: llmApis(upstream.url), ...store }));
+  defer(() => gateway.close());
+  await setQuota(gateway, { type: 'API', name: 'System', restrictions }, systemQuotaId);
+  return gateway;
+}
+
+const usedOf = async (gateway: TestGateway) =>
+  (await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]!.used;
+
+const unreadable = async (gateway: TestGateway) => {
+  const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  return /quotagate_units_unreadable_total\{quota="System",restriction="0"\} (\d+)/.exec(metrics)?.[1] ?? '0';
+};
+
+describe.each(eachStore)('an LLM API limited by tokens on %s', (_storeName, store) => {
+  it("charges the usage of OpenAI's JSON answer, which reaches the client as it was sent", async () => {
+    const gateway = await gatewayOver(store(), [tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat);
+    expect(answer.status).toBe(200);
+    expect(answer.body.equals(openAiJson)).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(openAiJsonTokens);
+    expect(await unreadable(gateway)).toBe('0');
+  });
+
+  it("charges the usage of the last chunk of OpenAI's stream with include_usage", async () => {
+    const gateway = await gatewayOver(store(), [tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chatStream);
+    expect(answer.body.equals(Buffer.concat(openAiEvents))).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(openAiStreamTokens);
+  });
+
+  it("charges the input tokens of Anthropic's message_start and the output tokens of its last message_delta", async () => {
+    const gateway = await gatewayOver(store(), [tokens({ body: anthropicPaths })]);
+    const answer = await post(gateway, '/v1/messages', messages);
+    expect(answer.body.equals(Buffer.concat(anthropicEvents))).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
+  });
+
+  it('charges a client that hangs up after the first event what the stream ended with', async () => {
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    const gateway = await gatewayOver(store(), [tokens({ body: anthropicPaths })], {
+      beforeEvent: (index) => (index === 1 ? gate : undefined),
+    });
+    const answer = await post(gateway, '/v1/messages', messages, {
+      onEvent: (_index, req) => req.destroy(),
+    });
+    expect(answer.body.equals(anthropicEvents[0]!)).toBe(true);
+    await expect.poll(() => accessLines(gateway).at(-1)?.outcome).toBe('client_aborted');
+    letGo();
+    await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
+    expect(await unreadable(gateway)).toBe('0');
+  });
+
+  it('charges the default of a malformed body, and counts it', async () => {
+    const gateway = await gatewayOver(store(), [tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat, {
+      headers: { 'x-answer': 'malformed' },
+    });
+    expect(answer.body.equals(openAiJson.subarray(0, -20))).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+});
+
+describe('an LLM API limited by tokens', () => {
+  it('charges the header when the answer has it, and the body when it has not', async () => {
+    const gateway = await gatewayOver({}, [tokens({ header: 'X-Tokens', body: openAiTokens })]);
+    await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-answer': 'with-header' } });
+    await expect.poll(() => usedOf(gateway)).toBe(3);
+    await post(gateway, '/v1/chat/completions', chat);
+    await expect.poll(() => usedOf(gateway)).toBe(3 + openAiJsonTokens);
+  });
+
+  it('charges the default of a compressed body, which is not read, and counts it', async () => {
+    const gateway = await gatewayOver({}, [tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-answer': 'gzip' } });
+    expect(answer.headers['content-encoding']).toBe('gzip');
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+
+  it('passes a 5 MB answer whole, and charges the default past the bound of what is read', async () => {
+    expect(largeAnswer.length).toBeGreaterThan(5_000_000);
+    const gateway = await gatewayOver({}, [tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-answer': 'large' } });
+    expect(answer.body.length).toBe(largeAnswer.length);
+    expect(answer.body.equals(largeAnswer)).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+
+  describe.each([
+    ['without a body restriction', { type: 'throttle', config: { messages: 100, per: 1, period: 'hour' } }],
+    ['with a body restriction', tokens({ body: anthropicPaths })],
+  ])('hands each event to the client before the upstream sends the next, %s', (_name, restriction) => {
+    it('in lockstep: the upstream sends an event only once the client has received the one before', async ({
+      annotate,
+    }) => {
+      const sentAt: number[] = [];
+      const receivedAt: number[] = [];
+      const receipts = anthropicEvents.map(() => {
+        let received!: () => void;
+        const promise = new Promise<void>((resolve) => (received = resolve));
+        return { promise, received };
+      });
+      const gateway = await gatewayOver({}, [{ api: '*', method: '*', ...restriction }], {
+        async beforeEvent(index) {
+          // A gateway that held events back would never pass the one awaited here: the test times out.
+          if (index > 0) await receipts[index - 1]!.promise;
+          sentAt[index] = performance.now();
+        },
+      });
+      const answer = await post(gateway, '/v1/messages', messages, {
+        onEvent(index) {
+          receivedAt[index] = performance.now();
+          receipts[index]!.received();
+        },
+      });
+      expect(answer.body.equals(Buffer.concat(anthropicEvents))).toBe(true);
+      expect(receivedAt).toHaveLength(anthropicEvents.length);
+      const delays = receivedAt.map((at, index) => at - sentAt[index]!);
+      for (const delay of delays) expect(delay).toBeGreaterThanOrEqual(0);
+      await annotate(
+        `upstream write to client receipt per event, ms: ${delays.map((delay) => delay.toFixed(2)).join(' ')}`,
+      );
+    });
+  });
+});
+
+describe('an LLM API limited by tokens across a fleet on Redis', () => {
+  it("counts one limit for the fleet from OpenAI's and Anthropic's bodies, over by at most the last exchange", async () => {
+    const upstream = await startLlmUpstream();
+    defer(() => upstream.close());
+    const [a, b] = await startFleetOfTwo(defer, { apis: llmApis(upstream.url) }, { upstream });
+    // One restriction reads both: OpenAI's total, or Anthropic's input and output tokens.
+    await setQuota(
+      a,
+      {
+        type: 'API',
+        name: 'System',
+        restrictions: [tokens({ units: 100, body: [openAiTokens, ...anthropicPaths], default: 0 })],
+      },
+      systemQuotaId,
+    );
+    await expect.poll(async () => (await quotaUsage(b.adminUrl, systemQuotaId)).restrictions.length).toBe(1);
+    const calls: Array<[TestGateway, string, object, number]> = [
+      [a, '/v1/chat/completions', chatStream, openAiStreamTokens],
+      [b, '/v1/messages', messages, anthropicTokens],
+      [a, '/v1/chat/completions', chat, openAiJsonTokens],
+      [b, '/v1/messages', messages, anthropicTokens],
+      [a, '/v1/chat/completions', chat, openAiJsonTokens],
+      [b, '/v1/messages', messages, anthropicTokens],
+    ];
+    const statuses: number[] = [];
+    let charged = 0;
+    for (const [gateway, path, body, cost] of calls) {
+      const { status } = await post(gateway, path, body);
+      statuses.push(status);
+      if (status === 200) charged += cost;
+      // Each exchange has ended and been charged before the next one asks.
+      await expect.poll(() => usedOf(a)).toBe(charged);
+    }
+    // 21 + 40 + 29 = 90 leaves room; the next 40 takes the fleet to 130, past the limit.
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    expect(await usedOf(b)).toBe(130);
+  });
+});

@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { startUpstream, type SeenRequest, type TestUpstream } from './upstream.js';
+
+/**
+ * An upstream that answers as LLM APIs do, from the recorded answers of test/fixtures/llm/:
+ * `POST /v1/chat/completions` as OpenAI's (a JSON answer, or with `"stream": true` an event stream whose
+ * last chunk says the usage, as `stream_options.include_usage` asks), `POST /v1/messages` as Anthropic's
+ * Messages stream (`message_start` … `message_stop`). The request header `x-answer` asks for another
+ * answer: `malformed` (JSON cut short), `gzip` (the JSON compressed), `large` (a JSON answer of 5 MB),
+ * `with-header` (the JSON, and `X-Tokens: 3`).
+ */
+const fixtures = path.join(import.meta.dirname, '..', 'fixtures', 'llm');
+const read = (name: string) => readFileSync(path.join(fixtures, name));
+
+export const openAiJson = read('openai-chat-completion.json');
+/** Each event of a fixture stream, its blank line included. */
+const eventsOf = (stream: Buffer) =>
+  stream
+    .toString('utf8')
+    .split(/\n\n/)
+    .filter((event) => event.trim() !== '')
+    .map((event) => Buffer.from(`${event}\n\n`));
+export const openAiEvents = eventsOf(read('openai-chat-stream.txt'));
+export const anthropicEvents = eventsOf(read('anthropic-messages-stream.txt'));
+
+/** What the fixtures say they cost. */
+export const openAiJsonTokens = 29;
+export const openAiStreamTokens = 21;
+/** `message_start`'s input tokens and the last `message_delta`'s output tokens. */
+export const anthropicTokens = 25 + 15;
+
+/** A JSON answer of 5 MB whose usage comes last, past any bound on what is read of it. */
+export const largeAnswer = Buffer.from(
+  JSON.stringify({
+    choices: [
+      { message: { content: Array.from({ length: 480_000 }, (_, i) => i.toString(36).padStart(8, '~')) } },
+    ],
+    usage: { total_tokens: 1 },
+  }),
+);
+
+export interface LlmUpstreamOptions {
+  /** Awaited before each event of a stream is written: a test paces the stream with it. */
+  beforeEvent?: (index: number) => Promise<void> | void;
+}
+
+export async function startLlmUpstream(options: LlmUpstreamOptions = {}): Promise<TestUpstream> {
+  return startUpstream((req: IncomingMessage, res: ServerResponse, seen: SeenRequest) => {
+    if (req.url === '/v1/messages') return void stream(res, anthropicEvents, options);
+    if ((JSON.parse(seen.body || '{}') as { stream?: boolean }).stream === true)
+      return void stream(res, openAiEvents, options);
+    const variant = req.headers['x-answer'];
+    const json = { 'content-type': 'application/json' };
+    if (variant === 'malformed') return res.writeHead(200, json).end(openAiJson.subarray(0, -20));
+    if (variant === 'gzip')
+      return res.writeHead(200, { ...json, 'content-encoding': 'gzip' }).end(gzipSync(openAiJson));
+    if (variant === 'large') return res.writeHead(200, json).end(largeAnswer);
+    if (variant === 'with-header') return res.writeHead(200, { ...json, 'x-tokens': '3' }).end(openAiJson);
+    res.writeHead(200, json).end(openAiJson);
+  });
+}
+
+async function stream(res: ServerResponse, events: readonly Buffer[], options: LlmUpstreamOptions) {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const [index, event] of events.entries()) {
+    await options.beforeEvent?.(index);
+    if (res.destroyed) return;
+    res.write(event);
+  }
+  res.end();
+}
