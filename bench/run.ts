@@ -36,6 +36,7 @@ import {
 import { Setups, type Target } from './setups.js';
 import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
 import {
+  checkStreamedCharges,
   startStreamedRows,
   streamedCost,
   streamedLayerBelow,
@@ -339,6 +340,8 @@ async function main(): Promise<void> {
       say,
     },
   );
+  if (all.has(streamedNames.body))
+    await checkStreamedCharges(Object.values(streamedNames).map(target), streamEvents);
   const control = ratioOf(sideRuns, names.control, names.floor);
   const noise = noiseOf(control);
   const headline: HeadlineRow[] = sideNames.map((name) => {

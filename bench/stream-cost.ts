@@ -9,6 +9,7 @@ import { headlineTable, median, noiseOf, type HeadlineRow } from './report.js';
 import { Setups } from './setups.js';
 import { addedOver, ratioOf, runSideBySide } from './side-by-side.js';
 import {
+  checkStreamedCharges,
   startStreamedRows,
   streamedCost,
   streamedLayerBelow,
@@ -53,6 +54,7 @@ async function main(): Promise<void> {
     pinning,
     say,
   });
+  await checkStreamedCharges(rows, events);
   const bare = streamedNames.bare;
   const headline: HeadlineRow[] = rows.map(({ name }) => {
     const ratio = ratioOf(runs, name, bare);

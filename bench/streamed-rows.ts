@@ -1,4 +1,5 @@
 import { differenceOf, type Difference, type SideBySideRuns } from './side-by-side.js';
+import { systemUsage } from './quotagate.js';
 import type { Setups, Target } from './setups.js';
 
 /**
@@ -39,6 +40,10 @@ const tokenUnits = {
   config: { units: 999_999_999_999_999, per: 1, period: 'hour', header: 'x-usage-tokens', default: 1 },
 };
 export const bodyPath = 'usage.total_tokens';
+/** The prompt tokens every answer's usage says; its completion tokens are its content deltas. */
+const promptTokens = 37;
+/** What each answer of `events` events says it cost: `usage.total_tokens` (bench/servers/chat-stream-upstream.ts). */
+const tokensOf = (events: number) => promptTokens + events - 4;
 
 /** Starts the upstream (answers of `events` events) and the four streamed rows; returns the rows. */
 export async function startStreamedRows(setups: Setups, events: number): Promise<Target[]> {
@@ -59,6 +64,36 @@ export async function startStreamedRows(setups: Setups, events: number): Promise
     await quotagate(streamedNames.control, 'units-control', tokenUnits.config),
     await quotagate(streamedNames.body, 'units-body', { ...tokenUnits.config, body: bodyPath }),
   ];
+}
+
+/** Exchanges whose units could not be read (charged `default`), over all restrictions of a gateway. */
+async function unreadable(adminUrl: string): Promise<number> {
+  const text = await (await fetch(`${adminUrl}/metrics`)).text();
+  return [...text.matchAll(/^quotagate_units_unreadable_total\{[^}]*\} (\d+)$/gm)].reduce(
+    (total, [, count]) => total + Number(count),
+    0,
+  );
+}
+
+/**
+ * Throws unless each quotagate row charged as it should have, so that a row never measures something
+ * else than it says: the header rows `default` (1) for every answer, all of them unreadable; the body row
+ * what each answer's usage says, none unreadable.
+ */
+export async function checkStreamedCharges(rows: readonly Target[], events: number): Promise<void> {
+  for (const row of rows) {
+    if (!row.adminUrl) continue;
+    const [used, missed] = [await systemUsage(row.adminUrl), await unreadable(row.adminUrl)];
+    const tokens = tokensOf(events);
+    const right =
+      row.name === streamedNames.body
+        ? used > 0 && used % tokens === 0 && missed === 0
+        : used > 0 && used === missed;
+    if (!right)
+      throw new Error(
+        `${row.name}: charged ${used} units, ${missed} answers unreadable (${tokens} tokens each)`,
+      );
+  }
 }
 
 /** What reading `body` adds per event to the header-only row, and what the control differs from it by. */
