@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { cpuSeconds, machineCpuSeconds } from './cpu-time.js';
 import { choosePinning } from './pinning.js';
 import type { Running } from './processes.js';
 import { benchAuthorization } from './quotagate.js';
@@ -44,6 +45,9 @@ const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
 
 async function main(): Promise<void> {
   const rows = await startStreamedRows(new Setups(work, track), events);
+  // CPU time spent on the machine outside this bench's process tree while it measures: other tenants.
+  const outside = () => (machineCpuSeconds() ?? NaN) - (cpuSeconds(process.pid) ?? NaN);
+  const from = { cpu: outside(), wall: performance.now() };
   const runs = await runSideBySide(rows, {
     wrk: null,
     rounds: Number(values.rounds),
@@ -54,6 +58,7 @@ async function main(): Promise<void> {
     pinning,
     say,
   });
+  const outsideCores = (outside() - from.cpu) / ((performance.now() - from.wall) / 1000);
   await checkStreamedCharges(rows, events);
   const bare = streamedNames.bare;
   const headline: HeadlineRow[] = rows.map(({ name }) => {
@@ -73,7 +78,7 @@ async function main(): Promise<void> {
   });
   const cost = streamedCost(runs);
   const markdown = [
-    `Machine: ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}.`,
+    `Machine: ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Other processes on the machine used ${outsideCores.toFixed(2)} cores on average while the bench measured.`,
     '',
     headlineTable(headline, noiseOf(cost.control.ratio)),
     '',
@@ -84,7 +89,7 @@ async function main(): Promise<void> {
   mkdirSync(resultsDir, { recursive: true });
   writeFileSync(
     path.join(resultsDir, 'streams.json'),
-    `${JSON.stringify({ events, connections, pinning, headline, cost, runs }, null, 2)}\n`,
+    `${JSON.stringify({ events, connections, pinning, outsideCores, headline, cost, runs }, null, 2)}\n`,
   );
   writeFileSync(path.join(resultsDir, 'streams.md'), markdown);
   process.stdout.write(`\n${markdown}\n`);
