@@ -33,6 +33,8 @@ export class EventStreamParser {
   /** The data lines of the event being read. */
   private data: Buffer[] = [];
   private dataBytes = 0;
+  /** How many of the last data lines are still slices of the chunk being read. */
+  private sliced = 0;
   /** The event's data is past `maxEventBytes`: it is skipped whole. */
   private eventCut = false;
 
@@ -61,16 +63,28 @@ export class EventStreamParser {
       const end = Math.min(nextLf, nextCr);
       if (end === bytes.length) {
         this.keep(bytes.subarray(start));
-        return;
+        break;
       }
-      this.keep(bytes.subarray(start, end));
-      this.endLine();
+      this.endLine(bytes, start, end);
       start = end + 1;
       if (bytes[end] === cr) {
         if (start === bytes.length) this.afterCr = true;
         else if (bytes[start] === lf) start += 1;
       }
     }
+    this.copySlices();
+  }
+
+  /**
+   * Copies the data lines that are slices of the chunk just read: what is kept across chunks is copied,
+   * so no chunk outlives its read for a few bytes of it (many small lines, each in a chunk of 64 KiB,
+   * would otherwise hold many times the bound). An event within one chunk is never copied.
+   */
+  private copySlices(): void {
+    for (let at = this.data.length - this.sliced; at < this.data.length; at += 1) {
+      this.data[at] = Buffer.from(this.data[at]!);
+    }
+    this.sliced = 0;
   }
 
   /** `chunk` without the byte order mark that may start the stream, which may come a byte at a time. */
@@ -90,7 +104,7 @@ export class EventStreamParser {
     return head.subarray(bom.length);
   }
 
-  /** Keeps a piece of the current line, as much as a data line within the bound needs. */
+  /** Keeps a copy of a piece of the current line, as much as a data line within the bound needs. */
   private keep(piece: Buffer): void {
     if (piece.length === 0) return;
     const room = this.maxEventBytes + 'data: '.length - this.lineBytes;
@@ -99,38 +113,53 @@ export class EventStreamParser {
       if (room <= 0) return;
       piece = piece.subarray(0, room);
     }
-    this.line.push(piece);
+    this.line.push(Buffer.from(piece));
     this.lineBytes += piece.length;
   }
 
-  private endLine(): void {
-    const line = this.line.length === 1 ? this.line[0]! : Buffer.concat(this.line, this.lineBytes);
+  /**
+   * The line that ends at `end` of `bytes`, after the pieces kept of it: bytes are sliced only for a
+   * line that spans chunks and for the value of a data line.
+   */
+  private endLine(bytes: Buffer, start: number, end: number): void {
+    let line = bytes;
+    if (this.line.length > 0) {
+      this.keep(bytes.subarray(start, end));
+      line = Buffer.concat(this.line, this.lineBytes);
+      start = 0;
+      end = line.length;
+    }
     const cut = this.lineCut;
     this.line = [];
     this.lineBytes = 0;
     this.lineCut = false;
-    if (line.length === 0) this.endEvent();
-    else if (isDataLine(line)) this.addData(line, cut);
+    if (start === end) this.endEvent();
+    else if (isDataLine(line, start, end)) {
+      let value = start + dataField.length + 1;
+      if (value < end && line[value] === space) value += 1;
+      this.addData(line.subarray(Math.min(value, end), end), cut);
+    }
   }
 
-  private addData(line: Buffer, cut: boolean): void {
+  private addData(value: Buffer, cut: boolean): void {
     if (this.eventCut) return;
-    let value = line.subarray(dataField.length + 1);
-    if (value[0] === space) value = value.subarray(1);
     const bytes = this.dataBytes + (this.data.length > 0 ? 1 : 0) + value.length;
     if (cut || bytes > this.maxEventBytes) {
       this.eventCut = true;
       this.data = [];
+      this.sliced = 0;
       return;
     }
     this.data.push(value);
     this.dataBytes = bytes;
+    this.sliced += 1;
   }
 
   private endEvent(): void {
     const { data, eventCut } = this;
     this.data = [];
     this.dataBytes = 0;
+    this.sliced = 0;
     this.eventCut = false;
     if (eventCut || data.length === 0) return;
     this.onEvent(data.length === 1 ? data[0]! : joinedWithLf(data));
@@ -143,10 +172,13 @@ function indexOr(bytes: Buffer, byte: number, start: number): number {
   return at === -1 ? bytes.length : at;
 }
 
-/** The field is `data`: the line is `data`, or starts with `data:`. */
-const isDataLine = (line: Buffer): boolean =>
-  (line.length === dataField.length || line[dataField.length] === colon) &&
-  line.subarray(0, dataField.length).equals(dataField);
+/** The field of the line from `start` to `end` is `data`: the line is `data`, or starts with `data:`. */
+function isDataLine(line: Buffer, start: number, end: number): boolean {
+  const after = start + dataField.length;
+  if (after > end || (after < end && line[after] !== colon)) return false;
+  for (let at = 0; at < dataField.length; at += 1) if (line[start + at] !== dataField[at]) return false;
+  return true;
+}
 
 function joinedWithLf(lines: readonly Buffer[]): Buffer {
   const separated: Buffer[] = [];

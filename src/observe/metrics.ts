@@ -27,7 +27,7 @@ export interface Metrics {
   quotaDecision(restriction: { quotaId: string; quotaLabel: string; index: number }, allowed: boolean): void;
   /** Counts a request a shadow restriction would have refused (it also goes into `rejections`). */
   shadowRefusal(restriction: { quotaId: string; quotaLabel: string; index: number }): void;
-  /** Counts an exchange whose answer held no whole number of units where a throttleunits restriction reads one. */
+  /** Counts an exchange whose answer said no whole number of units where a throttleunits restriction reads one. */
   unitsUnreadable(restriction: { quotaLabel: string; index: number }): void;
   /** Counts a request a shadow restriction did not count: its counter found no room under the memory bound. */
   shadowUncounted(restriction: { quotaLabel: string; index: number }): void;
@@ -257,7 +257,7 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
   });
   const unitsUnreadable = new Counter({
     name: 'quotagate_units_unreadable_total',
-    help: 'Exchanges whose answer held no whole number of units in the header or trailer a throttleunits restriction reads (charged its default), by quota name (id where names repeat) and restriction index',
+    help: 'Exchanges whose answer said no whole number of units in the header, trailer or body a throttleunits restriction reads, or could not be read to its end (charged its default), by quota name (id where names repeat) and restriction index',
     labelNames: ['quota', 'restriction'],
     registers: [registry],
   });

@@ -32,8 +32,9 @@ export interface AnswerHead {
 
 export interface BodyUnitsReader {
   /**
-   * Sees the next chunk of the answer as it goes to the client. Keeps a reference to it (the caller must
-   * not change it afterwards); never throws: a fault makes the answer unreadable instead.
+   * Sees the next chunk of the answer as it goes to the client. A JSON answer's chunks are kept by
+   * reference, up to the bound (the caller must not change a chunk it pushed); a stream's are not kept.
+   * Never throws: a fault makes the answer unreadable instead.
    */
   push(chunk: Buffer): void;
   /**

@@ -81,13 +81,65 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
         'restrictions[0].config.mb: is required',
       ],
       [
-        'a throttleunits without its header',
+        'a throttleunits without its header or body',
         quotaDto({
           restrictions: [
             getPetThrottle({ type: 'throttleunits', config: { units: 10, per: 1, period: 'hour' } }),
           ],
         }),
-        'restrictions[0].config.header: is required',
+        'restrictions[0].config.header: is required unless body is given',
+      ],
+      [
+        'a body path that is no path',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, per: 1, period: 'hour', body: 'usage..total_tokens' },
+            }),
+          ],
+        }),
+        'restrictions[0].config.body: must be property names (letters, digits, _ and -) joined by dots, like usage.total_tokens',
+      ],
+      [
+        'a list of body paths with a wrong one',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, per: 1, period: 'hour', body: ['usage.input_tokens', 'usage[0]'] },
+            }),
+          ],
+        }),
+        'restrictions[0].config.body: [1]: must be property names (letters, digits, _ and -) joined by dots, like usage.total_tokens',
+      ],
+      [
+        'an empty list of body paths',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({
+              type: 'throttleunits',
+              config: { units: 10, per: 1, period: 'hour', body: [] },
+            }),
+          ],
+        }),
+        'restrictions[0].config.body: must list 1 to 8 paths',
+      ],
+      [
+        'a number for the body paths',
+        quotaDto({
+          restrictions: [
+            getPetThrottle({ type: 'throttleunits', config: { units: 10, per: 1, period: 'hour', body: 5 } }),
+          ],
+        }),
+        'restrictions[0].config.body: must be a path, or a list of 1 to 8 paths, of property names (letters, digits, _ and -) joined by dots, like usage.total_tokens',
+      ],
+      [
+        'body paths on a throttle',
+        quotaDto({
+          restrictions: [getPetThrottle({ config: { messages: 1, per: 1, period: 'hour', body: 'usage' } })],
+        }),
+        'restrictions[0].config.body: not allowed for type throttle',
       ],
       [
         'a header that is no field name',

@@ -45,6 +45,17 @@ const quotaFile = {
       restrictions: [
         { api: '*', method: '*', type: 'throttlemb', config: { mb: 1.5, per: 1, period: 'day' } },
         { api: '*', method: '*', type: 'concurrency', config: { connections: 4 } },
+        {
+          api: '*',
+          method: '*',
+          type: 'throttleunits',
+          config: {
+            units: 1000,
+            per: 1,
+            period: 'day',
+            body: ['message.usage.input_tokens', 'usage.output_tokens'],
+          },
+        },
       ],
     },
   ],
@@ -105,6 +116,17 @@ describe.each([
       restrictions: [
         { api: '*', method: '*', type: 'throttlemb', config: { mb: '1.5', per: '1', period: 'day' } },
         { api: '*', method: '*', type: 'concurrency', config: { connections: '4' } },
+        {
+          api: '*',
+          method: '*',
+          type: 'throttleunits',
+          config: {
+            units: '1000',
+            per: '1',
+            period: 'day',
+            body: ['message.usage.input_tokens', 'usage.output_tokens'],
+          },
+        },
       ],
       application: mobile.id,
     });

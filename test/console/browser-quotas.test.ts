@@ -170,6 +170,50 @@ describe('the admin console in a browser', () => {
     await waitForText(browserPage, `article[data-quota="${created!.id}"] li`, '5 requests in flight at once');
   });
 
+  it('creates a restriction on tokens that an LLM API says in its answer body', async () => {
+    const gateway = await start();
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas/new`);
+    await browserPage.waitForSelector('form.quota-form');
+    await browserPage.type('input[name=name]', 'Tokens');
+    await choose(browserPage, 'select[name="restrictions[0].type"]', 'Units');
+    await browserPage.type('input[name="restrictions[0].config.amount"]', '100000');
+    await browserPage.type(
+      'input[name="restrictions[0].config.body"]',
+      'message.usage.input_tokens, usage.output_tokens',
+    );
+    await browserPage.type('input[name="restrictions[0].config.fallback"]', '500');
+    await screenshot(browserPage, 'quota-llm-tokens');
+    await browserPage.click('form.quota-form button[type=submit]');
+    await browserPage.waitForFunction(() => /^#\/quotas\/[0-9a-f-]{36}$/.test(location.hash));
+    const created = (await quotas(gateway)).find((quota) => quota.name === 'Tokens');
+    expect(created?.restrictions).toEqual([
+      {
+        api: '*',
+        method: '*',
+        type: 'throttleunits',
+        config: {
+          units: '100000',
+          per: '1',
+          period: 'minute',
+          body: ['message.usage.input_tokens', 'usage.output_tokens'],
+          default: '500',
+        },
+      },
+    ]);
+    const body = await browserPage.waitForSelector('input[name="restrictions[0].config.body"]');
+    expect(await body!.evaluate((input) => (input as HTMLInputElement).value)).toBe(
+      'message.usage.input_tokens, usage.output_tokens',
+    );
+    await browserPage.goto(`${gateway.adminUrl}/#/quotas`);
+    await waitForText(
+      browserPage,
+      `article[data-quota="${created!.id}"] li`,
+      '100,000 units (message.usage.input_tokens + usage.output_tokens) per 1 minute',
+    );
+  });
+
   it("shows the admin API's message next to a bad limit, and creates nothing", async () => {
     const gateway = await start();
     const before = (await quotas(gateway)).length;

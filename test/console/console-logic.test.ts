@@ -19,6 +19,7 @@ import {
   messagesByField,
   newRestriction,
   type QuotaAnswer,
+  type RestrictionForm,
 } from '../../src/console/logic/quota-form.js';
 import { limitText, modeBadge, scopeText } from '../../src/console/logic/restriction-text.js';
 import { sparklinePoints } from '../../src/console/logic/sparkline.js';
@@ -155,6 +156,7 @@ describe('the quota form', () => {
       per: '1',
       period: 'minute',
       header: '',
+      body: '',
       fallback: '',
     });
     expect(dtoOf(form)).toEqual({
@@ -237,16 +239,51 @@ describe('the quota form', () => {
     const { byField } = messagesByField(
       [
         'restrictions[0].config.units: must be a whole number from 1 to 999999999999999',
-        'restrictions[0].config.header: is required',
+        'restrictions[0].config.header: is required unless body is given',
+        'restrictions[0].config.body: [1]: must be property names (letters, digits, _ and -) joined by dots, like usage.total_tokens',
         'restrictions[0].config.default: must be a whole number from 0 to 999999999999999',
       ],
       fieldNames(form),
     );
-    expect([...byField.keys()]).toEqual([
-      'restrictions[0].config.amount',
-      'restrictions[0].config.header',
-      'restrictions[0].config.fallback',
+    expect(Object.fromEntries(byField)).toEqual({
+      'restrictions[0].config.amount': ['must be a whole number from 1 to 999999999999999'],
+      'restrictions[0].config.header': ['is required unless body is given'],
+      'restrictions[0].config.body': [
+        '[1]: must be property names (letters, digits, _ and -) joined by dots, like usage.total_tokens',
+      ],
+      'restrictions[0].config.fallback': ['must be a whole number from 0 to 999999999999999'],
+    });
+  });
+
+  it('edits the body paths of a throttleunits restriction: one path, a list, or none beside a header', () => {
+    const units = (config: Record<string, unknown>) => ({
+      api: '*',
+      method: '*',
+      type: 'throttleunits' as const,
+      config: { units: '1000000', per: '1', period: 'day', ...config },
+    });
+    const anthropic = units({ body: ['message.usage.input_tokens', 'usage.output_tokens'], default: '500' });
+    const form = formOf({ ...quota, restrictions: [anthropic] });
+    expect(form.restrictions[0]).toMatchObject({
+      header: '',
+      body: 'message.usage.input_tokens, usage.output_tokens',
+      fallback: '500',
+    });
+    expect(dtoOf(form).restrictions).toEqual([anthropic]);
+    expect(limitText(anthropic)).toBe(
+      '1,000,000 units (message.usage.input_tokens + usage.output_tokens) per 1 day',
+    );
+    const edited = (changes: Partial<RestrictionForm>) =>
+      dtoOf({ ...form, restrictions: [{ ...form.restrictions[0]!, ...changes }] }).restrictions;
+    expect(edited({ body: ' usage.total_tokens ,, ' })).toEqual([
+      units({ body: 'usage.total_tokens', default: '500' }),
     ]);
+    expect(edited({ header: 'x-tokens', body: ' ', fallback: '' })).toEqual([units({ header: 'x-tokens' })]);
+    // Neither: the admin API says what is missing, next to the header field.
+    expect(edited({ body: '', fallback: '' })).toEqual([units({})]);
+    expect(limitText(units({ header: 'x-tokens', body: 'usage.total_tokens' }))).toBe(
+      '1,000,000 units (x-tokens, else usage.total_tokens) per 1 day',
+    );
   });
 
   it('edits a concurrency restriction: its requests in flight, and no window', () => {

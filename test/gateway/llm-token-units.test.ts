@@ -198,6 +198,18 @@ describe('an LLM API limited by tokens', () => {
     await expect.poll(() => usedOf(gateway)).toBe(3 + openAiJsonTokens);
   });
 
+  it('keeps the count when the same path is written as a list, and starts another for other paths', async () => {
+    const gateway = await gatewayOver({}, [tokens({ body: openAiTokens })]);
+    await post(gateway, '/v1/chat/completions', chat);
+    await expect.poll(() => usedOf(gateway)).toBe(openAiJsonTokens);
+    const system = (body: unknown) =>
+      setQuota(gateway, { type: 'API', name: 'System', restrictions: [tokens({ body })] }, systemQuotaId);
+    await system([openAiTokens]);
+    expect(await usedOf(gateway)).toBe(openAiJsonTokens);
+    await system('usage.prompt_tokens');
+    expect(await usedOf(gateway)).toBe(0);
+  });
+
   it('charges the default of a compressed body, which is not read, and counts it', async () => {
     const gateway = await gatewayOver({}, [tokens({ body: openAiTokens })]);
     const answer = await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-answer': 'gzip' } });

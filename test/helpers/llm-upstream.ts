@@ -1,30 +1,26 @@
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { llmAnswers } from './llm-answers.js';
 import { startUpstream, type SeenRequest, type TestUpstream } from './upstream.js';
 
 /**
- * An upstream that answers as LLM APIs do, from the recorded answers of test/fixtures/llm/:
+ * An upstream that answers as LLM APIs do, with the recorded answers of `llmAnswers`:
  * `POST /v1/chat/completions` as OpenAI's (a JSON answer, or with `"stream": true` an event stream whose
  * last chunk says the usage, as `stream_options.include_usage` asks), `POST /v1/messages` as Anthropic's
  * Messages stream (`message_start` … `message_stop`). The request header `x-answer` asks for another
  * answer: `malformed` (JSON cut short), `gzip` (the JSON compressed), `large` (a JSON answer of 5 MB),
  * `with-header` (the JSON, and `X-Tokens: 3`).
  */
-const fixtures = path.join(import.meta.dirname, '..', 'fixtures', 'llm');
-const read = (name: string) => readFileSync(path.join(fixtures, name));
-
-export const openAiJson = read('openai-chat-completion.json');
-/** Each event of a fixture stream, its blank line included. */
+export const openAiJson = llmAnswers.openaiJson;
+/** Each event of a recorded stream, its blank line included: a stream is sent an event at a time. */
 const eventsOf = (stream: Buffer) =>
   stream
     .toString('utf8')
     .split(/\n\n/)
     .filter((event) => event.trim() !== '')
     .map((event) => Buffer.from(`${event}\n\n`));
-export const openAiEvents = eventsOf(read('openai-chat-stream.txt'));
-export const anthropicEvents = eventsOf(read('anthropic-messages-stream.txt'));
+export const openAiEvents = eventsOf(llmAnswers.openaiStream);
+export const anthropicEvents = eventsOf(llmAnswers.anthropicStream);
 
 /** What the fixtures say they cost. */
 export const openAiJsonTokens = 29;

@@ -162,6 +162,12 @@ describe('quotas declared in conf/', () => {
             type: 'throttleunits',
             config: { units: 50, per: 1, period: 'hour', header: 'X-Tokens', default: 2 },
           },
+          {
+            api: '*',
+            method: '*',
+            type: 'throttleunits',
+            config: { units: 500, per: 1, period: 'day', body: 'usage.total_tokens' },
+          },
           { api: '*', method: '*', type: 'concurrency', config: { connections: 1 } },
         ],
       },
@@ -183,6 +189,12 @@ describe('quotas declared in conf/', () => {
         method: '*',
         type: 'throttleunits',
         config: { units: '50', per: '1', period: 'hour', header: 'x-tokens', default: '2' },
+      },
+      {
+        api: '*',
+        method: '*',
+        type: 'throttleunits',
+        config: { units: '500', per: '1', period: 'day', body: 'usage.total_tokens' },
       },
       { api: '*', method: '*', type: 'concurrency', config: { connections: '1' } },
     ]);

@@ -108,6 +108,31 @@ describe('the quota schema', () => {
     expect('by' in plain.restrictions[0]!).toBe(false);
   });
 
+  it.each([
+    ['one path', 'usage.total_tokens'],
+    ['a list of paths', ['message.usage.input_tokens', 'usage.output_tokens']],
+  ])('keeps the body paths of a throttleunits as written (%s), with or without a header', (_case, body) => {
+    for (const header of [{}, { header: 'X-Tokens' }]) {
+      const restriction = {
+        api: '*',
+        method: '*',
+        type: 'throttleunits',
+        config: { units: 100, per: 1, period: 'hour', body, ...header },
+      };
+      const dto = quotaDtoSchema().parse({ type: 'API', name: 'n', restrictions: [restriction] });
+      const quota = { id: '3f0c5a1e-9b7d-4c2a-8e6f-1d0b9a8c7e6f', ...dto, system: false };
+      const parsed = parseRecord(JSON.parse(serializeRecord({ quota })));
+      if (!('record' in parsed)) throw new Error(parsed.problems.join('; '));
+      expect(parsed.record.quota.restrictions[0]!.config).toEqual({
+        units: '100',
+        per: '1',
+        period: 'hour',
+        body,
+        ...('header' in header ? { header: 'x-tokens' } : {}),
+      });
+    }
+  });
+
   it.each(['ip', 'header:', 'header:X Tenant', `header:${'x'.repeat(65)}`, 'client ', 7])(
     'refuses by %j with a message that says what it takes',
     (by) => {

@@ -160,7 +160,17 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
               }),
             ),
             labelled(
-              'when it says nothing',
+              'or JSON paths in the body',
+              'config.body',
+              h('input', {
+                name: at('config.body'),
+                value: restriction.body,
+                placeholder: 'e.g. usage.total_tokens',
+                oninput: bind('body'),
+              }),
+            ),
+            labelled(
+              'when neither says it',
               'config.fallback',
               h('input', {
                 name: at('config.fallback'),

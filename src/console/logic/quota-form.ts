@@ -31,9 +31,11 @@ export interface RestrictionForm {
   /** The window; kept while a concurrency restriction, which has none, is edited. */
   per: string;
   period: string;
-  /** throttleunits: the response header or trailer that says what an exchange cost. */
+  /** throttleunits: the response header or trailer that says what an exchange cost ('' for none). */
   header: string;
-  /** throttleunits: units charged when it says nothing, as typed ('' for none). */
+  /** throttleunits: the JSON paths in the answer body that say it, separated by commas ('' for none). */
+  body: string;
+  /** throttleunits: units charged when neither says it, as typed ('' for none). */
   fallback: string;
 }
 
@@ -65,6 +67,8 @@ export interface QuotaAnswer {
       mb?: string;
       units?: string;
       header?: string;
+      /** One JSON path, or a list of them. */
+      body?: string | string[];
       default?: string;
       connections?: string;
       /** Absent for a concurrency restriction. */
@@ -95,6 +99,7 @@ export function newRestriction(): RestrictionForm {
     per: '1',
     period: 'minute',
     header: '',
+    body: '',
     fallback: '',
   };
 }
@@ -116,6 +121,7 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       // Stored as sent, singular or plural: the form offers the singular.
       period: (restriction.config.period ?? 'minute').replace(/s$/, ''),
       header: restriction.config.header ?? '',
+      body: [restriction.config.body ?? []].flat().join(', '),
       fallback: restriction.config.default ?? '',
     })),
   };
@@ -137,14 +143,28 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       config: {
         [amountField[restriction.type]]: restriction.amount.trim(),
         ...(hasWindow(restriction.type) ? { per: restriction.per.trim(), period: restriction.period } : {}),
-        ...(restriction.type === 'throttleunits'
-          ? {
-              header: restriction.header.trim(),
-              ...(restriction.fallback.trim() ? { default: restriction.fallback.trim() } : {}),
-            }
-          : {}),
+        ...(restriction.type === 'throttleunits' ? unitSourcesOf(restriction) : {}),
       },
     })),
+  };
+}
+
+/**
+ * Where a throttleunits restriction reads what an exchange cost, and its default, as the QuotaDTO says
+ * them: a field left empty is left out (the admin API says when both sources are), one body path is
+ * sent as a path, several as a list.
+ */
+function unitSourcesOf(restriction: RestrictionForm): Record<string, string | string[]> {
+  const header = restriction.header.trim();
+  const paths = restriction.body
+    .split(',')
+    .map((path) => path.trim())
+    .filter((path) => path !== '');
+  const fallback = restriction.fallback.trim();
+  return {
+    ...(header ? { header } : {}),
+    ...(paths.length > 0 ? { body: paths.length === 1 ? paths[0]! : paths } : {}),
+    ...(fallback ? { default: fallback } : {}),
   };
 }
 
@@ -192,6 +212,7 @@ export function fieldNames(form: QuotaForm): Set<string> {
       'config.per',
       'config.period',
       'config.header',
+      'config.body',
       'config.fallback',
     ])
       names.add(`restrictions[${i}].${field}`);

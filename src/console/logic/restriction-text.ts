@@ -5,7 +5,8 @@ type Restriction = QuotaAnswer['restrictions'][number];
 
 /**
  * "100 messages per 1 minute", "2.5 MB per 1 day", "10,000 units (x-tokens) per 1 day", "5 requests in
- * flight at once": the limit of a restriction in words.
+ * flight at once": the limit of a restriction in words. Units name where they are read: the header,
+ * else the body paths, added.
  */
 export function limitText(restriction: Restriction): string {
   const { config } = restriction;
@@ -20,10 +21,16 @@ export function limitText(restriction: Restriction): string {
     restriction.type === 'throttle'
       ? `${Number(config.messages).toLocaleString('en-US')} message${config.messages === '1' ? '' : 's'}`
       : restriction.type === 'throttleunits'
-        ? `${Number(config.units).toLocaleString('en-US')} unit${config.units === '1' ? '' : 's'} (${config.header})`
+        ? `${Number(config.units).toLocaleString('en-US')} unit${config.units === '1' ? '' : 's'} (${unitSources(config)})`
         : `${config.mb} MB`;
   return `${amount} per ${window}`;
 }
+
+/** "x-tokens", "usage.total_tokens", "x-tokens, else a.b + c.d": where a throttleunits reads its units. */
+const unitSources = ({ header, body }: Restriction['config']): string =>
+  [header, body === undefined ? undefined : [body].flat().join(' + ')]
+    .filter((source) => source !== undefined)
+    .join(', else ');
 
 /** The badge of a shadow restriction and what it means, or null for an enforced one. */
 export function modeBadge(restriction: Restriction): { text: string; title: string } | null {
