@@ -10,7 +10,7 @@ import { runFixedRate, type OpenLoopResult } from './fixed-rate.js';
 import { runLoad, type LoadResult } from './load.js';
 import { choosePinning } from './pinning.js';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider.js';
-import { freePort, listening, start, type Running } from './processes.js';
+import { freePort, listening, runThenStop, start, type Running } from './processes.js';
 import { benchAuthorization, benchKey } from './quotagate.js';
 import { costPerRequest, RedisMeter, type RedisCost } from './redis-usage.js';
 import { runRefusalCost, type RefusalCost } from './refusal-cost.js';
@@ -34,7 +34,7 @@ import {
   type WorkersRow,
 } from './report.js';
 import { Setups, type Target } from './setups.js';
-import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
+import { headlineRowOf, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
 import {
   checkStreamedCharges,
   startStreamedRows,
@@ -346,19 +346,13 @@ async function main(): Promise<void> {
   const noise = noiseOf(control);
   const headline: HeadlineRow[] = sideNames.map((name) => {
     const reference = referenceOf[name] ?? names.floor;
-    const ratio = ratioOf(sideRuns, name, reference);
-    const below = layerBelow[name];
-    return {
-      name,
-      cpuUs: median(sideRuns[name]!),
-      ratio: ratio.median,
-      reference: reference === name ? name : (shortNames[reference] ?? reference),
-      lowest: ratio.lowest,
-      highest: ratio.highest,
+    return headlineRowOf(sideRuns, name, {
+      reference,
+      shownAs: shortNames[reference] ?? reference,
+      ...(layerBelow[name] ? { below: layerBelow[name] } : {}),
       vsBare: perRequest(target(name)) ? ratioOf(sideRuns, name, names.bare).median : null,
-      addedUs: below ? addedOver(sideRuns, name, below) : null,
-      target: targets[name] ?? null,
-    };
+      ...(targets[name] ? { target: targets[name] } : {}),
+    });
   });
   const againstPeer = ratioOf(sideRuns, names.shipped, names.peer);
   const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
@@ -773,16 +767,4 @@ async function stopAll(): Promise<void> {
   rmSync(work, { recursive: true, force: true });
 }
 
-// Ctrl-C stops every server the bench started, by its pid, before the bench exits.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    say(`${signal}: stopping the bench servers`);
-    void stopAll().finally(() => process.exit(130));
-  });
-}
-
-try {
-  await main();
-} finally {
-  await stopAll();
-}
+await runThenStop(main, stopAll, say);

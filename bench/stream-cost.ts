@@ -4,11 +4,11 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { cpuSeconds, machineCpuSeconds } from './cpu-time.js';
 import { choosePinning } from './pinning.js';
-import type { Running } from './processes.js';
+import { runThenStop, type Running } from './processes.js';
 import { benchAuthorization } from './quotagate.js';
-import { headlineTable, median, noiseOf, type HeadlineRow } from './report.js';
+import { headlineTable, noiseOf, type HeadlineRow } from './report.js';
 import { Setups } from './setups.js';
-import { addedOver, ratioOf, runSideBySide } from './side-by-side.js';
+import { headlineRowOf, runSideBySide } from './side-by-side.js';
 import {
   checkStreamedCharges,
   startStreamedRows,
@@ -61,21 +61,14 @@ async function main(): Promise<void> {
   const outsideCores = (outside() - from.cpu) / ((performance.now() - from.wall) / 1000);
   await checkStreamedCharges(rows, events);
   const bare = streamedNames.bare;
-  const headline: HeadlineRow[] = rows.map(({ name }) => {
-    const ratio = ratioOf(runs, name, bare);
-    const below = streamedLayerBelow[name];
-    return {
-      name,
-      cpuUs: median(runs[name]!),
-      ratio: ratio.median,
-      reference: name === bare ? name : 'http-proxy-3, streamed',
-      lowest: ratio.lowest,
-      highest: ratio.highest,
+  const headline: HeadlineRow[] = rows.map(({ name }) =>
+    headlineRowOf(runs, name, {
+      reference: bare,
+      shownAs: 'http-proxy-3, streamed',
+      ...(streamedLayerBelow[name] ? { below: streamedLayerBelow[name] } : {}),
       vsBare: null,
-      addedUs: below ? addedOver(runs, name, below) : null,
-      target: null,
-    };
-  });
+    }),
+  );
   const cost = streamedCost(runs);
   const markdown = [
     `Machine: ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Other processes on the machine used ${outsideCores.toFixed(2)} cores on average while the bench measured.`,
@@ -101,16 +94,4 @@ async function stopAll(): Promise<void> {
   rmSync(work, { recursive: true, force: true });
 }
 
-// Ctrl-C stops every server the bench started, by its pid, before the bench exits.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    say(`${signal}: stopping the bench servers`);
-    void stopAll().finally(() => process.exit(130));
-  });
-}
-
-try {
-  await main();
-} finally {
-  await stopAll();
-}
+await runThenStop(main, stopAll, say);
