@@ -9,8 +9,11 @@ export interface LoadResult {
   non2xx: number;
 }
 
-/** What a target speaks: HTTP/1.1 (wrk), HTTP/2 with prior knowledge (h2load), or WebSocket messages. */
-export type LoadProtocol = 'http1' | 'h2' | 'ws';
+/**
+ * What a target speaks: HTTP/1.1 (wrk), HTTP/2 with prior knowledge (h2load), WebSocket messages, or
+ * streamed chat completions (`text/event-stream` answers, counted by the event).
+ */
+export type LoadProtocol = 'http1' | 'h2' | 'ws' | 'event-stream';
 
 export interface LoadOptions {
   url: string;
@@ -99,10 +102,10 @@ async function h2load(options: LoadOptions): Promise<LoadResult> {
   };
 }
 
-/** Load of WebSocket messages: bench/servers/ws-load.js in its own process; a request is one echo. */
-async function websocketLoad(options: LoadOptions): Promise<LoadResult> {
+/** Runs one of bench/servers/*-load.js in its own process against `options`, and parses what it prints. */
+async function nodeLoad<T>(script: string, options: LoadOptions): Promise<T> {
   const args = [
-    'dist/bench/servers/ws-load.js',
+    `dist/bench/servers/${script}`,
     options.url,
     String(options.connections),
     String(options.seconds),
@@ -112,13 +115,31 @@ async function websocketLoad(options: LoadOptions): Promise<LoadResult> {
   const { stdout } = await promisify(execFile)(command, commandArgs, {
     timeout: (options.seconds + 30) * 1000,
   });
-  const { echoed, failed } = JSON.parse(stdout) as { echoed: number; failed: number };
+  return JSON.parse(stdout) as T;
+}
+
+/** Load of WebSocket messages (bench/servers/ws-load.js); a request is one echo. */
+async function websocketLoad(options: LoadOptions): Promise<LoadResult> {
+  const { echoed, failed } = await nodeLoad<{ echoed: number; failed: number }>('ws-load.js', options);
   return { rps: echoed / options.seconds, p50Ms: NaN, p99Ms: NaN, requests: echoed, non2xx: failed };
+}
+
+/**
+ * Load of streamed answers (bench/servers/chat-stream-load.js); a request is one event (the answers are
+ * all of the same length, so CPU per event is CPU per answer over its events).
+ */
+async function eventStreamLoad(options: LoadOptions): Promise<LoadResult> {
+  const { events, failed } = await nodeLoad<{ events: number; failed: number }>(
+    'chat-stream-load.js',
+    options,
+  );
+  return { rps: events / options.seconds, p50Ms: NaN, p99Ms: NaN, requests: events, non2xx: failed };
 }
 
 /** Runs one load: by its protocol; for HTTP/1.1, wrk when `wrkBinary` is given, else autocannon. */
 export function runLoad(wrkBinary: string | null, options: LoadOptions): Promise<LoadResult> {
   if (options.protocol === 'h2') return h2load(options);
   if (options.protocol === 'ws') return websocketLoad(options);
+  if (options.protocol === 'event-stream') return eventStreamLoad(options);
   return wrkBinary ? wrk(wrkBinary, options) : autocannon(options);
 }

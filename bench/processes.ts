@@ -75,3 +75,25 @@ export async function start(
   }
   return { child, stop };
 }
+
+/**
+ * Runs a bench's `main`, then `stop` (which stops every server it started, by pid) however it ends; on
+ * Ctrl-C or SIGTERM, `stop` runs before the bench exits with 130.
+ */
+export async function runThenStop(
+  main: () => Promise<void>,
+  stop: () => Promise<void>,
+  say: (line: string) => void,
+): Promise<void> {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      say(`${signal}: stopping the bench servers`);
+      void stop().finally(() => process.exit(130));
+    });
+  }
+  try {
+    await main();
+  } finally {
+    await stop();
+  }
+}

@@ -96,6 +96,16 @@ export async function setSystemRestrictions(gateway: Gateway, restrictions: unkn
     throw new Error(`setting the System quota failed: ${res.status} ${await res.text()}`);
 }
 
+/** The units the System quota's first restriction has counted in its current window. */
+export async function systemUsage(adminUrl: string): Promise<number> {
+  const res = await fetch(`${adminUrl}/api/portal/v1.3/quotas/${systemQuota}/usage`, {
+    headers: { authorization: adminAuth },
+  });
+  if (res.status !== 200) throw new Error(`reading the System quota's usage failed: ${res.status}`);
+  const usage = (await res.json()) as { restrictions: Array<{ used: number }> };
+  return usage.restrictions[0]?.used ?? 0;
+}
+
 /** Two restrictions that match every request and never reject: a throttle and a throttlemb. */
 export const neverRejecting = [
   {

@@ -86,7 +86,7 @@ export interface HeadlineRow {
   reference: string;
   lowest: number;
   highest: number;
-  /** CPU µs/req over bare http-proxy-3's in the same round (median); null for a WebSocket row (per message). */
+  /** CPU µs/req over bare http-proxy-3's in the same round (median); null for a row per message or event. */
   vsBare: number | null;
   /** For a layer of quotagate: what it adds to the layer below, median of the rounds' differences. */
   addedUs: number | null;
@@ -105,7 +105,7 @@ export function noiseOf(control: { median: number }): number {
  */
 export function headlineTable(rows: readonly HeadlineRow[], noise: number): string {
   const lines = [
-    `| Setup (all loaded at the same time) | CPU µs/req (or /message) | CPU vs reference (noise ±${fixed(noise * 100, 0)}%) | reference | lowest – highest round | CPU vs bare http-proxy-3 | µs/req the layer adds | target | |`,
+    `| Setup (all loaded at the same time) | CPU µs/req (or /message, /event) | CPU vs reference (noise ±${fixed(noise * 100, 0)}%) | reference | lowest – highest round | CPU vs bare http-proxy-3 | µs/req the layer adds | target | |`,
     '|---|---:|---:|---|---:|---:|---:|---:|---|',
   ];
   for (const row of rows) {

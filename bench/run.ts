@@ -10,7 +10,7 @@ import { runFixedRate, type OpenLoopResult } from './fixed-rate.js';
 import { runLoad, type LoadResult } from './load.js';
 import { choosePinning } from './pinning.js';
 import { startIdentityProvider, type IdentityProvider } from './identity-provider.js';
-import { freePort, listening, start, type Running } from './processes.js';
+import { freePort, listening, runThenStop, start, type Running } from './processes.js';
 import { benchAuthorization, benchKey } from './quotagate.js';
 import { costPerRequest, RedisMeter, type RedisCost } from './redis-usage.js';
 import { runRefusalCost, type RefusalCost } from './refusal-cost.js';
@@ -34,7 +34,16 @@ import {
   type WorkersRow,
 } from './report.js';
 import { Setups, type Target } from './setups.js';
-import { addedOver, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
+import { headlineRowOf, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
+import {
+  checkStreamedCharges,
+  startStreamedRows,
+  streamedCost,
+  streamedLayerBelow,
+  streamedNames,
+  streamedReference,
+  streamedText,
+} from './streamed-rows.js';
 
 const { values } = parseArgs({
   options: {
@@ -56,6 +65,8 @@ const { values } = parseArgs({
     'skip-throughput': { type: 'boolean', default: false },
     'skip-workers': { type: 'boolean', default: false },
     'skip-protocols': { type: 'boolean', default: false },
+    /** Events of each streamed chat completion of the streamed rows (with the protocol rows). */
+    'stream-events': { type: 'string', default: '100' },
     /** A folder holding another build of quotagate (its dist/ and node_modules/), loaded beside this one. */
     baseline: { type: 'string' },
   },
@@ -140,6 +151,7 @@ const referenceOf: Partial<Record<string, string>> = {
   [names.h2]: names.bareH2,
   [names.ws]: names.bareWs,
   [names.wsRelay]: names.bareWs,
+  ...streamedReference,
 };
 /** Each layer of quotagate, and the layer below it; the jwt row, as basic's, sits on routing alone. */
 const layerBelow: Partial<Record<string, string>> = {
@@ -148,12 +160,14 @@ const layerBelow: Partial<Record<string, string>> = {
   [names.jwt]: names.routing,
   [names.quotas]: names.basic,
   [names.shipped]: names.quotas,
+  ...streamedLayerBelow,
 };
 /** The reference's short name, for the table. */
 const shortNames: Partial<Record<string, string>> = {
   [names.floor]: 'undici floor',
   [names.bareH2]: 'node:http2 proxy',
   [names.bareWs]: 'http-proxy-3 ws() relay',
+  [streamedNames.bare]: 'http-proxy-3, streamed',
 };
 
 /** What issue 35 asks of the side-by-side ratios (CPU vs the undici floor, at most). */
@@ -171,6 +185,11 @@ const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
   running.push(started);
   return started;
 };
+
+/** Loaded by requests (HTTP/1.1 or HTTP/2), so comparable with bare http-proxy-3; not by message or event. */
+const perRequest = (target: Target) => (target.protocol ?? 'http1') === 'http1' || target.protocol === 'h2';
+
+const streamEvents = Math.max(4, Number(values['stream-events']));
 
 /** CPU µs per request from two readings of CPU seconds; NaN where /proc could not tell. */
 const cpuPerRequest = (before: number | null, after: number | null, requests: number) =>
@@ -253,6 +272,7 @@ async function main(): Promise<void> {
         protocol: 'ws',
       }),
     );
+    for (const row of await startStreamedRows(setups, streamEvents)) add(row);
   }
   add(await setups.node(names.peer, 'peer-gateway.js', [upstream, 'memory', benchKey], false));
   add(await setups.node(names.peerRedis, 'peer-gateway.js', [upstream, redisUrl, benchKey], true));
@@ -305,6 +325,7 @@ async function main(): Promise<void> {
     names.bareWs,
     names.wsRelay,
     names.ws,
+    ...Object.values(streamedNames),
   ]);
   const sideRuns: SideBySideRuns = await runSideBySide(
     sideNames.map((name) => target(name)),
@@ -319,28 +340,25 @@ async function main(): Promise<void> {
       say,
     },
   );
+  if (all.has(streamedNames.body))
+    await checkStreamedCharges(Object.values(streamedNames).map(target), streamEvents);
   const control = ratioOf(sideRuns, names.control, names.floor);
   const noise = noiseOf(control);
   const headline: HeadlineRow[] = sideNames.map((name) => {
     const reference = referenceOf[name] ?? names.floor;
-    const ratio = ratioOf(sideRuns, name, reference);
-    const below = layerBelow[name];
-    return {
-      name,
-      cpuUs: median(sideRuns[name]!),
-      ratio: ratio.median,
-      reference: reference === name ? name : (shortNames[reference] ?? reference),
-      lowest: ratio.lowest,
-      highest: ratio.highest,
-      vsBare: target(name).protocol === 'ws' ? null : ratioOf(sideRuns, name, names.bare).median,
-      addedUs: below ? addedOver(sideRuns, name, below) : null,
-      target: targets[name] ?? null,
-    };
+    return headlineRowOf(sideRuns, name, {
+      reference,
+      shownAs: shortNames[reference] ?? reference,
+      ...(layerBelow[name] ? { below: layerBelow[name] } : {}),
+      vsBare: perRequest(target(name)) ? ratioOf(sideRuns, name, names.bare).median : null,
+      ...(targets[name] ? { target: targets[name] } : {}),
+    });
   });
   const againstPeer = ratioOf(sideRuns, names.shipped, names.peer);
   const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
   const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
   const jwtAgainstBasic = ratioOf(sideRuns, names.jwt, names.basic);
+  const streamed = all.has(streamedNames.body) ? streamedCost(sideRuns) : null;
 
   // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
   // in interleaved rounds; CPU per request of each process tree, and what Redis spends per request.
@@ -662,7 +680,8 @@ async function main(): Promise<void> {
     '',
     headlineTable(headline, noise),
     '',
-    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2 and WebSocket (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
+    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2, WebSocket and the streamed rows (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
+    ...(streamed ? ['', streamedText(streamed, streamEvents, Number(values['side-connections']))] : []),
     '',
     figuresTable(figures),
     '',
@@ -708,6 +727,7 @@ async function main(): Promise<void> {
         headline,
         control,
         noise,
+        streamed,
         sideRuns,
         figures,
         rows,
@@ -747,16 +767,4 @@ async function stopAll(): Promise<void> {
   rmSync(work, { recursive: true, force: true });
 }
 
-// Ctrl-C stops every server the bench started, by its pid, before the bench exits.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    say(`${signal}: stopping the bench servers`);
-    void stopAll().finally(() => process.exit(130));
-  });
-}
-
-try {
-  await main();
-} finally {
-  await stopAll();
-}
+await runThenStop(main, stopAll, say);

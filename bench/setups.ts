@@ -84,16 +84,19 @@ export class Setups {
     };
   }
 
-  /** quotagate in front of `upstream`, with the layers asked for; `quota`: the two never-rejecting restrictions. */
+  /**
+   * quotagate in front of `upstream`, with the layers asked for; `quota`: the System quota's restrictions,
+   * `restrictions` when given, else the two never-rejecting ones.
+   */
   async quotagate(
     name: string,
     dir: string,
     upstream: string,
     store: Record<string, unknown>,
-    layers: GatewayLayers & { quota: boolean; protocol?: LoadProtocol },
+    layers: GatewayLayers & { quota: boolean; restrictions?: unknown[]; protocol?: LoadProtocol },
   ): Promise<Target> {
     const gateway = await this.track(startQuotagate(path.join(this.work, dir), upstream, store, layers));
-    if (layers.quota) await setSystemRestrictions(gateway, neverRejecting);
+    if (layers.quota) await setSystemRestrictions(gateway, layers.restrictions ?? neverRejecting);
     return {
       name,
       url: urlOf(new URL(gateway.url).port, layers.protocol),

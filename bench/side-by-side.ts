@@ -1,7 +1,7 @@
 import { cpuSeconds } from './cpu-time.js';
 import { runLoad, type LoadResult } from './load.js';
 import { pinTree, type Pinning } from './pinning.js';
-import { median } from './report.js';
+import { median, type HeadlineRow } from './report.js';
 import type { Target } from './setups.js';
 
 export interface SideBySideOptions {
@@ -87,5 +87,52 @@ export function ratioOf(runs: SideBySideRuns, name: string, reference: string): 
 
 /** What a setup adds to the one below it, round by round: the median difference in µs per request. */
 export function addedOver(runs: SideBySideRuns, name: string, below: string): number {
-  return median(runs[name]!.map((cpuUs, round) => cpuUs - runs[below]![round]!));
+  return differenceOf(runs, name, below).medianUs;
+}
+
+/** What a setup adds to another in the same rounds: the median difference, its range, and the ratio. */
+export interface Difference {
+  medianUs: number;
+  lowestUs: number;
+  highestUs: number;
+  ratio: Ratio;
+}
+
+export function differenceOf(runs: SideBySideRuns, name: string, below: string): Difference {
+  const differences = runs[name]!.map((cpuUs, round) => cpuUs - runs[below]![round]!);
+  return {
+    medianUs: median(differences),
+    lowestUs: Math.min(...differences),
+    highestUs: Math.max(...differences),
+    ratio: ratioOf(runs, name, below),
+  };
+}
+
+/** How a headline row is read: against what, shown as what, over which layer, with which target. */
+export interface RowTerms {
+  /** The setup its ratio is taken against (its own name: none). */
+  reference: string;
+  /** The reference's name in the table. */
+  shownAs: string;
+  /** The layer below it, whose CPU it adds to; none when absent. */
+  below?: string;
+  /** Its ratio to bare http-proxy-3, or null for a row that is not loaded by requests. */
+  vsBare: number | null;
+  target?: number;
+}
+
+/** A row of the headline from the side-by-side rounds. */
+export function headlineRowOf(runs: SideBySideRuns, name: string, terms: RowTerms): HeadlineRow {
+  const ratio = ratioOf(runs, name, terms.reference);
+  return {
+    name,
+    cpuUs: median(runs[name]!),
+    ratio: ratio.median,
+    reference: terms.reference === name ? name : terms.shownAs,
+    lowest: ratio.lowest,
+    highest: ratio.highest,
+    vsBare: terms.vsBare,
+    addedUs: terms.below ? addedOver(runs, name, terms.below) : null,
+    target: terms.target ?? null,
+  };
 }
