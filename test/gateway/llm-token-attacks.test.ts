@@ -3,7 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { http2Request, http2Session } from '../helpers/http2-client.js';
 import {
+  anthropicPaths,
   chat,
+  chatStream,
+  messages,
   openAiTokens,
   post,
   startLlmGateway,
@@ -11,7 +14,14 @@ import {
   unreadable,
   usedOf,
 } from '../helpers/llm-gateway.js';
-import { openAiJson, openAiJsonTokens, type LlmUpstreamOptions } from '../helpers/llm-upstream.js';
+import {
+  anthropicEvents,
+  anthropicTokens,
+  openAiEventsWithoutUsage,
+  openAiJson,
+  openAiJsonTokens,
+  type LlmUpstreamOptions,
+} from '../helpers/llm-upstream.js';
 import { basicAuth, devKey } from '../helpers/test-gateway.js';
 
 /**
@@ -67,5 +77,75 @@ describe('a client that asks for a compressed answer', () => {
     });
     expect(upstream.requests.at(-1)!.headers['accept-encoding']).toBe('gzip, br');
     expect(gunzipSync(answer.body).equals(openAiJson)).toBe(true);
+  });
+});
+
+describe('an answer that says no usage', () => {
+  it('charges the default, counted, for a stream whose client left out include_usage', async () => {
+    const { gateway } = await gatewayOver([tokens({ body: openAiTokens })]);
+    const { stream_options: _left, ...withoutUsage } = chatStream;
+    const answer = await post(gateway, '/v1/chat/completions', withoutUsage);
+    expect(answer.body.equals(Buffer.concat(openAiEventsWithoutUsage))).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+
+  it.each([
+    ['a HEAD request', 'HEAD', {}],
+    ['a 204', 'GET', { 'x-status': '204' }],
+    ['a 304', 'GET', { 'x-status': '304' }],
+  ])('charges the default, counted, for %s, which has no body', async (_name, method, headers) => {
+    const { gateway } = await gatewayOver([tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/models', {}, { method, headers });
+    expect(answer.body.length).toBe(0);
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+});
+
+describe('the type and status of an answer read for its units', () => {
+  it.each(['application/json; charset=utf-8', 'Application/JSON', 'application/vnd.x+json; charset=UTF-8'])(
+    'reads a JSON answer of type %s',
+    async (type) => {
+      const { gateway } = await gatewayOver([tokens({ body: openAiTokens })]);
+      await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-content-type': type } });
+      await expect.poll(() => usedOf(gateway)).toBe(openAiJsonTokens);
+    },
+  );
+
+  it('reads an event stream of type Text/Event-Stream; charset=utf-8', async () => {
+    const { gateway } = await gatewayOver([tokens({ body: anthropicPaths })]);
+    const answer = await post(gateway, '/v1/messages', messages, {
+      headers: { 'x-content-type': 'Text/Event-Stream; charset=utf-8' },
+    });
+    expect(answer.body.equals(Buffer.concat(anthropicEvents))).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
+  });
+
+  it('charges the default, counted, for JSON sent as text/plain', async () => {
+    const { gateway } = await gatewayOver([tokens({ body: openAiTokens })]);
+    await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-content-type': 'text/plain' } });
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
+  });
+
+  it.each(['400', '429', '500', '503'])('charges what an error answer %s says it cost', async (status) => {
+    const { gateway } = await gatewayOver([tokens({ body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat, { headers: { 'x-status': status } });
+    expect(answer.status).toBe(Number(status));
+    await expect.poll(() => usedOf(gateway)).toBe(openAiJsonTokens);
+    expect(await unreadable(gateway)).toBe('0');
+  });
+});
+
+describe('an answer with units in a field and in its body', () => {
+  it('charges the trailer, not the body', async () => {
+    const { gateway } = await gatewayOver([tokens({ header: 'X-Tokens', body: openAiTokens })]);
+    const answer = await post(gateway, '/v1/chat/completions', chat, {
+      headers: { 'x-answer': 'with-trailer', te: 'trailers' },
+    });
+    expect(answer.body.equals(openAiJson)).toBe(true);
+    await expect.poll(() => usedOf(gateway)).toBe(3);
+    expect(await unreadable(gateway)).toBe('0');
   });
 });

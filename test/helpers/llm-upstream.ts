@@ -50,7 +50,7 @@ export interface LlmUpstreamOptions {
 
 export async function startLlmUpstream(options: LlmUpstreamOptions = {}): Promise<TestUpstream> {
   return startUpstream((req: IncomingMessage, res: ServerResponse, seen: SeenRequest) => {
-    const type = req.headers['x-content-type'];
+    const type = req.headers['x-content-type']?.toString();
     if (req.url === '/v1/messages') return void stream(res, anthropicEvents, options, type);
     const asked = JSON.parse(seen.body || '{}') as {
       stream?: boolean;
