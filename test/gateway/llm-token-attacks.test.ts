@@ -1,5 +1,5 @@
 import { gunzipSync } from 'node:zlib';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { http2Request, http2Session } from '../helpers/http2-client.js';
 import {
@@ -22,7 +22,14 @@ import {
   openAiJsonTokens,
   type LlmUpstreamOptions,
 } from '../helpers/llm-upstream.js';
-import { basicAuth, devKey } from '../helpers/test-gateway.js';
+import {
+  accessLines,
+  basicAuth,
+  devKey,
+  quotaUsage,
+  systemQuotaId,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
 
 /**
  * Attacks on what an LLM API's answers are charged (docs/security.md): a client that wants its tokens
@@ -147,5 +154,68 @@ describe('an answer with units in a field and in its body', () => {
     expect(answer.body.equals(openAiJson)).toBe(true);
     await expect.poll(() => usedOf(gateway)).toBe(3);
     expect(await unreadable(gateway)).toBe('0');
+  });
+});
+
+/** An upstream option that holds every stream after its first event until `release()`. */
+function heldAfterFirstEvent() {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  return { release, beforeEvent: (index: number) => (index === 1 ? gate : undefined) };
+}
+
+/** `count` Anthropic streams whose clients each hang up at the first event, all at once. */
+async function hangUpOnStreams(gateway: TestGateway, count: number) {
+  await Promise.all(
+    Array.from({ length: count }, () =>
+      post(gateway, '/v1/messages', messages, { onEvent: (_index, req) => req.destroy() }),
+    ),
+  );
+  await expect
+    .poll(() => accessLines(gateway).filter((line) => line.outcome === 'client_aborted').length)
+    .toBe(count);
+}
+
+const closingLines = (gateway: TestGateway) =>
+  gateway.logs.filter((line) => line.msg === 'grace period over, closing open requests');
+
+describe('answers read after their clients hung up at once', () => {
+  it('are each read to their end and charged, and leave nothing in flight', async () => {
+    const held = heldAfterFirstEvent();
+    const { gateway } = await gatewayOver([tokens({ units: 100_000, body: anthropicPaths })], {}, held);
+    await hangUpOnStreams(gateway, 20);
+    expect(await usedOf(gateway)).toBe(0);
+    held.release();
+    await expect.poll(() => usedOf(gateway)).toBe(20 * anthropicTokens);
+    expect(await unreadable(gateway)).toBe('0');
+    // A read that never ended would keep the shutdown waiting for its grace period.
+    await gateway.running.close();
+    expect(closingLines(gateway)).toEqual([]);
+  });
+
+  it('are cut off when the upstream is silent for proxyTimeout, and charged the default', async () => {
+    const held = heldAfterFirstEvent();
+    const { gateway } = await gatewayOver([tokens({ body: anthropicPaths })], { proxyTimeout: 300 }, held);
+    await hangUpOnStreams(gateway, 3);
+    await expect.poll(() => usedOf(gateway)).toBe(3 * 7);
+    expect(await unreadable(gateway)).toBe('3');
+    held.release();
+  });
+
+  it('are given up by a shutdown past its grace period, and charged the default', async () => {
+    const held = heldAfterFirstEvent();
+    const store = {
+      type: 'redis',
+      url: inject('redisUrl'),
+      prefix: `test:llm:${Date.now()}:${Math.random()}:`,
+    };
+    const restrictions = [tokens({ body: anthropicPaths })];
+    const { gateway: leaving } = await gatewayOver(restrictions, { store, shutdownTimeout: 100 }, held);
+    await hangUpOnStreams(leaving, 2);
+    await leaving.running.close();
+    expect(closingLines(leaving)).toHaveLength(1);
+    const { gateway: staying } = await gatewayOver(restrictions, { store });
+    expect((await quotaUsage(staying.adminUrl, systemQuotaId)).restrictions[0]!.used).toBe(2 * 7);
+    held.release();
   });
 });
