@@ -25,6 +25,7 @@ import {
 import {
   accessLines,
   basicAuth,
+  concurrency,
   devKey,
   quotaUsage,
   systemQuotaId,
@@ -217,5 +218,18 @@ describe('answers read after their clients hung up at once', () => {
     const { gateway: staying } = await gatewayOver(restrictions, { store });
     expect((await quotaUsage(staying.adminUrl, systemQuotaId)).restrictions[0]!.used).toBe(2 * 7);
     held.release();
+  });
+});
+
+describe('a concurrency restriction on an LLM API', () => {
+  it('holds the slot of a client that hung up until the rest of its answer has been read', async () => {
+    const held = heldAfterFirstEvent();
+    const { gateway } = await gatewayOver([tokens({ body: anthropicPaths }), concurrency(1)], {}, held);
+    await hangUpOnStreams(gateway, 1);
+    // The upstream still answers the first call: a second would be two at once.
+    expect((await post(gateway, '/v1/chat/completions', chat)).status).toBe(429);
+    held.release();
+    await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
+    expect((await post(gateway, '/v1/chat/completions', chat)).status).toBe(200);
   });
 });
