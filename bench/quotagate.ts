@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import type { JwtSettings } from './identity-provider.js';
 import { freePort, listening, start, until, type Running } from './processes.js';
 
 export const benchKey = 'bench-key-0123456789abcdef0123456789';
@@ -17,8 +18,11 @@ export interface Gateway extends Running {
 
 /** What a bench gateway runs beyond routing and proxying (the layers of the ablation table). */
 export interface GatewayLayers {
-  /** 'basic': the bench key as basic user name (the default); 'none': no authentication at all. */
-  auth?: 'basic' | 'none';
+  /**
+   * 'basic': the bench key as basic user name (the default); 'none': no authentication at all; `{ jwt }`:
+   * bearer tokens of the bench's identity provider.
+   */
+  auth?: 'basic' | 'none' | { jwt: JwtSettings };
   /**
    * Access logging: off (LOG_LEVEL warn, the default, as for nginx and the peer) or on (LOG_LEVEL info, a
    * JSON line per request on stdout, which start() points at /dev/null).
@@ -42,7 +46,7 @@ export async function startQuotagate(
   const config = {
     port,
     workers,
-    APIKeyAuthType: auth,
+    ...(typeof auth === 'string' ? { APIKeyAuthType: auth } : { APIKeyAuthType: 'jwt', jwt: auth.jwt }),
     ...(auth === 'basic'
       ? { apikey_development: benchKey, apikey_production: `${benchKey}-production` }
       : {}),

@@ -75,33 +75,44 @@ export function latencyTable(rows: readonly LatencyRow[], rate: number): string 
   return lines.join('\n');
 }
 
-/** A row of the headline: one setup loaded side by side with bare http-proxy-3. */
+/** A row of the headline: one setup loaded side by side with its reference. */
 export interface HeadlineRow {
   name: string;
   /** Median CPU µs per request over the side-by-side rounds. */
   cpuUs: number;
   /** CPU µs/req over its reference's in the same round: median, lowest and highest round. */
-  cpuVsBare: number;
-  /** What it is compared with: bare http-proxy-3, or the bare peer of its protocol. */
+  ratio: number;
+  /** What it is compared with: the undici floor, or the bare peer of its protocol; its own name if none. */
   reference: string;
   lowest: number;
   highest: number;
-  /** For a layer of quotagate: what it adds to the row above, median of the rounds' differences. */
+  /** CPU µs/req over bare http-proxy-3's in the same round (median); null for a WebSocket row (per message). */
+  vsBare: number | null;
+  /** For a layer of quotagate: what it adds to the layer below, median of the rounds' differences. */
   addedUs: number | null;
-  /** The figure issue 21 asks of this row (CPU vs bare at most), or null. */
+  /** The figure issue 35 asks of this row (CPU vs its reference at most), or null. */
   target: number | null;
 }
 
-/** The side-by-side table: every setup loaded at once, CPU per request against bare in each round. */
-export function headlineTable(rows: readonly HeadlineRow[]): string {
+/** How far two identical setups' median ratio lies from 1 in the same rounds: the run's noise. */
+export function noiseOf(control: { median: number }): number {
+  return Math.abs(control.median - 1);
+}
+
+/**
+ * The side-by-side table: every setup loaded at once, CPU per request against its reference in each
+ * round; `noise` (see noiseOf) heads the ratio column, so that a reader weighs every ratio against it.
+ */
+export function headlineTable(rows: readonly HeadlineRow[], noise: number): string {
   const lines = [
-    '| Setup (all loaded at the same time) | CPU µs/req (or /message) | CPU vs bare | bare | lowest – highest round | µs/req the layer adds | target | |',
-    '|---|---:|---:|---|---:|---:|---:|---|',
+    `| Setup (all loaded at the same time) | CPU µs/req (or /message) | CPU vs reference (noise ±${fixed(noise * 100, 0)}%) | reference | lowest – highest round | CPU vs bare http-proxy-3 | µs/req the layer adds | target | |`,
+    '|---|---:|---:|---|---:|---:|---:|---:|---|',
   ];
   for (const row of rows) {
-    const verdict = row.target === null ? '' : row.cpuVsBare <= row.target ? 'met' : '**not met**';
+    const itself = row.reference === row.name;
+    const verdict = row.target === null ? '' : row.ratio <= row.target ? 'met' : '**not met**';
     lines.push(
-      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.cpuVsBare)} | ${row.reference} | ${times(row.lowest)} – ${times(row.highest)} | ${row.addedUs === null ? '' : signed(row.addedUs, 0)} | ${row.target === null ? '' : `≤ ${times(row.target)}`} | ${verdict} |`,
+      `| ${row.name} | ${fixed(row.cpuUs, 0)} | ${times(row.ratio)} | ${itself ? '' : row.reference} | ${itself ? '' : `${times(row.lowest)} – ${times(row.highest)}`} | ${row.vsBare === null ? '' : times(row.vsBare)} | ${row.addedUs === null ? '' : signed(row.addedUs, 0)} | ${row.target === null ? '' : `≤ ${times(row.target)}`} | ${verdict} |`,
     );
   }
   return lines.join('\n');
@@ -211,11 +222,11 @@ export function accuracyTable(results: readonly AccuracyResult[]): string {
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /**
- * The headline as a chart (SVG, no dependencies): each setup's CPU per request against bare
- * http-proxy-3 as a bar at the median of the rounds, a whisker from the lowest to the highest round, a
+ * The headline as a chart (SVG, no dependencies): each setup's CPU per request against `reference` as a
+ * bar at the median of the rounds, a whisker from the lowest to the highest round, a
  * line at 1.00×, and the target of each row as a tick.
  */
-export function headlineChart(rows: readonly HeadlineRow[], title: string): string {
+export function headlineChart(rows: readonly HeadlineRow[], reference: string, title: string): string {
   const barHeight = 22;
   const gap = 10;
   // About 7 px a character at 13 px sans-serif: room for the longest name.
@@ -230,9 +241,9 @@ export function headlineChart(rows: readonly HeadlineRow[], title: string): stri
     const quotagate = row.name.startsWith('quotagate');
     const parts = [
       `<text x="${labelWidth - 10}" y="${y + 16}" text-anchor="end">${escape(row.name)}</text>`,
-      `<rect x="${labelWidth}" y="${y}" width="${(x(row.cpuVsBare) - labelWidth).toFixed(1)}" height="${barHeight}" fill="${quotagate ? '#2f6fdf' : '#9aa5b1'}"/>`,
+      `<rect x="${labelWidth}" y="${y}" width="${(x(row.ratio) - labelWidth).toFixed(1)}" height="${barHeight}" fill="${quotagate ? '#2f6fdf' : '#9aa5b1'}"/>`,
       `<line x1="${x(row.lowest).toFixed(1)}" x2="${x(row.highest).toFixed(1)}" y1="${y + barHeight / 2}" y2="${y + barHeight / 2}" stroke="#222" stroke-width="1.5"/>`,
-      `<text x="${(Math.max(x(row.highest), x(row.cpuVsBare)) + 8).toFixed(1)}" y="${y + 16}">${times(row.cpuVsBare)}</text>`,
+      `<text x="${(Math.max(x(row.highest), x(row.ratio)) + 8).toFixed(1)}" y="${y + 16}">${times(row.ratio)}</text>`,
     ];
     if (row.target !== null)
       parts.push(
@@ -247,7 +258,7 @@ export function headlineChart(rows: readonly HeadlineRow[], title: string): stri
     `<text x="16" y="24" font-size="15" font-weight="bold">${escape(title)}</text>`,
     `<text x="16" y="42" font-size="12" fill="#555">bar: median of the rounds; whisker: lowest to highest round; red tick: target</text>`,
     `<line x1="${x(1).toFixed(1)}" x2="${x(1).toFixed(1)}" y1="${top - 6}" y2="${axis}" stroke="#888" stroke-dasharray="4 3"/>`,
-    `<text x="${x(1).toFixed(1)}" y="${axis + 16}" text-anchor="middle" fill="#555">1.00× bare http-proxy-3</text>`,
+    `<text x="${x(1).toFixed(1)}" y="${axis + 16}" text-anchor="middle" fill="#555">1.00× ${escape(reference)}</text>`,
     ...marks,
     '</svg>',
     '',

@@ -19,6 +19,8 @@ export interface Target {
   redis: boolean;
   /** The admin listener of a quotagate setup, which answers its own added latency (`/latency`). */
   adminUrl?: string;
+  /** The headers of its requests, when not the bench key's basic Authorization. */
+  headers?: Record<string, string>;
   /** What it is loaded with: HTTP/1.1 requests when absent, HTTP/2 streams, or WebSocket messages. */
   protocol?: LoadProtocol;
 }

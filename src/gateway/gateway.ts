@@ -13,7 +13,7 @@ import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
-import { callerOf } from './proxy/caller-keys.js';
+import { callerOf, repeatedCallerField } from './proxy/caller-keys.js';
 import { CallerBook } from '../quota/caller-book.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
@@ -409,7 +409,10 @@ export class Gateway {
     if (waitMs > 0)
       return this.refuse(record, 'quota_exceeded', ['retry-after', String(Math.ceil(waitMs / 1000))]);
     // The caller's own counts of restrictions counted by caller, as its next request would be counted.
-    const restrictions = onCallerCounters(this.parts.quotas().restrictionsFor(application), (restriction) =>
+    const own = this.parts.quotas().restrictionsFor(application);
+    const repeated = repeatedCallerField(req, own);
+    if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
+    const restrictions = onCallerCounters(own, (restriction) =>
       this.callers.countedAs(restriction.counterKey, this.callerIn(record, restriction)),
     );
     let states;
@@ -474,6 +477,8 @@ export class Gateway {
         verb === 'HEAD' ? 'GET' : verb,
         auth.principal?.application,
       );
+    const repeated = selected.byCaller ? repeatedCallerField(req, selected.all) : undefined;
+    if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
     const checks = selected.byCaller
       ? selected.forCaller((restriction) =>
           this.callers.counted(
@@ -495,6 +500,12 @@ export class Gateway {
       });
     }
     if (this.admitted(record, checks, specs, verdict)) return this.shadowsThenForward(record, checks);
+  }
+
+  /** Answers 400 to a request that names no one caller: it sends a field a quota counts by twice or more. */
+  private refuseRepeatedCallerField(record: RequestRecord, field: string): void {
+    const detail = `the ${field} field is sent more than once: a quota counts each of its values apart`;
+    this.refuse(record, 'bad_request', [], detail);
   }
 
   /**

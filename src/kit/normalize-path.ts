@@ -115,10 +115,16 @@ function decodedUtf8(path: string): string | null {
 // literal the gateway counted as a parameter.
 const foldsToAscii = /[\u0130\u0131\u017F\u212A]/u;
 
+/** The segments of `path` (which starts with `/`), dot segments resolved; read in place, no split arrays. */
 function resolveDotSegments(path: string, query: string): NormalizedTarget {
-  const raw = path.split('/').slice(1);
   const segments: string[] = [];
-  for (const segment of raw) {
+  let last = '';
+  for (let start = 1; start <= path.length; ) {
+    const slash = path.indexOf('/', start);
+    const end = slash === -1 ? path.length : slash;
+    const segment = path.slice(start, end);
+    start = end + 1;
+    last = segment;
     if (segment === '' || segment === '.') continue;
     if (segment === '..') {
       if (segments.length === 0) return fail('path climbs above the root');
@@ -129,7 +135,6 @@ function resolveDotSegments(path: string, query: string): NormalizedTarget {
     if (segment.endsWith('%20')) return fail('segment ending in a space');
     segments.push(segment);
   }
-  const last = raw[raw.length - 1];
   const trailingSlash = segments.length > 0 && (last === '' || last === '.' || last === '..');
   return { ok: true, segments, trailingSlash, query };
 }

@@ -80,6 +80,28 @@ const needsEscape = /["\\\u0000-\u001f\ud800-\udfff]/;
 const jsonText = (value: string): string => (needsEscape.test(value) ? JSON.stringify(value) : `"${value}"`);
 const jsonTextOrNull = (value: string | null): string => (value === null ? 'null' : jsonText(value));
 
+/** Past this many hundredths a double's shortest text may hold fewer decimals than two (2^44 and up). */
+const largestHundredths = 2 ** 31 - 1;
+
+/**
+ * A duration of hundredths of a millisecond as JavaScript writes it (`1.2`, `0.05`, `3`), from integers:
+ * writing a fractional double takes V8 several times longer than writing the two integers it is made of
+ * (issue 35). Any other number (more decimals, negative, or past 2^31 hundredths: six hours, beyond which
+ * a double's shortest text may have fewer decimals) is written by V8.
+ */
+export function millisecondsText(value: number): string {
+  const hundredths = Math.round(value * 100);
+  if (hundredths / 100 !== value || hundredths < 0 || hundredths > largestHundredths) return String(value);
+  const fraction = hundredths % 100;
+  const whole = (hundredths - fraction) / 100;
+  if (fraction === 0) return `${whole}`;
+  if (fraction % 10 === 0) return `${whole}.${fraction / 10}`;
+  return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
+}
+
+/** Names quoted once: an API, method or application name, a verb, an outcome repeat on every line. */
+const mostQuotedNames = 1_024;
+
 /** The access logs not closed yet, whose lines the process's exit writes. */
 const open = new Set<AccessLog>();
 const flushAllOnExit = () => {
@@ -96,6 +118,8 @@ const flushAllOnExit = () => {
  * gathered now (SIGUSR2, reopen, shutdown), and the process's exit does too.
  */
 export class AccessLog {
+  /** JSON texts of the names the config and the gateway give (not of what a client chooses), by name. */
+  private readonly quotedNames = new Map<string, string>();
   private pending = '';
   private pendingBytes = 0;
   private timer: unknown = null;
@@ -174,6 +198,21 @@ export class AccessLog {
     }
   }
 
+  /**
+   * The JSON text of a name from a small set (the config's API, method and application names, verbs,
+   * outcomes), quoted once: the escape check and the quoted copy are then not made per line. Bounded:
+   * past `mostQuotedNames` (many reloads of renamed APIs), further names are quoted each time.
+   */
+  private quoted(name: string | null): string {
+    if (name === null) return 'null';
+    let text = this.quotedNames.get(name);
+    if (text === undefined) {
+      text = jsonText(name);
+      if (this.quotedNames.size < mostQuotedNames) this.quotedNames.set(name, text);
+    }
+    return text;
+  }
+
   /** `value` without the config's secrets: a client may send a key as its request id or in its path. */
   private clean(value: string): string {
     return this.options.secrets ? this.options.secrets.remove(value) : value;
@@ -184,17 +223,17 @@ export class AccessLog {
     return (
       `{"level":30,"time":${this.options.clock.now()}${this.options.bindings}` +
       `,"requestId":${jsonText(this.clean(entry.requestId))},"client":${jsonText(entry.client)}` +
-      `,"verb":${jsonText(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
+      `,"verb":${this.quoted(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
       `,"protocol":"${entry.protocol}"` +
-      `,"api":${jsonTextOrNull(entry.api)},"method":${jsonTextOrNull(entry.method)}` +
-      `,"application":${jsonTextOrNull(entry.application)},"subject":${jsonTextOrNull(subject)}` +
+      `,"api":${this.quoted(entry.api)},"method":${this.quoted(entry.method)}` +
+      `,"application":${this.quoted(entry.application)},"subject":${jsonTextOrNull(subject)}` +
       (entry.unvalidated ? ',"unvalidated":true' : '') +
       `,"status":${entry.status},"bytesIn":${entry.bytesIn},"bytesOut":${entry.bytesOut}` +
-      `,"upstreamMs":${entry.upstreamMs === null ? 'null' : entry.upstreamMs}` +
-      `,"outcome":${jsonTextOrNull(entry.outcome)},"quota":${jsonTextOrNull(entry.quota)}` +
+      `,"upstreamMs":${entry.upstreamMs === null ? 'null' : millisecondsText(entry.upstreamMs)}` +
+      `,"outcome":${this.quoted(entry.outcome)},"quota":${this.quoted(entry.quota)}` +
       (entry.refusedBy === null ? '' : `,"refusedBy":${jsonText(entry.refusedBy)}`) +
       (entry.reason === null ? '' : `,"reason":${jsonText(entry.reason)}`) +
-      `,"ms":${entry.ms}` +
+      `,"ms":${millisecondsText(entry.ms)}` +
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
       (entry.webSocket === null ? '' : `,"webSocket":${jsonText(entry.webSocket)}`) +
       (entry.endedBy === null ? '' : `,"endedBy":"${entry.endedBy}"`) +

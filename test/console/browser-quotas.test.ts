@@ -13,6 +13,7 @@ import {
   adminUser,
   applicationDefaultQuotaId,
   basicAuth,
+  devKey,
   getPetMethodId,
   petsApiId,
   setQuota,
@@ -110,9 +111,9 @@ describe('the admin console in a browser', () => {
 
     // Deleted from the list, after the browser's confirmation.
     await browserPage.goto(`${gateway.adminUrl}/#/quotas`);
-    expect(await waitForText(browserPage, `article[data-quota="${created!.id}"] li`, '7 messages')).toContain(
-      'shadow',
-    );
+    const listed = await waitForText(browserPage, `article[data-quota="${created!.id}"] li`, '7 messages');
+    expect(listed).toContain('shadow');
+    expect(listed).toContain('per client address');
     const confirmed = new Promise<string>((resolve) =>
       browserPage.once('dialog', (dialog) => {
         resolve(dialog.message());
@@ -309,6 +310,35 @@ describe('the admin console in a browser', () => {
     expect(card).toContain('No quota of its own: the Application Default applies.');
     await browserPage.waitForSelector(`article[data-application="${mobile.id}"] qg-usage-bar[data-used="4"]`);
     await screenshot(browserPage, 'applications');
+  });
+
+  it('shows a restriction counted by caller with whose count it keeps, and the busiest caller of those counted', async () => {
+    const gateway = await start({ trustProxy: ['127.0.0.1'] });
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(3, 1, 'minute', { by: 'header:X-Tenant' })] },
+      systemQuotaId,
+    );
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    const listed = await waitForText(browserPage, `article[data-quota="${systemQuotaId}"] li`, '3 messages');
+    expect(listed).toContain('every API, per value of x-tenant');
+    await browserPage.goto(`${gateway.adminUrl}/#/usage`);
+    const usage = `article[data-quota="${systemQuotaId}"]`;
+    await waitForText(browserPage, usage, 'no caller counted yet');
+    for (const tenant of ['acme', 'acme', 'globex']) {
+      const res = await fetch(`${gateway.url}/pets/1`, {
+        headers: { authorization: basicAuth(devKey), 'x-tenant': tenant },
+      });
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+    }
+    // The page refreshes by itself: the bar is the busiest caller's (acme, 2 of 3), of the 2 counted.
+    const bar = await browserPage.waitForSelector(`${usage} qg-usage-bar[data-used="2"]`);
+    expect(await bar!.evaluate((element) => element.textContent)).toContain(
+      'the busiest of 2 callers counted',
+    );
+    expect(await waitForText(browserPage, usage, 'per value of x-tenant')).toContain('System');
   });
 
   it('shows names and descriptions as text, never as markup: a hostile quota or application name runs nothing', async () => {

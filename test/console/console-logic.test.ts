@@ -21,7 +21,14 @@ import {
   type QuotaAnswer,
   type RestrictionForm,
 } from '../../src/console/logic/quota-form.js';
-import { limitText, modeBadge, scopeText } from '../../src/console/logic/restriction-text.js';
+import {
+  byText,
+  callersText,
+  countedText,
+  limitText,
+  modeBadge,
+  scopeText,
+} from '../../src/console/logic/restriction-text.js';
 import { sparklinePoints } from '../../src/console/logic/sparkline.js';
 import { getPetMethodId, petsApiId, petsConfig } from '../helpers/test-gateway.js';
 
@@ -314,5 +321,19 @@ describe('the quota form', () => {
     expect(scopeText(quota.restrictions[1]!, read)).toBe('every API');
     expect(modeBadge(quota.restrictions[0]!)).toBeNull();
     expect(modeBadge(quota.restrictions[1]!)).toMatchObject({ text: 'shadow' });
+  });
+
+  it('says whose count each count of a restriction counted by caller is, and whose count its bar shows', () => {
+    const read = catalog();
+    expect(byText(quota.restrictions[0]!)).toBeNull();
+    expect(byText({ by: 'client' })).toBe('per client address');
+    expect(byText(quota.restrictions[1]!)).toBe('per value of x-tenant');
+    expect(countedText(quota.restrictions[0]!, read)).toBe('Pet Store › getPet · GET only');
+    expect(countedText(quota.restrictions[1]!, read)).toBe('every API, per value of x-tenant');
+    expect([0, 1, 12_000].map(callersText)).toEqual([
+      'no caller counted yet',
+      'the only caller counted',
+      'the busiest of 12,000 callers counted',
+    ]);
   });
 });

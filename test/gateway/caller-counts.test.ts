@@ -46,6 +46,14 @@ describe('the caller an address stands for', () => {
     ['2001:DB8::1', '2001:db8:0:0::/64'],
     ['::1', '0:0:0:0::/64'],
     ['64:ff9b::192.0.2.1', '64:ff9b:0:0::/64'],
+    // Spelled otherwise: the IPv4 client an IPv4-mapped address maps, one /64 however it is written.
+    ['::ffff:192.0.2.7', '192.0.2.7'],
+    ['::FFFF:192.0.2.7', '192.0.2.7'],
+    ['0:0:0:0:0:ffff:192.0.2.7', '192.0.2.7'],
+    ['::ffff:c000:207', '192.0.2.7'],
+    ['2001:0DB8:0001:0002:0000:0000:0000:0009', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2::', '2001:db8:1:2::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
   ])('%s is counted as %s', (address, block) => {
     expect(addressBlock(address)).toBe(block);
   });

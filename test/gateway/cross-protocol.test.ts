@@ -1,29 +1,22 @@
-import type { ServerResponse } from 'node:http';
 import { status } from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore } from '../helpers/enforcement-gateways.js';
-import {
-  greeterApi,
-  greeterClient,
-  metadataOf,
-  startGreeterUpstream,
-  type GreeterUpstream,
-} from '../helpers/grpc-greeter.js';
+import { greeterApi, greeterClient, startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { http2Request, http2Session } from '../helpers/http2-client.js';
 import { request } from '../helpers/raw-http.js';
 import {
-  basicAuth,
   concurrency,
-  devKey,
   petsConfig,
   setQuota,
   startTestGateway,
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { mustRefuse, wsUrl } from '../helpers/websockets.js';
+import { credentials, withKey } from '../helpers/grpc-credentials.js';
+import { useEventStreamUpstream } from '../helpers/event-stream-upstream.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 /**
  * Where the protocols of issue 32 meet: one `concurrency` restriction held by an HTTP/2 stream and a
@@ -31,32 +24,14 @@ import { mustRefuse, wsUrl } from '../helpers/websockets.js';
  * upgrade) or a plain API sent `application/grpc` over HTTP/1.1.
  */
 const defer = cleanupAfterEach();
-const withKey = { authorization: basicAuth(devKey) };
 /** The event streams the upstream holds open (`/pets/stream`) until the test ends them. */
-const streams: ServerResponse[] = [];
-let upstream: TestUpstream;
-let greeter: GreeterUpstream;
-beforeAll(async () => {
-  upstream = await startUpstream((req, res) => {
-    if (!req.url?.endsWith('/stream')) {
-      res.end('{"id":1}');
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.write('data: open\n\n');
-    streams.push(res);
-  });
-  greeter = await startGreeterUpstream();
-});
-afterAll(async () => {
-  await upstream.close();
-  await greeter.close();
-});
+const { upstream, streams } = useEventStreamUpstream('data: open\n\n');
+const greeter = useSuiteUpstream(() => startGreeterUpstream());
 
 async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
-  const pets = petsConfig(upstream.url).apis as object[];
+  const pets = petsConfig(upstream().url).apis as object[];
   const gateway = await startTestGateway(
-    petsConfig(upstream.url, { apis: [...pets, greeterApi(`http://${greeter.address}`)], ...overrides }),
+    petsConfig(upstream().url, { apis: [...pets, greeterApi(`http://${greeter().address}`)], ...overrides }),
   );
   defer(() => gateway.close());
   defer(() => streams.splice(0).forEach((stream) => stream.destroy()));
@@ -74,17 +49,15 @@ describe.each(eachStore)('one concurrency restriction across protocols, on %s', 
     const gateway = await gatewayWith(store());
     await setQuota(gateway, { type: 'API', name: 'System', restrictions: [concurrency(1)] }, systemQuotaId);
     const client = clientOf(gateway);
-    const held = client.streamHellos('held', metadataOf(withKey));
+    const held = client.streamHellos('held', credentials());
     await expect.poll(() => held.replies.length).toBe(3);
-    const refused = await client.sayHello('ann', metadataOf(withKey));
+    const refused = await client.sayHello('ann', credentials());
     expect(refused.status.code).toBe(status.RESOURCE_EXHAUSTED);
     expect(refused.status.metadata.get('retry-after')).toEqual(['1']);
     expect(String(refused.status.metadata.get('ratelimit')[0])).toMatch(/;r=0;/);
     held.cancel();
     expect((await held.outcome).status.code).toBe(status.CANCELLED);
-    await expect
-      .poll(async () => (await client.sayHello('ann', metadataOf(withKey))).status.code)
-      .toBe(status.OK);
+    await expect.poll(async () => (await client.sayHello('ann', credentials())).status.code).toBe(status.OK);
   });
 
   it('holds an HTTP/2 stream its slot while it is open: the next stream is 429 and a gRPC call RESOURCE_EXHAUSTED', async () => {
@@ -98,7 +71,7 @@ describe.each(eachStore)('one concurrency restriction across protocols, on %s', 
     const refused = await http2Request(session, { path: '/pets/1', headers: withKey });
     expect(refused.status).toBe(429);
     expect(refused.headers['retry-after']).toBe('1');
-    const call = await clientOf(gateway).sayHello('ann', metadataOf(withKey));
+    const call = await clientOf(gateway).sayHello('ann', credentials());
     expect(call.status.code).toBe(status.RESOURCE_EXHAUSTED);
     open.close();
     await expect
@@ -113,11 +86,11 @@ describe('a gRPC API asked for over HTTP/1.1, and application/grpc to a plain AP
 
   it('refuses a WebSocket upgrade to a gRPC API with 505 before any 101, and the upstream never sees it', async () => {
     const gateway = await gatewayWith();
-    const calls = greeter.calls.length;
+    const calls = greeter().calls.length;
     const refused = await mustRefuse(wsUrl(gateway.url, '/helloworld.Greeter/SayHello'), withKey);
     expect(refused.status).toBe(505);
     expect(JSON.parse(refused.body)).toMatchObject({ message: overHttp2Only });
-    expect(greeter.calls.length).toBe(calls);
+    expect(greeter().calls.length).toBe(calls);
   });
 
   it('refuses a gRPC call over HTTP/1.1 with 505 in plain HTTP, since no gRPC client reads it', async () => {
@@ -141,13 +114,13 @@ describe('a gRPC API asked for over HTTP/1.1, and application/grpc to a plain AP
     const refused = await request(gateway.url, { method: 'POST', path: '/pets', headers });
     expect(refused.status).toBe(401);
     expect(refused.headers['grpc-status']).toBeUndefined();
-    const seen = upstream.requests.length;
+    const seen = upstream().requests.length;
     const forwarded = await request(gateway.url, {
       method: 'POST',
       path: '/pets',
       headers: { ...headers, ...withKey },
     });
     expect(forwarded.status).toBe(200);
-    expect(upstream.requests.at(seen)?.headers['content-type']).toBe('application/grpc');
+    expect(upstream().requests.at(seen)?.headers['content-type']).toBe('application/grpc');
   });
 });

@@ -1,7 +1,7 @@
 import { rmSync } from 'node:fs';
 import { credentials as channelCredentials, status } from '@grpc/grpc-js';
 import { basicChallenge } from '../../src/auth/basic-authenticator.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import {
@@ -12,11 +12,9 @@ import {
   sayHelloId,
   startGreeterUpstream,
   statusDetails,
-  type GreeterUpstream,
 } from '../helpers/grpc-greeter.js';
 import {
   accessLines,
-  basicAuth,
   devKey,
   mb,
   petsConfig,
@@ -28,6 +26,8 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
+import { credentials } from '../helpers/grpc-credentials.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 /**
  * gRPC through the gateway (issue 32, point 4), as a grpc-js client sees it, against a grpc-js server:
@@ -35,13 +35,7 @@ import { createTestCertificate } from '../helpers/tls-cert.js';
  * gRPC's form, on both stores.
  */
 const defer = cleanupAfterEach();
-let greeter: GreeterUpstream;
-beforeAll(async () => {
-  greeter = await startGreeterUpstream();
-});
-afterAll(() => greeter.close());
-
-const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
+const greeter = useSuiteUpstream(() => startGreeterUpstream());
 
 /** A Greeter client of the gateway's plain-HTTP port (h2c), closed after the test. */
 const clientOf = (gateway: TestGateway) => {
@@ -54,7 +48,7 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
   async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
     const gateway = await startTestGateway(
       petsConfig('http://127.0.0.1:9', {
-        apis: [greeterApi(`http://${greeter.address}`)],
+        apis: [greeterApi(`http://${greeter().address}`)],
         ...storeConfig(),
         ...overrides,
       }),
@@ -75,8 +69,8 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(outcome.headers?.get('x-request-id')).toHaveLength(1);
     expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
     // The upstream got the call's own metadata, not the credentials the gateway checked.
-    expect(greeter.calls.at(-1)?.get('x-trace')).toEqual(['trace-1']);
-    expect(greeter.calls.at(-1)?.get('authorization')).toEqual([]);
+    expect(greeter().calls.at(-1)?.get('x-trace')).toEqual(['trace-1']);
+    expect(greeter().calls.at(-1)?.get('authorization')).toEqual([]);
   });
 
   it("relays the upstream's non-OK status with its message, grpc-status-details-bin and trailers", async () => {
@@ -124,17 +118,17 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
 
   it('answers a call without credentials UNAUTHENTICATED, and the upstream never sees it', async () => {
     const client = clientOf(await gatewayWith());
-    const before = greeter.calls.length;
+    const before = greeter().calls.length;
     const outcome = await client.sayHello('ann');
     expect(outcome.status.code).toBe(status.UNAUTHENTICATED);
     expect(outcome.status.details).toBe('Unauthorized');
     expect(outcome.status.metadata.get('www-authenticate')).toEqual([basicChallenge]);
-    expect(greeter.calls.length).toBe(before);
+    expect(greeter().calls.length).toBe(before);
   });
 
   it('answers a method the catalog does not declare UNIMPLEMENTED', async () => {
     const gateway = await gatewayWith({
-      apis: [{ ...greeterApi(`http://${greeter.address}`), methods: [greeterApi('').methods[1]] }],
+      apis: [{ ...greeterApi(`http://${greeter().address}`), methods: [greeterApi('').methods[1]] }],
     });
     const outcome = await clientOf(gateway).sayHello('ann', credentials());
     expect(outcome.status.code).toBe(status.UNIMPLEMENTED);
@@ -193,7 +187,7 @@ describe('gRPC over TLS to the gateway', () => {
       petsConfig('http://127.0.0.1:9', {
         APIKeyAuthType: 'apikey',
         tls: { port: 0, key: certificate.keyFile, cert: certificate.certFile },
-        apis: [greeterApi(`http://${greeter.address}`)],
+        apis: [greeterApi(`http://${greeter().address}`)],
       }),
     );
     defer(() => gateway.close());
@@ -217,7 +211,7 @@ describe('gRPC over TLS to the gateway', () => {
 
 describe('a gRPC method quota across a fleet on Redis', () => {
   it('counts the calls of both gateways against one limit', async () => {
-    const [a, b] = await startFleetOfTwo(defer, { apis: [greeterApi(`http://${greeter.address}`)] });
+    const [a, b] = await startFleetOfTwo(defer, { apis: [greeterApi(`http://${greeter().address}`)] });
     const listHellosId = greeterApi('').methods[2]!.id;
     await setQuota(
       a,

@@ -2,16 +2,10 @@ import http from 'node:http';
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { status } from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { freePort } from '../helpers/free-port.js';
-import {
-  greeterApi,
-  greeterClient,
-  metadataOf,
-  startGreeterUpstream,
-  type GreeterUpstream,
-} from '../helpers/grpc-greeter.js';
+import { greeterApi, greeterClient, startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { http2Fetch } from '../helpers/http2-client.js';
 import {
   accessLines,
@@ -21,19 +15,15 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { credentials } from '../helpers/grpc-credentials.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 /**
  * A gRPC call whose upstream fails, or whose deadline passes, as a gRPC client sees it (issue 32,
  * point 4): a gRPC status, never an HTTP error page, and a log line that says why.
  */
 const defer = cleanupAfterEach();
-let greeter: GreeterUpstream;
-beforeAll(async () => {
-  greeter = await startGreeterUpstream();
-});
-afterAll(() => greeter.close());
-
-const credentials = () => metadataOf({ authorization: basicAuth(devKey) });
+const greeter = useSuiteUpstream(() => startGreeterUpstream());
 
 async function gatewayOver(upstream: string, overrides: Record<string, unknown> = {}): Promise<TestGateway> {
   const gateway = await startTestGateway(
@@ -130,7 +120,7 @@ describe('gRPC upstream failures', () => {
 
 describe('grpc-timeout', () => {
   it('answers DEADLINE_EXCEEDED itself when the call passes its grpc-timeout upstream', async () => {
-    const gateway = await gatewayOver(`http://${greeter.address}`);
+    const gateway = await gatewayOver(`http://${greeter().address}`);
     // Node's client sets no deadline of its own: the status can only be the gateway's.
     const answer = await rawSayHello(gateway, 'silent', { 'grpc-timeout': '200m' });
     expect(answer.status).toBe(200);
@@ -140,19 +130,19 @@ describe('grpc-timeout', () => {
   });
 
   it('refuses a malformed grpc-timeout with INTERNAL before the upstream sees the call', async () => {
-    const gateway = await gatewayOver(`http://${greeter.address}`);
-    const before = greeter.calls.length;
+    const gateway = await gatewayOver(`http://${greeter().address}`);
+    const before = greeter().calls.length;
     const answer = await rawSayHello(gateway, 'ann', { 'grpc-timeout': '1.5S' });
     expect(answer.headers['grpc-status']).toBe('13');
     expect(answer.headers['grpc-message']).toBe(
       'Bad Request: grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)',
     );
-    expect(greeter.calls.length).toBe(before);
+    expect(greeter().calls.length).toBe(before);
     expect(accessLines(gateway).at(-1)).toMatchObject({ status: 400 });
   });
 
   it('leaves a call within its grpc-timeout alone', async () => {
-    const gateway = await gatewayOver(`http://${greeter.address}`);
+    const gateway = await gatewayOver(`http://${greeter().address}`);
     const answer = await rawSayHello(gateway, 'ann', { 'grpc-timeout': '5S' });
     expect(answer.trailers['grpc-status']).toBe('0');
     expect(answer.body).toContain('Hello ann');

@@ -1,18 +1,16 @@
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
 import http2 from 'node:http2';
 import { status } from '@grpc/grpc-js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, get } from '../helpers/enforcement-gateways.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
 import { greeterApi, greeterClient, metadataOf, startGreeterUpstream } from '../helpers/grpc-greeter.js';
-import type { GreeterUpstream } from '../helpers/grpc-greeter.js';
 import { http2Session } from '../helpers/http2-client.js';
 import {
   accessLines,
   adminCall,
   basicAuth,
-  devKey,
   mb,
   petsConfig,
   quotaUsage,
@@ -21,7 +19,9 @@ import {
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
+import { credentials, withKey } from '../helpers/grpc-credentials.js';
+import { useEventStreamUpstream } from '../helpers/event-stream-upstream.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 /**
  * Long-lived exchanges other than WebSockets are charged as they run (DESIGN.md round 4): an event
@@ -29,31 +29,13 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
  * timers and ended in their protocol's form once a byte restriction is full, on both stores.
  */
 const defer = cleanupAfterEach();
-const withKey = { authorization: basicAuth(devKey) };
 /** mb(0.01): 10,485 bytes a minute; eleven events of 1,000 bytes pass it. */
 const limit = 10_485;
 const event = `data: ${'e'.repeat(992)}\n\n`;
 
 /** The event streams the upstream holds open (`/pets/stream`): the test sends each event. */
-const streams: ServerResponse[] = [];
-let upstream: TestUpstream;
-let greeter: GreeterUpstream;
-beforeAll(async () => {
-  upstream = await startUpstream((req, res) => {
-    if (!req.url?.endsWith('/stream')) {
-      res.end('{"id":1}');
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    res.flushHeaders();
-    streams.push(res);
-  });
-  greeter = await startGreeterUpstream();
-});
-afterAll(async () => {
-  await upstream.close();
-  await greeter.close();
-});
+const { upstream, streams } = useEventStreamUpstream();
+const greeter = useSuiteUpstream(() => startGreeterUpstream());
 
 /** Sends `count` events on the last stream the upstream opened. */
 async function sendEvents(count: number): Promise<void> {
@@ -97,7 +79,7 @@ async function gatewayWithTimers(
   bytes = 0.01,
 ): Promise<{ gateway: TestGateway; timers: FakeTimers }> {
   const timers = new FakeTimers();
-  const gateway = await startTestGateway(petsConfig(upstream.url, overrides), {}, { timers });
+  const gateway = await startTestGateway(petsConfig(upstream().url, overrides), {}, { timers });
   defer(() => gateway.close());
   // A stream the gateway did not cut is ended by its upstream before the gateway closes.
   defer(() => streams.splice(0).forEach((stream) => stream.destroy()));
@@ -167,13 +149,13 @@ describe.each(eachStore)('open exchanges against throttlemb, on %s', (_name, sto
 
   it('ends a gRPC server-streaming call RESOURCE_EXHAUSTED at the tick that finds it full', async () => {
     const { gateway, timers } = await gatewayWithTimers(
-      { apis: [greeterApi(`http://${greeter.address}`)], ...store() },
+      { apis: [greeterApi(`http://${greeter().address}`)], ...store() },
       0.001,
     );
     const client = greeterClient(new URL(gateway.url).host);
     defer(() => client.close());
     // Three greetings of over 1,000 bytes each, and the call held open after them.
-    const call = client.streamHellos(`held ${'x'.repeat(1_000)}`, metadataOf(withKey));
+    const call = client.streamHellos(`held ${'x'.repeat(1_000)}`, credentials());
     await expect.poll(() => call.replies.length).toBe(3);
     timers.advance(1_000);
     const { status: ended } = await call.outcome;
@@ -185,12 +167,12 @@ describe.each(eachStore)('open exchanges against throttlemb, on %s', (_name, sto
 describe.each(eachStore)('a bidirectional gRPC call against throttlemb, on %s', (_name, store) => {
   it('ends the call RESOURCE_EXHAUSTED at the tick that finds the messages of both ways past the limit', async () => {
     const { gateway, timers } = await gatewayWithTimers(
-      { apis: [greeterApi(`http://${greeter.address}`)], ...store() },
+      { apis: [greeterApi(`http://${greeter().address}`)], ...store() },
       0.001,
     );
     const client = greeterClient(new URL(gateway.url).host);
     defer(() => client.close());
-    const chat = client.openChat(metadataOf(withKey));
+    const chat = client.openChat(credentials());
     // Two messages of 1,000 bytes each way: about 4,000 bytes, where the limit is 1,048.
     chat.say('x'.repeat(1_000));
     chat.say('y'.repeat(1_000));
@@ -233,7 +215,7 @@ describe('open exchanges and the credentials that opened them', () => {
 
   it('ends a gRPC streaming call UNAUTHENTICATED on the next tick once its application is deleted', async () => {
     const { gateway, timers } = await gatewayWithTimers(
-      { apis: [greeterApi(`http://${greeter.address}`)] },
+      { apis: [greeterApi(`http://${greeter().address}`)] },
       10,
     );
     const { id, key } = await applicationWithKey(gateway);

@@ -5,6 +5,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore } from '../helpers/enforcement-gateways.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
+import { greeterApi } from '../helpers/grpc-greeter.js';
 import { http2Session } from '../helpers/http2-client.js';
 import {
   accessLines,
@@ -234,6 +235,49 @@ describe('the rest of an answer read for its units', () => {
     await closed;
     expect(await upstream.done).toBe('finished');
     await expect.poll(() => usedOf(staying)).toBe(8);
+  });
+
+  it('is read for a gRPC call the client cancelled after the first message: its trailers say the cost', async () => {
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => (letGo = resolve));
+    let upstreamDone!: (how: string) => void;
+    const done = new Promise<string>((resolve) => (upstreamDone = resolve));
+    // An h2c gRPC server: a message, then (once let go) another and the status, with the cost in a trailer.
+    const server = http2.createServer((_req, res) => {
+      res.stream.on('close', () => upstreamDone(res.stream.rstCode === 0 ? 'finished' : 'cut off'));
+      res.writeHead(200, { 'content-type': 'application/grpc' });
+      res.write(Buffer.from([0, 0, 0, 0, 0]));
+      void gate.then(() => {
+        res.write(Buffer.from([0, 0, 0, 0, 0]));
+        res.addTrailers({ 'grpc-status': '0', 'x-tokens': '5' });
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    const upstream = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9', { apis: [greeterApi(upstream)] }),
+    );
+    defer(() => gateway.close());
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions: [tokens()] }, systemQuotaId);
+    const session = await http2Session(gateway.url);
+    defer(() => void session.close());
+    const call = session.request({
+      ':method': 'POST',
+      ':path': '/helloworld.Greeter/SayHello',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      authorization: auth,
+    });
+    call.on('error', () => undefined);
+    call.end(Buffer.from([0, 0, 0, 0, 0]));
+    await new Promise<void>((resolve) => call.once('data', () => resolve()));
+    call.close(http2.constants.NGHTTP2_CANCEL);
+    await clientLeft(gateway);
+    letGo();
+    expect(await done).toBe('finished');
+    await expect.poll(() => usedOf(gateway)).toBe(5);
   });
 
   it('is not read when no throttleunits restriction charges the exchange: the upstream is cut off', async () => {

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
 import {
@@ -10,22 +10,11 @@ import {
   startTestGateway,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import {
-  closed,
-  echo,
-  mustOpen,
-  mustRefuse,
-  startWebSocketUpstream,
-  wsUrl,
-  type WebSocketUpstream,
-} from '../helpers/websockets.js';
+import { closed, echo, mustOpen, mustRefuse, startWebSocketUpstream, wsUrl } from '../helpers/websockets.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 const defer = cleanupAfterEach();
-let upstream: WebSocketUpstream;
-beforeAll(async () => {
-  upstream = await startWebSocketUpstream();
-});
-afterAll(() => upstream.close());
+const upstream = useSuiteUpstream(() => startWebSocketUpstream());
 
 const withKey = { authorization: basicAuth(devKey) };
 
@@ -33,7 +22,7 @@ async function gatewayWith(
   overrides: Record<string, unknown> = {},
 ): Promise<{ gateway: TestGateway; timers: FakeTimers }> {
   const timers = new FakeTimers();
-  const gateway = await startTestGateway(petsConfig(upstream.url, overrides), {}, { timers });
+  const gateway = await startTestGateway(petsConfig(upstream().url, overrides), {}, { timers });
   defer(() => gateway.close());
   return { gateway, timers };
 }
@@ -87,9 +76,9 @@ describe('an open WebSocket across a reload and a shutdown', () => {
   it('keeps an open WebSocket on the config it opened under when a reload refuses upgrades', async () => {
     const { gateway } = await gatewayWith();
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
-    const [api] = petsConfig(upstream.url).apis as Array<Record<string, unknown>>;
+    const [api] = petsConfig(upstream().url).apis as Array<Record<string, unknown>>;
     const outcome = await gateway.reloadWith(
-      petsConfig(upstream.url, { apis: [{ ...api, websocket: false }] }),
+      petsConfig(upstream().url, { apis: [{ ...api, websocket: false }] }),
     );
     expect(outcome).toMatchObject({ applied: true });
     expect((await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey)).status).toBe(400);

@@ -1,6 +1,6 @@
 import net, { type AddressInfo } from 'node:net';
 import { once } from 'node:events';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { freePort } from '../helpers/free-port.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
@@ -26,20 +26,16 @@ import {
   mustRefuse,
   startWebSocketUpstream,
   wsUrl,
-  type WebSocketUpstream,
 } from '../helpers/websockets.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 const defer = cleanupAfterEach();
-let upstream: WebSocketUpstream;
-beforeAll(async () => {
-  upstream = await startWebSocketUpstream();
-});
-afterAll(() => upstream.close());
+const upstream = useSuiteUpstream(() => startWebSocketUpstream());
 
 const withKey = { authorization: basicAuth(devKey) };
 
 async function gatewayWith(overrides: Record<string, unknown> = {}): Promise<TestGateway> {
-  const gateway = await startTestGateway(petsConfig(upstream.url, overrides));
+  const gateway = await startTestGateway(petsConfig(upstream().url, overrides));
   defer(() => gateway.close());
   return gateway;
 }
@@ -63,7 +59,7 @@ describe('WebSocket through the gateway', () => {
     const url = `wss://127.0.0.1:${gateway.running.ports.https}/pets/1`;
     const { ws } = await mustOpen(url, withKey, { ca: certificate.cert });
     expect(await echo(ws, 'over tls')).toBe('over tls');
-    expect(upstream.upgrades.at(-1)!.headers['x-forwarded-proto']).toBe('https');
+    expect(upstream().upgrades.at(-1)!.headers['x-forwarded-proto']).toBe('https');
     ws.close();
   });
 
@@ -72,7 +68,7 @@ describe('WebSocket through the gateway', () => {
     const ws = new WebSocket(wsUrl(gateway.url, '/pets/1'), ['chat', 'superchat'], { headers: withKey });
     await once(ws, 'open');
     expect(ws.protocol).toBe('chat');
-    expect(upstream.upgrades.at(-1)!.headers['sec-websocket-protocol']).toBe('chat,superchat');
+    expect(upstream().upgrades.at(-1)!.headers['sec-websocket-protocol']).toBe('chat,superchat');
     ws.close();
   });
 
@@ -97,7 +93,7 @@ describe('WebSocket through the gateway', () => {
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
     expect(await echo(ws, 'ping')).toBe('ping');
     const ended = closed(ws);
-    upstream.sockets.at(-1)!.close(4000, 'upstream done');
+    upstream().sockets.at(-1)!.close(4000, 'upstream done');
     expect(await ended).toEqual({ code: 4000, reason: 'upstream done' });
     await expect
       .poll(() => accessLines(gateway).at(-1))
@@ -111,10 +107,10 @@ describe('WebSocket through the gateway', () => {
       'x-forwarded-for': '203.0.113.9',
     });
     ws.close();
-    const seen = upstream.upgrades.at(-1)!;
+    const seen = upstream().upgrades.at(-1)!;
     // The API's upstream has no path: the routed path goes without the base path, as for HTTP.
     expect(seen.url).toBe('/7?x=1');
-    expect(seen.headers.host).toBe(new URL(upstream.url).host);
+    expect(seen.headers.host).toBe(new URL(upstream().url).host);
     expect(seen.headers.authorization).toBeUndefined();
     expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
     expect(seen.headers['x-request-id']).toBe(headers['x-request-id']);
@@ -124,12 +120,12 @@ describe('WebSocket through the gateway', () => {
 
   it('refuses an upgrade without credentials with 401 before any 101', async () => {
     const gateway = await gatewayWith();
-    const before = upstream.upgrades.length;
+    const before = upstream().upgrades.length;
     const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'));
     expect(refused.status).toBe(401);
     expect(refused.headers['www-authenticate']).toMatch(/^Basic/);
     expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.unauthorized' });
-    expect(upstream.upgrades.length).toBe(before);
+    expect(upstream().upgrades.length).toBe(before);
   });
 
   it('refuses an upgrade of an undeclared path with 404', async () => {
@@ -139,7 +135,7 @@ describe('WebSocket through the gateway', () => {
 
   it('refuses an upgrade of a path declared with another verb only with 405 and Allow', async () => {
     const gateway = await startTestGateway(
-      withMethods(petsConfig(upstream.url), [
+      withMethods(petsConfig(upstream().url), [
         { id: '7c1d2e3f-4a5b-4c6d-8e9f-0a1b2c3d4e5f', name: 'putPhoto', verb: 'PUT', path: '/{petId}/photo' },
       ]),
     );
@@ -155,16 +151,16 @@ describe('WebSocket through the gateway', () => {
       APIKeyAuthPlugin: './test/fixtures/plugins/silent-plugin.js',
       pluginTimeout: 200,
     });
-    const before = upstream.upgrades.length;
+    const before = upstream().upgrades.length;
     const refused = await mustRefuse(wsUrl(gateway.url, '/pets/1'), withKey);
     expect(refused.status).toBe(503);
     expect(JSON.parse(refused.body)).toMatchObject({ id: 'com.vendor.api.service_unavailable' });
-    expect(upstream.upgrades.length).toBe(before);
+    expect(upstream().upgrades.length).toBe(before);
   });
 
   it('refuses an upgrade with 400 on an API with `websocket: false`', async () => {
     const gateway = await gatewayWith();
-    const config = petsConfig(upstream.url);
+    const config = petsConfig(upstream().url);
     const [api] = config.apis as Array<Record<string, unknown>>;
     const closedApi = await gatewayWith({ apis: [{ ...api, websocket: false }] });
     const refused = await mustRefuse(wsUrl(closedApi.url, '/pets/1'), withKey);
@@ -197,7 +193,7 @@ describe('WebSocket through the gateway', () => {
     const gateway = await gatewayWith({
       apis: [
         {
-          ...(petsConfig(upstream.url).apis as Array<Record<string, unknown>>)[0],
+          ...(petsConfig(upstream().url).apis as Array<Record<string, unknown>>)[0],
           passUndeclared: true,
         },
       ],
@@ -272,6 +268,6 @@ describe('an upgrade the upstream cannot take', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer).toMatch(/\r\nConnection: close\r\n/i);
     expect(answer).toMatch(/plain$/);
-    expect(upstream.plain.at(-1)!.headers.upgrade).toBeUndefined();
+    expect(upstream().plain.at(-1)!.headers.upgrade).toBeUndefined();
   });
 });

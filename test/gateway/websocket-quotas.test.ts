@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, get, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
@@ -7,29 +7,30 @@ import {
   basicAuth,
   concurrency,
   devKey,
+  getPetMethodId,
   mb,
+  petsApiId,
   petsConfig,
   setQuota,
   startTestGateway,
   systemQuotaId,
+  throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import {
   closed,
   echo,
+  handshake,
   mustOpen,
   mustRefuse,
+  rawWebSocket,
   startWebSocketUpstream,
   wsUrl,
-  type WebSocketUpstream,
 } from '../helpers/websockets.js';
+import { useSuiteUpstream } from '../helpers/suite-upstream.js';
 
 const defer = cleanupAfterEach();
-let upstream: WebSocketUpstream;
-beforeAll(async () => {
-  upstream = await startWebSocketUpstream();
-});
-afterAll(() => upstream.close());
+const upstream = useSuiteUpstream(() => startWebSocketUpstream());
 
 const withKey = { authorization: basicAuth(devKey) };
 /** mb(0.01): 10,485 bytes a minute. */
@@ -47,7 +48,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
   async function gatewayWithTimers(): Promise<{ gateway: TestGateway; timers: FakeTimers }> {
     const timers = new FakeTimers();
     const gateway = await startTestGateway(
-      petsConfig(upstream.url, store()),
+      petsConfig(upstream().url, store()),
       {},
       {
         clock: () => clock.now,
@@ -78,7 +79,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
   it('ends the connection with close code 1008 to both sides once a byte restriction has no room', async () => {
     const { gateway, timers } = await gatewayWithTimers();
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
-    const upstreamSide = upstream.sockets.at(-1)!;
+    const upstreamSide = upstream().sockets.at(-1)!;
     const upstreamClosed = new Promise<number>((resolve) => upstreamSide.once('close', resolve));
     for (let i = 0; i < 6; i += 1) await echo(ws, kilobyte);
     const ended = closed(ws);
@@ -99,7 +100,7 @@ describe.each(eachStore)('WebSocket bytes against throttlemb, on %s', (_name, st
 
 describe.each(eachStore)('a WebSocket and the concurrency restriction, on %s', (_name, store) => {
   it('holds its slot for as long as it is open, and frees it when it closes', async () => {
-    const gateway = await startTestGateway(petsConfig(upstream.url, store()));
+    const gateway = await startTestGateway(petsConfig(upstream().url, store()));
     defer(() => gateway.close());
     await setQuota(gateway, { type: 'API', name: 'System', restrictions: [concurrency(1)] }, systemQuotaId);
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
@@ -120,7 +121,7 @@ describe('WebSocket bytes across a fleet on Redis', () => {
     const timersB = new FakeTimers();
     const [a, b] = await startFleetOfTwo(
       defer,
-      { apis: petsConfig(upstream.url).apis },
+      { apis: petsConfig(upstream().url).apis },
       { clocks: [{ timers: timersA }, { timers: timersB }] },
     );
     await setQuota(a, { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] }, systemQuotaId);
@@ -137,5 +138,39 @@ describe('WebSocket bytes across a fleet on Redis', () => {
     expect((await ended).code).toBe(1008);
     expect(await echo(onA, 'a is charged already')).toBe('a is charged already');
     onA.close();
+  });
+});
+
+describe('a WebSocket upgrade whose path is spelled otherwise', () => {
+  it('routes to the method of the plain spelling and is counted on its restriction', async () => {
+    const gateway = await startTestGateway(petsConfig(upstream().url));
+    defer(() => gateway.close());
+    const spellings = [
+      '/pets/%37',
+      '/%70ets/7',
+      '//pets//7',
+      '/pets/./7',
+      '/pets/x/../7',
+      'http://gw/pets/7',
+    ];
+    // Each spelling and the plain one, on getPet alone: the plain one finds the count spent.
+    const onGetPet = { api: petsApiId, method: getPetMethodId };
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(spellings.length, 1, 'minute', onGetPet)] },
+      systemQuotaId,
+    );
+    const authorization = `Authorization: ${withKey.authorization}`;
+    for (const path of spellings) {
+      const opened = await rawWebSocket(gateway.url, handshake(path, [authorization]));
+      opened.socket.destroy();
+      expect(upstream().upgrades.at(-1)!.url).toBe('/7');
+    }
+    await expect(rawWebSocket(gateway.url, handshake('/pets/7', [authorization]))).rejects.toThrow(
+      /^not opened: HTTP\/1\.1 429/,
+    );
+    // A WebSocket's line is written when it closes: after the refusal's, at times.
+    const seen = () => accessLines(gateway).map((line) => `${line.method} ${line.status}`);
+    await expect.poll(() => seen().sort()).toEqual([...spellings.map(() => 'getPet 101'), 'getPet 429']);
   });
 });

@@ -133,9 +133,10 @@ export interface RawHttp2Connection {
 
 /**
  * Opens a TCP connection to an h2c port and sends the preface and an empty SETTINGS; acknowledges the
- * server's SETTINGS and answers its PINGs as a client must.
+ * server's SETTINGS and answers its PINGs as a client must. With `bytewise`, the preface goes one byte
+ * per write, each a millisecond after the one before (Nagle off), so that the server reads it in pieces.
  */
-export function openRawHttp2(port: number): Promise<RawHttp2Connection> {
+export function openRawHttp2(port: number, { bytewise = false } = {}): Promise<RawHttp2Connection> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     const frames: ReceivedFrame[] = [];
@@ -175,8 +176,14 @@ export function openRawHttp2(port: number): Promise<RawHttp2Connection> {
         }
       }
     });
-    socket.once('connect', () => {
-      socket.write(Buffer.concat([preface, frame(frameType.settings, 0, 0)]));
+    socket.once('connect', async () => {
+      socket.setNoDelay(true);
+      const sent = bytewise ? Buffer.alloc(0) : preface;
+      for (let i = 0; bytewise && i < preface.length; i += 1) {
+        await new Promise((written) => socket.write(preface.subarray(i, i + 1), written));
+        await new Promise((paused) => setTimeout(paused, 1));
+      }
+      socket.write(Buffer.concat([sent, frame(frameType.settings, 0, 0)]));
       resolve({
         send: (...out) => socket.write(Buffer.concat(out)),
         frames,

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AccessLog, type AccessEntry } from '../../src/observe/access-log.js';
+import { AccessLog, millisecondsText, type AccessEntry } from '../../src/observe/access-log.js';
 import { LogSecrets, logDestination } from '../../src/observe/log.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
@@ -83,6 +83,41 @@ describe('access log', () => {
       upstreamMs: null,
       subject: null,
     });
+  });
+
+  it('writes durations as JavaScript writes the numbers, hundredths made from integers', () => {
+    for (let hundredths = 0; hundredths <= 200_000; hundredths += 1) {
+      const ms = hundredths / 100;
+      if (millisecondsText(ms) !== String(ms)) expect(millisecondsText(ms)).toBe(String(ms));
+    }
+    for (const ms of [
+      1.005,
+      0.001,
+      -1.5,
+      2 ** 60,
+      1e21,
+      21_474_836.48,
+      123_456_789.12,
+      Number.MAX_SAFE_INTEGER / 100,
+    ])
+      expect(millisecondsText(ms)).toBe(String(ms));
+    const { log, out } = accessLog({ flushMs: 0 });
+    log.write(entry({ upstreamMs: 0.05, ms: 65_000.5 }));
+    expect(out.lines()[0]).toContain(
+      '"upstreamMs":0.05,"outcome":"completed","quota":"allowed","ms":65000.5,',
+    );
+  });
+
+  it('quotes a name once and the same way on every line, escaping it when it must', () => {
+    const { log, out } = accessLog({ flushMs: 0 });
+    const application = 'say "hi"';
+    for (let i = 0; i < 3; i += 1) log.write(entry({ application, api: `API ${i % 2}` }));
+    const parsed = out.lines().map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(parsed.map((line) => [line.application, line.api])).toEqual([
+      [application, 'API 0'],
+      [application, 'API 1'],
+      [application, 'API 0'],
+    ]);
   });
 
   it('says how a WebSocket ended on its line, and nothing of the kind on an HTTP line', () => {

@@ -1,4 +1,4 @@
-import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
+import { countedText, limitText, modeBadge } from '../logic/restriction-text.js';
 import type { QuotaAnswer } from '../logic/quota-form.js';
 import { messageOf } from './api.js';
 import { quotaRole, systemQuotaId, applicationDefaultQuotaId, type View } from './context.js';
@@ -47,7 +47,7 @@ export const quotasView: View = async (context, root) => {
               {},
               h('strong', { text: limitText(restriction) }),
               ' on ',
-              scopeText(restriction, catalog),
+              countedText(restriction, catalog),
               ' ',
               badge(modeBadge(restriction)),
             ),

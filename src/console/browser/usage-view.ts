@@ -1,4 +1,4 @@
-import { limitText, modeBadge, scopeText } from '../logic/restriction-text.js';
+import { callersText, countedText, limitText, modeBadge } from '../logic/restriction-text.js';
 import { busiestFirst } from '../logic/busiest-first.js';
 import { nextRefreshMs, refreshMs } from '../logic/refresh.js';
 import type { Catalog } from '../logic/catalog.js';
@@ -18,6 +18,8 @@ export interface RestrictionUsage {
   mode?: 'shadow';
   used?: number;
   resetSeconds?: number;
+  /** Counted by caller (`by`): how many callers have units counted; `used` is the busiest one's count. */
+  callers?: number;
   applications?: Array<{ application: string; name: string; used: number; resetSeconds: number }>;
   rejections: { bucketSeconds: number; counts: number[] };
 }
@@ -83,7 +85,14 @@ function quotaUsageCard(quota: QuotaAnswer, usage: QuotaUsage, catalog: Catalog)
                   label: entry.name,
                 }),
           )
-      : [usageBar({ ...common, used: restriction.used ?? 0, resetSeconds: restriction.resetSeconds ?? 0 })];
+      : [
+          usageBar({
+            ...common,
+            used: restriction.used ?? 0,
+            resetSeconds: restriction.resetSeconds ?? 0,
+            ...(restriction.callers === undefined ? {} : { label: callersText(restriction.callers) }),
+          }),
+        ];
     return h(
       'section',
       { class: 'restriction-usage', 'data-index': restriction.index },
@@ -91,7 +100,7 @@ function quotaUsageCard(quota: QuotaAnswer, usage: QuotaUsage, catalog: Catalog)
         'header',
         {},
         h('strong', { text: definition ? limitText(definition) : `Restriction ${restriction.index + 1}` }),
-        definition ? h('span', { class: 'muted', text: ` on ${scopeText(definition, catalog)}` }) : null,
+        definition ? h('span', { class: 'muted', text: ` on ${countedText(definition, catalog)}` }) : null,
         definition ? badge(modeBadge(definition)) : null,
         sparkline(restriction.rejections, restriction.mode === 'shadow'),
       ),

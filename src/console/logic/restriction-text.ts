@@ -49,3 +49,26 @@ export function scopeText(restriction: Restriction, catalog: Catalog): string {
     restriction.api === '*' ? api : `${api} › ${methodName(catalog, restriction.api, restriction.method)}`;
   return restriction.verb ? `${scope} · ${restriction.verb} only` : scope;
 }
+
+/**
+ * "per client address", "per value of x-tenant": whose count each count of a restriction counted `by`
+ * caller is, or null for one count (all traffic, or each application).
+ */
+export function byText(restriction: Pick<Restriction, 'by'>): string | null {
+  const { by } = restriction;
+  if (by === undefined) return null;
+  return by === 'client' ? 'per client address' : `per value of ${by.slice('header:'.length)}`;
+}
+
+/** The scope of a restriction and, when it counts by caller, whose count each count is. */
+export function countedText(restriction: Restriction, catalog: Catalog): string {
+  const by = byText(restriction);
+  return by === null ? scopeText(restriction, catalog) : `${scopeText(restriction, catalog)}, ${by}`;
+}
+
+/** Says whose count the bar of a restriction counted by caller shows: the busiest of `callers`. */
+export function callersText(callers: number): string {
+  if (callers === 0) return 'no caller counted yet';
+  if (callers === 1) return 'the only caller counted';
+  return `the busiest of ${callers.toLocaleString('en-US')} callers counted`;
+}

@@ -4,6 +4,13 @@ import tls from 'node:tls';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { curl, http2Fetch, http2Request, http2Session } from '../../helpers/http2-client.js';
+import {
+  frameType,
+  headersFrame,
+  openRawHttp2,
+  requestFields,
+  statusOf,
+} from '../../helpers/http2-frames.js';
 import { request } from '../../helpers/raw-http.js';
 import {
   accessLines,
@@ -64,6 +71,22 @@ const chosen = (port: number, protocols: string[]) =>
   });
 
 describe('HTTP/2 with prior knowledge on the cleartext port', () => {
+  it('recognises the connection preface sent one byte per TCP write, and answers its stream', async () => {
+    const authority = new URL(gateway.url).host;
+    const connection = await openRawHttp2(Number(new URL(gateway.url).port), { bytewise: true });
+    try {
+      connection.send(
+        headersFrame(1, requestFields(authority, '/pets/1', [['authorization', auth.authorization]]), {
+          endStream: true,
+        }),
+      );
+      const answer = await connection.frame((received) => received.streamId === 1);
+      expect([answer.type, statusOf(answer)]).toEqual([frameType.headers, 200]);
+    } finally {
+      connection.close();
+    }
+  });
+
   it('forwards a stream as one HTTP/1.1 request, without pseudo-header fields, Host the upstream own', async () => {
     const before = upstream.requests.length;
     const answer = await http2Fetch(gateway.url, { path: '/pets/1?x=1', headers: auth });
