@@ -1,3 +1,4 @@
+import http2 from 'node:http2';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -231,5 +232,28 @@ describe('a concurrency restriction on an LLM API', () => {
     held.release();
     await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
     expect((await post(gateway, '/v1/chat/completions', chat)).status).toBe(200);
+  });
+});
+
+describe('an HTTP/2 client of an LLM API', () => {
+  it('is charged what the stream ended with when it resets its stream after the first event', async () => {
+    const held = heldAfterFirstEvent();
+    const { gateway } = await gatewayOver([tokens({ body: anthropicPaths })], {}, held);
+    const session = await http2Session(gateway.url);
+    defer(() => void session.close());
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/v1/messages',
+      authorization: basicAuth(devKey),
+      'content-type': 'application/json',
+    });
+    stream.on('error', () => undefined);
+    stream.end(JSON.stringify(messages));
+    await new Promise<void>((resolve) => stream.once('data', () => resolve()));
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+    await expect.poll(() => accessLines(gateway).at(-1)?.outcome).toBe('client_aborted');
+    held.release();
+    await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
+    expect(await unreadable(gateway)).toBe('0');
   });
 });
