@@ -57,7 +57,7 @@ export interface Answer {
  * (with the request, to hang up). Resolves with the whole answer, or once the client hung up.
  */
 export function post(
-  gateway: TestGateway,
+  gateway: Pick<TestGateway, 'url'>,
   path: string,
   body: object,
   {
