@@ -1,4 +1,7 @@
+import http from 'node:http';
 import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -7,6 +10,7 @@ import {
   anthropicPaths,
   chat,
   chatStream,
+  llmApis,
   messages,
   openAiTokens,
   post,
@@ -28,7 +32,10 @@ import {
   basicAuth,
   concurrency,
   devKey,
+  petsConfig,
   quotaUsage,
+  setQuota,
+  startTestGateway,
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
@@ -255,5 +262,37 @@ describe('an HTTP/2 client of an LLM API', () => {
     held.release();
     await expect.poll(() => usedOf(gateway)).toBe(anthropicTokens);
     expect(await unreadable(gateway)).toBe('0');
+  });
+});
+
+describe('a client that hangs up while it sends its request body', () => {
+  it('is charged the default at once, and the upstream request is cut off', async () => {
+    let arrived!: () => void;
+    const requestArrived = new Promise<void>((resolve) => (arrived = resolve));
+    let cut!: () => void;
+    const upstreamCut = new Promise<void>((resolve) => (cut = resolve));
+    // An upstream told of the request at its head, which waits for the body it was promised.
+    const upstream = http.createServer((req) => {
+      req.on('close', cut);
+      arrived();
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    defer(() => new Promise<void>((resolve) => upstream.close(() => resolve())));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const gateway = await startTestGateway(petsConfig(url, { apis: llmApis(url) }));
+    defer(() => gateway.close());
+    const restrictions = [tokens({ body: openAiTokens })];
+    await setQuota(gateway, { type: 'API', name: 'System', restrictions }, systemQuotaId);
+    const client = net.connect(Number(new URL(gateway.url).port), '127.0.0.1');
+    client.on('error', () => undefined);
+    client.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nAuthorization: ${basicAuth(devKey)}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":',
+    );
+    await requestArrived;
+    client.destroy();
+    await upstreamCut;
+    await expect.poll(() => usedOf(gateway)).toBe(7);
+    expect(await unreadable(gateway)).toBe('1');
   });
 });
