@@ -5,6 +5,7 @@ import net from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { startFleetOfTwo } from '../helpers/enforcement-gateways.js';
 import { http2Request, http2Session } from '../helpers/http2-client.js';
 import {
   anthropicPaths,
@@ -25,6 +26,7 @@ import {
   openAiEventsWithoutUsage,
   openAiJson,
   openAiJsonTokens,
+  startLlmUpstream,
   type LlmUpstreamOptions,
 } from '../helpers/llm-upstream.js';
 import {
@@ -294,5 +296,21 @@ describe('a client that hangs up while it sends its request body', () => {
     await upstreamCut;
     await expect.poll(() => usedOf(gateway)).toBe(7);
     expect(await unreadable(gateway)).toBe('1');
+  });
+});
+
+describe('a fleet of 2 on Redis in front of an LLM API', () => {
+  it('charges one count for a client that hung up on one gateway, read by the other', async () => {
+    const held = heldAfterFirstEvent();
+    const upstream = await startLlmUpstream(held);
+    defer(() => upstream.close());
+    const [a, b] = await startFleetOfTwo(defer, { apis: llmApis(upstream.url) }, { upstream });
+    const restrictions = [tokens({ body: anthropicPaths })];
+    await setQuota(a, { type: 'API', name: 'System', restrictions }, systemQuotaId);
+    await hangUpOnStreams(a, 1);
+    held.release();
+    await expect.poll(() => usedOf(b)).toBe(anthropicTokens);
+    expect((await post(b, '/v1/messages', messages)).status).toBe(200);
+    await expect.poll(() => usedOf(a)).toBe(2 * anthropicTokens);
   });
 });
