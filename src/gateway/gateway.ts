@@ -674,17 +674,15 @@ export class Gateway {
   }
 
   /**
-   * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots (once the
-   * rest of its answer has been read, when that is read for its units), charges the bytes it moved,
-   * then logs and counts it.
+   * Step 7, once the response has closed (or a WebSocket's socket): frees its concurrency slots, charges
+   * the bytes it moved, then logs and counts it. An answer still read for its units after its client left
+   * keeps its slots, and is charged its units, until it ends.
    */
   private account(record: RequestRecord): void {
     const elapsedMs = performance.now() - record.arrivedAt;
     // The client left before its answer was whole: the upstream exchange is of no use to anyone, but for
     // what it costs when a throttleunits restriction charges it (its answer is then read to its end).
     const chargedLater = record.unitCounters.length > 0 && record.readRestOfAnswer(this.restOfAnswerRead);
-    // An answer still read keeps the upstream busy: its concurrency slots stay taken until it ends, so
-    // that a client hanging up and calling again cannot have more calls running upstream than it may.
     if (!chargedLater) {
       record.end();
       record.abandonUpstream();
@@ -748,10 +746,14 @@ export class Gateway {
     }
   }
 
-  /** The rest of the answer of a client that left early has been read, or could not be: its units are charged. */
+  /**
+   * The rest of the answer of a client that left early has been read, or could not be: the upstream's work
+   * is over, so its concurrency slots are free, and its units are charged.
+   */
   private readonly restOfAnswerRead = (exchange: Exchange): void => {
-    (exchange as RequestRecord).end();
-    this.chargeUnits(exchange as RequestRecord);
+    const record = exchange as RequestRecord;
+    record.end();
+    this.chargeUnits(record);
     this.done();
   };
 

@@ -28,7 +28,8 @@ import {
 } from '../helpers/llm-upstream.js';
 import {
   accessLines,
-  quotaUsage,
+  basicAuth,
+  devKey,
   setQuota,
   systemQuotaId,
   type TestGateway,
@@ -190,7 +191,17 @@ describe('an LLM API limited by tokens across a fleet on Redis', () => {
       },
       systemQuotaId,
     );
-    await expect.poll(async () => (await quotaUsage(b.adminUrl, systemQuotaId)).restrictions.length).toBe(1);
+    // In force on both data planes: each one's usage path lists the restriction.
+    for (const gateway of [a, b]) {
+      await expect
+        .poll(async () => {
+          const usage = await fetch(`${gateway.url}/_quotagate/usage`, {
+            headers: { authorization: basicAuth(devKey) },
+          });
+          return ((await usage.json()) as { restrictions: unknown[] }).restrictions.length;
+        })
+        .toBe(1);
+    }
     const calls: Array<[TestGateway, string, object, number]> = [
       [a, '/v1/chat/completions', chatStream, openAiStreamTokens],
       [b, '/v1/messages', messages, anthropicTokens],

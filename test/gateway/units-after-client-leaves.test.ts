@@ -10,6 +10,7 @@ import { http2Session } from '../helpers/http2-client.js';
 import {
   accessLines,
   basicAuth,
+  concurrency,
   devKey,
   petsConfig,
   quotaUsage,
@@ -224,8 +225,9 @@ describe('the rest of an answer read for its units', () => {
       url: inject('redisUrl'),
       prefix: `test:drain:${Date.now()}:${Math.random()}:`,
     };
-    const leaving = await startTestGateway(petsConfig(`${upstream.url}/pets`, { store }));
     const staying = await gatewayOver(upstream.url, { store }, tokens({ default: 1 }));
+    // Started once the quota is in the store: it loads it as it starts.
+    const leaving = await startTestGateway(petsConfig(`${upstream.url}/pets`, { store }));
     await hangUpAfterFirstChunk(leaving);
     await clientLeft(leaving);
     const closed = leaving.close();
@@ -278,6 +280,31 @@ describe('the rest of an answer read for its units', () => {
     letGo();
     expect(await done).toBe('finished');
     await expect.poll(() => usedOf(gateway)).toBe(5);
+  });
+
+  it('keeps its concurrency slot while it is read: the upstream is still at work', async () => {
+    const upstream = await gatedUpstream(trailerAfterGate);
+    const gateway = await gatewayOver(upstream.url, {}, tokens());
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [tokens(), concurrency(1)] },
+      systemQuotaId,
+    );
+    await hangUpAfterFirstChunk(gateway);
+    await clientLeft(gateway);
+    const refused = await fetch(`${gateway.url}/pets/1`, { headers: { authorization: auth } });
+    expect(refused.status).toBe(429);
+    await refused.text();
+    upstream.release();
+    expect(await upstream.done).toBe('finished');
+    await expect.poll(() => usedOf(gateway)).toBe(8);
+    await expect
+      .poll(async () => {
+        const answer = await fetch(`${gateway.url}/pets/1`, { headers: { authorization: auth } });
+        await answer.text();
+        return answer.status;
+      })
+      .not.toBe(429);
   });
 
   it('is not read when no throttleunits restriction charges the exchange: the upstream is cut off', async () => {
