@@ -38,3 +38,16 @@ export class AnswerBodyUnits implements AnswerBodyWatch {
     return this.said.get(paths)!;
   }
 }
+
+/**
+ * Makes the upstream request ask for an answer without a content coding: the client's Accept-Encoding
+ * goes, and `identity` alone takes its place (RFC 9110 §12.5.3). The body of a compressed answer cannot
+ * be read for its units, so a client asking for gzip or br would otherwise be charged only the default.
+ * An upstream that compresses all the same is still charged the default.
+ */
+export function askForIdentity(fields: Array<string | string[]>): void {
+  for (let i = fields.length - 2; i >= 0; i -= 2) {
+    if (fields[i] === 'accept-encoding') fields.splice(i, 2);
+  }
+  fields.push('accept-encoding', 'identity');
+}

@@ -29,7 +29,7 @@ import { announcesBody, screeningProblem } from './request-screening.js';
 import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
-import { AnswerBodyUnits } from './answer-units.js';
+import { AnswerBodyUnits, askForIdentity } from './answer-units.js';
 
 export interface GatewayParts {
   /** The catalog, authenticator and header rules to start with; `swap` replaces them. */
@@ -633,6 +633,7 @@ export class Gateway {
     const route = record.route!;
     this.prepareUpstreamHeaders(record);
     if (record.unitCounters.length > 0) record.bodyWatch = AnswerBodyUnits.of(record.unitCounters);
+    if (record.bodyWatch !== null) askForIdentity(record.upstreamFields);
     this.openExchanges.add(record);
     if (record.opensWebSocket) {
       this.parts.proxy.forwardUpgrade(record, route.api, route.upstreamTarget);

@@ -1,8 +1,20 @@
-import http, { type ClientRequest, type IncomingHttpHeaders } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';
+import {
+  anthropicPaths,
+  chat,
+  chatStream,
+  llmApis,
+  messages,
+  openAiTokens,
+  post,
+  startLlmGateway,
+  tokens,
+  unreadable,
+  usedOf,
+} from '../helpers/llm-gateway.js';
 import {
   anthropicEvents,
   anthropicTokens,
@@ -18,10 +30,7 @@ import {
   accessLines,
   basicAuth,
   devKey,
-  petsConfig,
-  quotaUsage,
   setQuota,
-  startTestGateway,
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
@@ -33,110 +42,11 @@ import {
  */
 const defer = cleanupAfterEach();
 
-const llmApis = (upstream: string) => [
-  {
-    id: '3f0c2b1a-9e8d-4c7b-a6f5-e4d3c2b1a0f9',
-    name: 'LLM',
-    basePath: '/v1',
-    upstream: `${upstream}/v1`,
-    methods: [
-      {
-        id: '7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d',
-        name: 'chatCompletions',
-        verb: 'POST',
-        path: '/chat/completions',
-      },
-      { id: '1d2c3b4a-5f6e-4d7c-8b9a-0f1e2d3c4b5a', name: 'messages', verb: 'POST', path: '/messages' },
-    ],
-  },
-];
-
-const openAiTokens = 'usage.total_tokens';
-const anthropicPaths = ['message.usage.input_tokens', 'usage.output_tokens'];
-
-const tokens = (config: Record<string, unknown>) => ({
-  api: '*',
-  method: '*',
-  type: 'throttleunits',
-  config: { units: 1_000, per: 1, period: 'hour', default: 7, ...config },
-});
-
-const chat = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }] };
-const chatStream = { ...chat, stream: true, stream_options: { include_usage: true } };
-const messages = { model: 'claude-sonnet-4-5', max_tokens: 64, stream: true, messages: chat.messages };
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: Buffer;
-}
-
-/**
- * POSTs `body` as JSON to `path`; `onEvent` is told of each event of an event stream as it arrives
- * (with the request, to hang up). Resolves with the whole answer, or once the client hung up.
- */
-function post(
-  gateway: TestGateway,
-  path: string,
-  body: object,
-  {
-    headers = {},
-    onEvent,
-  }: { headers?: Record<string, string>; onEvent?: (index: number, req: ClientRequest) => void } = {},
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${gateway.url}${path}`,
-      {
-        method: 'POST',
-        agent: false,
-        headers: { authorization: basicAuth(devKey), 'content-type': 'application/json', ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let events = 0;
-        const answer = () => ({
-          status: res.statusCode ?? 0,
-          headers: res.headers,
-          body: Buffer.concat(chunks),
-        });
-        res.on('data', (chunk: Buffer) => {
-          chunks.push(chunk);
-          const ended = Buffer.concat(chunks).toString('utf8').split('\n\n').length - 1;
-          for (; events < ended; events += 1) onEvent?.(events, req);
-          if (req.destroyed) resolve(answer());
-        });
-        res.on('end', () => resolve(answer()));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', (error) => {
-      if (!req.destroyed) reject(error);
-    });
-    req.end(JSON.stringify(body));
-  });
-}
-
-async function gatewayOver(
+const gatewayOver = (
   store: Record<string, unknown>,
   restrictions: Array<Record<string, unknown>>,
   upstreamOptions: LlmUpstreamOptions = {},
-) {
-  const upstream = await startLlmUpstream(upstreamOptions);
-  defer(() => upstream.close());
-  const gateway = await startTestGateway(petsConfig(upstream.url, { apis: llmApis(upstream.url), ...store }));
-  defer(() => gateway.close());
-  await setQuota(gateway, { type: 'API', name: 'System', restrictions }, systemQuotaId);
-  return gateway;
-}
-
-const usedOf = async (gateway: TestGateway) =>
-  (await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]!.used;
-
-const unreadable = async (gateway: TestGateway) => {
-  const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
-  return /quotagate_units_unreadable_total\{quota="System",restriction="0"\} (\d+)/.exec(metrics)?.[1] ?? '0';
-};
+) => startLlmGateway(defer, store, restrictions, upstreamOptions).then(({ gateway }) => gateway);
 
 describe.each(eachStore)('an LLM API limited by tokens on %s', (_storeName, store) => {
   it("charges the usage of OpenAI's JSON answer, which reaches the client as it was sent", async () => {
