@@ -94,9 +94,13 @@ export interface HeadlineRow {
   target: number | null;
 }
 
-/** How far two identical setups' median ratio lies from 1 in the same rounds: the run's noise. */
-export function noiseOf(control: { median: number }): number {
-  return Math.abs(control.median - 1);
+/**
+ * The run's noise: how far from 1 the median ratio of two identical setups may lie in the same rounds,
+ * the farther end of its 95% confidence interval (a median that happens to land on 1.00 says nothing of
+ * how widely the rounds spread).
+ */
+export function noiseOf(control: { medianLow: number; medianHigh: number }): number {
+  return Math.max(Math.abs(control.medianLow - 1), Math.abs(control.medianHigh - 1));
 }
 
 /**

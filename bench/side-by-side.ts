@@ -73,16 +73,46 @@ export async function runSideBySide(
   return runs;
 }
 
-/** A setup's CPU per request against another's in the same rounds: the median ratio, and its range. */
+/**
+ * A setup's CPU per request against another's in the same rounds: the median ratio, its range, and a
+ * 95% confidence interval of the median (`medianLow`–`medianHigh`).
+ */
 export interface Ratio {
   median: number;
   lowest: number;
   highest: number;
+  medianLow: number;
+  medianHigh: number;
 }
 
 export function ratioOf(runs: SideBySideRuns, name: string, reference: string): Ratio {
   const ratios = runs[name]!.map((cpuUs, round) => cpuUs / runs[reference]![round]!);
-  return { median: median(ratios), lowest: Math.min(...ratios), highest: Math.max(...ratios) };
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const rank = medianConfidenceRank(sorted.length);
+  return {
+    median: median(ratios),
+    lowest: sorted[0]!,
+    highest: sorted.at(-1)!,
+    medianLow: sorted[rank - 1]!,
+    medianHigh: sorted[sorted.length - rank]!,
+  };
+}
+
+/**
+ * The rank k (from 1) whose order statistics x(k) and x(n−k+1) bound the median of n rounds with at
+ * least 95% confidence, whatever the rounds' distribution: the largest k with P(B ≤ k−1) ≤ 2.5% for B
+ * binomial (n, ½). 6 for 20 rounds; 1 (the extremes, below 95%) for 5 rounds or fewer.
+ */
+function medianConfidenceRank(rounds: number): number {
+  let rank = 0;
+  let below = 0;
+  let exactly = 0.5 ** rounds;
+  for (let k = 0; below + exactly <= 0.025; k += 1) {
+    below += exactly;
+    rank = k + 1;
+    exactly = (exactly * (rounds - k)) / (k + 1);
+  }
+  return Math.max(1, rank);
 }
 
 /** What a setup adds to the one below it, round by round: the median difference in µs per request. */
