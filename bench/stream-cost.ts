@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     '',
     headlineTable(headline, noiseOf(cost.control.ratio)),
     '',
-    `${streamedText(cost, events, connections)} The four rows alone, loaded at the same time (each round starts their loads from another row), ${values.rounds} rounds of ${values.seconds} s after ${values['warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the loads and the upstream the other core(s)` : ''}; CPU: user + system time of each row's process tree (from /proc) over the round, divided by the events its load read. The noise heading the ratios is the control's distance from the header-only row.`,
+    `${streamedText(cost, events, connections)} The four rows alone, loaded at the same time (each round starts their loads from another row), ${values.rounds} rounds of ${values.seconds} s after ${values['warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the loads and the upstream the other core(s)` : ''}; CPU: user + system time of each row's process tree (from /proc) over the round, divided by the events its load read. The noise heading the ratios is how far from 1 the control's median ratio to the header-only row may lie (the farther end of its 95% confidence interval).`,
     '',
   ].join('\n');
   const resultsDir = path.resolve('bench/results');
