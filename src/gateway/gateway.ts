@@ -22,7 +22,12 @@ import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut-answer
 import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
-import type { ApplicableRestriction, QuotaIndex, QuotaChecks } from '../quota/quota-index.js';
+import type {
+  ApplicableRestriction,
+  CallerRestriction,
+  QuotaIndex,
+  QuotaChecks,
+} from '../quota/quota-index.js';
 import { onCallerCounters } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
@@ -438,7 +443,7 @@ export class Gateway {
   }
 
   /** The caller of `record` under a restriction counted by caller, within its application. */
-  private callerIn(record: RequestRecord, restriction: ApplicableRestriction & { by: string }): string {
+  private callerIn(record: RequestRecord, restriction: CallerRestriction): string {
     return `${restriction.callerScope}\n${callerOf(record.req, restriction.by, record.plane.trustedPeers)}`;
   }
 

@@ -171,8 +171,14 @@ export class QuotaChecks {
   }
 }
 
+/** A restriction counted `by` caller. */
+export type CallerRestriction = ApplicableRestriction & { by: string };
+
 /** The caller a restriction counted `by` caller counts a request for (a client address, a header value). */
-export type CallerOf = (restriction: ApplicableRestriction & { by: string }) => string;
+export type CallerOf = (restriction: CallerRestriction) => string;
+
+const countedByCaller = (restriction: ApplicableRestriction): restriction is CallerRestriction =>
+  restriction.by !== undefined;
 
 /** `restrictions`, each counted by caller on the counter of the caller `callerOf` names for it. */
 export function onCallerCounters<T extends ApplicableRestriction>(
@@ -180,16 +186,16 @@ export function onCallerCounters<T extends ApplicableRestriction>(
   callerOf: CallerOf,
 ): T[] {
   return restrictions.map((restriction) =>
-    restriction.by === undefined
-      ? restriction
-      : {
+    countedByCaller(restriction)
+      ? {
           ...restriction,
           counterKey: callerCounterKey(
             restriction.counterKey,
             restriction.callerScope,
-            callerOf({ ...restriction, by: restriction.by }),
+            callerOf(restriction),
           ),
-        },
+        }
+      : restriction,
   );
 }
 
