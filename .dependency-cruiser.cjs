@@ -21,7 +21,7 @@ const layers = [
   ['gateway', '^src/gateway/'],
   ['reload', '^src/reload/'],
   ['admin', '^src/admin/'],
-  ['server', '^src/(server|worker-role)[.]ts$'],
+  ['server', '^src/(server|worker-role|data-plane-host)[.]ts$'],
   ['workers', '^src/workers/'],
   ['commands', '^src/commands/'],
   ['cli', '^src/cli[.]ts$'],
@@ -67,6 +67,14 @@ module.exports = {
       to: { circular: true },
     },
     ...upward,
+    {
+      name: 'data-plane-without-admin',
+      severity: 'error',
+      comment:
+        'The data plane run apart from the admin listener (the data-plane thread, a worker process) must not load it: fastify and the OpenAPI libraries would sit in the heap that serves every request (docs/performance.md). Give the data plane what it needs from a module below admin/.',
+      from: { path: '^src/(data-plane-host[.]ts|workers/(data-plane-thread|worker)[.]ts)$' },
+      to: { path: ['^src/admin/', 'node_modules/(fastify|@fastify)/'], reachable: true },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

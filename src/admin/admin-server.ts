@@ -22,6 +22,7 @@ import type { LiveConfig } from '../config/live-config.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
 import { AdminAudit } from './admin-audit.js';
 import { FailedLogins, failedLoginLimits } from './failed-logins.js';
+import type { ReadinessCheck } from '../observe/readiness.js';
 import type { Logger } from '../observe/log.js';
 import type { LatencyReport } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -71,10 +72,6 @@ declare module 'fastify' {
 }
 
 /** Something `/readyz` asks before it says the gateway can take traffic. */
-export interface ReadinessCheck {
-  name: string;
-  ready(): Promise<boolean>;
-}
 
 export interface AdminServerParts {
   /** The config in force: a reload changes the admin users and the catalog the Quota API checks. */

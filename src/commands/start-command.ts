@@ -8,7 +8,8 @@ import { projectApplicationId } from '../applications/application-ids.js';
 import { isMembership, type DeclaredDefinition } from '../quota/declared-quotas.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../kit/pid-file.js';
 import { secretValues } from '../kit/secret-redaction.js';
-import { startGateway, type RunningGateway } from '../server.js';
+import type { RunningGateway } from '../data-plane-host.js';
+import { IpcPeer, primaryEndpoint } from '../workers/ipc-peer.js';
 import { startPrimary } from '../workers/primary.js';
 import { runWorker } from '../workers/worker.js';
 import { workerCount } from '../workers/worker-count.js';
@@ -132,7 +133,15 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     const secrets = new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config }));
     const logger = createLogger({ secrets });
     // A worker of `workers: N` runs this command again; the primary has said the rest.
-    if (cluster.isWorker) return runWorker(loaded, { logger, source, secrets });
+    if (cluster.isWorker)
+      return runWorker(loaded, {
+        logger,
+        source,
+        secrets,
+        primary: new IpcPeer(primaryEndpoint()),
+        id: cluster.worker?.id,
+        hearsSignals: true,
+      });
 
     const workers = workerCount(loaded.config);
     // Heard from the start to the exit: either signal's default action would end the process.
@@ -153,10 +162,13 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     process.on('SIGUSR2', reopenLogs);
     const demo = values.demo ? await startDemo(loaded) : null;
     try {
-      running =
-        workers > 1
-          ? await startPrimary(loaded, { logger, workers, source, secrets })
-          : await startGateway(loaded, { logger, source, secrets });
+      running = await startPrimary(loaded, {
+        logger,
+        workers,
+        source,
+        secrets,
+        configDir: values['config-dir'],
+      });
     } catch (error) {
       process.off('SIGHUP', reload);
       process.off('SIGUSR2', reopenLogs);

@@ -9,16 +9,28 @@ import type { IpcPeer } from './ipc-peer.js';
 const primaryFamily =
   /^quotagate_(?:process_|nodejs_|store_memory_reserved_bytes$|store_full_total$|workers_|worker_)/;
 
+/** The families of the whole process, which a data-plane thread reports as well as its primary. */
+const processFamily = /^quotagate_process_/;
+
 /**
  * The text of `/metrics` for `workers: N`: each family of every worker and of the primary aggregated as
  * its `aggregator` says (prom-client's AggregatorRegistry; a sum unless the family says otherwise), so
  * `quotagate_requests_total` counts the requests of all workers. A worker that does not answer in time
- * is left out of that scrape.
+ * is left out of that scrape. With `sameProcess` (the data-plane thread of `workers: 1`) the process
+ * families are the primary's alone.
  */
-export async function clusterMetricsText(primary: Registry, workers: readonly IpcPeer[]): Promise<string> {
+export async function clusterMetricsText(
+  primary: Registry,
+  workers: readonly IpcPeer[],
+  { sameProcess }: { sameProcess: boolean },
+): Promise<string> {
   const answers = await askWorkers(workers, 'metrics', null);
   const own = (await primary.getMetricsAsJSON()).filter((family) => primaryFamily.test(family.name));
-  const all = [own, ...answers];
+  // A thread reads the CPU, memory and file descriptors of the whole process, as the primary does: once.
+  const theirs = sameProcess
+    ? answers.map((families) => families.filter((family) => !processFamily.test(family.name)))
+    : answers;
+  const all = [own, ...theirs];
   return AggregatorRegistry.aggregate(all).metrics();
 }
 

@@ -1,4 +1,5 @@
 import type { Worker } from 'node:cluster';
+import type { MessagePort, Worker as Thread } from 'node:worker_threads';
 import type { EncodedLatency } from '../observe/added-latency.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-store.js';
@@ -18,6 +19,9 @@ export interface DataPorts {
   http?: number;
   https?: number;
 }
+
+/** Why a data plane could not start: a `ConfigError`'s problems, or an error's message. */
+export type StartFailure = { problems: string[] } | { message: string };
 
 /** A whole set, numbered: a later set has a higher generation. */
 export interface Numbered<T> {
@@ -44,15 +48,28 @@ export interface Welcome {
   adminPort: number;
   /** Worker processes the primary runs. */
   workers: number;
+  /**
+   * The primary holds the memory store's counters for its workers (`workers: N`); false when the data
+   * plane is a thread of the primary's process, which holds its own (`workers: 1`).
+   */
+  primaryCounters: boolean;
 }
 
 /** Requests between the primary and a worker, each `[what is sent, what is answered]`. */
 export interface IpcRequests {
   /** Worker → primary, once, before it listens. */
   hello: [null, Welcome];
+  /**
+   * Data-plane thread → primary: why it could not start (a port in use, a config refused), for the
+   * primary to fail its start with, as a gateway in one thread would.
+   */
+  failed: [StartFailure, null];
   /** Worker → primary: one trip to the counters the primary holds (`store.type: "memory"`). */
   trip: [Trip, TripReply];
-  /** Worker → primary: usage of the counters the primary holds. */
+  /**
+   * Usage of the counters: worker → primary when the primary holds them (`workers: N`, memory store);
+   * primary → data-plane thread when the thread does (`workers: 1`, memory store).
+   */
   usage: [{ keyPrefix: string; windowMs: number }, CounterUsage[]];
   /** Worker → primary: what some counters the primary holds count now (the data plane's usage path). */
   peek: [CounterRef[], CounterState[]];
@@ -124,6 +141,31 @@ export function workerEndpoint(worker: Worker): IpcEndpoint {
     },
     onMessage: (listener) => worker.on('message', listener),
     onClose: (listener) => worker.once('disconnect', listener),
+  };
+}
+
+/** The channel of the data-plane thread to the primary, in the thread (`parentPort`). */
+export function parentEndpoint(port: MessagePort): IpcEndpoint {
+  return {
+    send(message) {
+      port.postMessage(message);
+    },
+    onMessage: (listener) => port.on('message', listener),
+    onClose: (listener) => port.once('close', listener),
+  };
+}
+
+/** The channel of the primary to its data-plane thread. */
+export function threadEndpoint(thread: Thread): IpcEndpoint {
+  let exited = false;
+  thread.once('exit', () => (exited = true));
+  return {
+    send(message, failed) {
+      if (exited) failed(new Error('the data-plane thread has exited'));
+      else thread.postMessage(message);
+    },
+    onMessage: (listener) => thread.on('message', listener),
+    onClose: (listener) => thread.once('exit', listener),
   };
 }
 

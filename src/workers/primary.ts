@@ -1,5 +1,6 @@
 import { askWorkers } from './ask-workers.js';
-import { createAdminServer, renewAdminCertificates, type ReadinessCheck } from '../admin/admin-server.js';
+import { createAdminServer, renewAdminCertificates } from '../admin/admin-server.js';
+import type { ReadinessCheck } from '../observe/readiness.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../kit/clock.js';
 import type { ApplicationRepository } from '../applications/application-repository.js';
@@ -26,7 +27,8 @@ import { readForReload, type ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { readTlsFiles } from '../kit/tls-files.js';
-import { dataPlaneAddress, listenAdmin, type RunningGateway } from '../server.js';
+import { dataPlaneAddress, type RunningGateway } from '../data-plane-host.js';
+import { listenAdmin } from '../server.js';
 import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { WorkerPool } from './worker-pool.js';
@@ -37,8 +39,13 @@ export interface PrimaryOptions {
   source?: ConfigSource;
   /** The values the logger keeps out of its lines: a reload adds the new config's. */
   secrets?: LogSecrets;
-  /** Worker processes to run (2 or more; 1 is `startGateway`, without node:cluster). */
+  /**
+   * Data planes to run: 2 or more are worker processes behind the shared ports (node:cluster); 1 is a
+   * thread of this process, which holds the memory store's counters itself.
+   */
   workers: number;
+  /** The config folder, which the data-plane thread loads again (`workers: 1`). */
+  configDir: string;
   /** Folder that relative paths of the config are resolved against. */
   cwd?: string;
 }
@@ -60,8 +67,10 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
   const { config } = loaded;
   const { logger } = options;
   const cwd = options.cwd ?? process.cwd();
+  const inThread = options.workers === 1;
+  // With one data plane, in a thread, the counters are the thread's: no lease crosses threads.
   const counters =
-    config.store.type === 'memory'
+    config.store.type === 'memory' && !inThread
       ? new MemoryCounterStore({
           maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
           onFull: () => metrics.counterStoreFull.inc(),
@@ -98,22 +107,36 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     memoryTrips ??
     (redis && config.store.type === 'redis'
       ? new RedisCounterTrips(redis, config.store.prefix)
-      : { usage: () => Promise.resolve([]) });
+      : { usage: (keyPrefix, windowMs) => threadUsage(keyPrefix, windowMs) });
   let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
   let adminPort = 0;
   let definitions = { generation: 0, records: quotaRepository.all() };
   let applications = { generation: 0, records: applicationRepository.all() };
   const pool = new WorkerPool({
     size: options.workers,
+    home: inThread ? { kind: 'thread', data: { configDir: options.configDir } } : { kind: 'processes' },
     logger,
     clock: systemClock,
-    welcome: () => ({ fingerprint, fixed, definitions, applications, adminPort, workers: options.workers }),
+    welcome: () => ({
+      fingerprint,
+      fixed,
+      definitions,
+      applications,
+      adminPort,
+      workers: options.workers,
+      primaryCounters: counters !== null,
+    }),
     serve: (worker, id) => {
       if (memoryTrips) serveCounterTrips(worker, memoryTrips, `worker ${id}`);
     },
     onRestart: () => restarts.inc(),
   });
   const restarts = registerWorkerMetrics(metrics.registry, () => pool.listening);
+  /** The data-plane thread's counters, while it listens (none while it is replaced after a crash). */
+  const threadUsage = async (keyPrefix: string, windowMs: number) => {
+    const [thread] = pool.listeningPeers();
+    return thread ? thread.request('usage', { keyPrefix, windowMs }) : [];
+  };
 
   let quotas = new QuotaIndex(quotaRepository.all());
   quotaRepository.onChange((records) => {
@@ -153,7 +176,7 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
         : [];
       return [...fleet, ...fromWorkers];
     },
-    metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers()),
+    metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers(), { sameProcess: inThread }),
     latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
     dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
     ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, cwd) } : {}),

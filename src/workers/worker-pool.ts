@@ -1,11 +1,16 @@
-import cluster, { type Worker } from 'node:cluster';
+import cluster from 'node:cluster';
 import { fileURLToPath } from 'node:url';
+import { Worker as Thread } from 'node:worker_threads';
 import { systemClock, type Clock } from '../kit/clock.js';
+import { ConfigError } from '../kit/config-error.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { Logger } from '../observe/log.js';
 import {
   IpcPeer,
+  threadEndpoint,
   workerEndpoint,
+  type IpcEndpoint,
+  type StartFailure,
   type DataPorts,
   type IpcNotices,
   type IpcRequests,
@@ -23,8 +28,80 @@ export function restartDelayMs(quickExits: number): number {
   return Math.min(longestRestartDelayMs, firstRestartDelayMs * 2 ** Math.max(0, quickExits - 1));
 }
 
+/** One data plane the pool runs: a node:cluster worker process, or a worker thread of this process. */
+interface DataPlaneRun {
+  /** The cluster worker's id, or the thread's. */
+  id: number;
+  /** The worker process's pid; a thread runs in this process. */
+  pid: number;
+  endpoint: IpcEndpoint;
+  /** Ends one still starting, before it can be asked to drain (SIGTERM to a process). */
+  stop(): void;
+  /** Ends it at once (SIGKILL to a process). */
+  kill(): void;
+  /** Called once it has exited: with its exit code, or the signal that ended a process. */
+  onExit(listener: (code: number | null, signal: string | null) => void): void;
+}
+
+/** The CLI, which a worker runs with the primary's arguments (`start --config-dir …`). */
+const cliPath = fileURLToPath(new URL('../cli.js', import.meta.url));
+/** What the data-plane thread runs: it loads the config and the data plane, never the admin listener. */
+const threadPath = fileURLToPath(new URL('./data-plane-thread.js', import.meta.url));
+
+/** What the data-plane thread is started with. */
+export interface DataPlaneThreadData {
+  /** The config folder the primary loaded. */
+  configDir: string;
+}
+
+/**
+ * Where the pool's data planes run: worker processes behind the shared ports (`workers: N`), or one
+ * thread of this process (`workers: 1`), which listens on the ports itself.
+ */
+export type DataPlaneHome = { kind: 'processes' } | { kind: 'thread'; data: DataPlaneThreadData };
+
+function processRun(): DataPlaneRun {
+  const worker = cluster.fork();
+  return {
+    id: worker.id,
+    pid: worker.process.pid ?? 0,
+    endpoint: workerEndpoint(worker),
+    stop: () => worker.process.kill('SIGTERM'),
+    kill: () => worker.process.kill('SIGKILL'),
+    onExit: (listener) => worker.once('exit', listener),
+  };
+}
+
+function threadRun(data: DataPlaneThreadData): DataPlaneRun {
+  const thread = new Thread(threadPath, { workerData: data });
+  const endpoint = threadEndpoint(thread);
+  // A thread that throws while it loads exits with code 1; its error is in the log it wrote.
+  thread.on('error', () => undefined);
+  const end = () => void thread.terminate();
+  return {
+    id: thread.threadId,
+    pid: process.pid,
+    endpoint,
+    stop: end,
+    kill: end,
+    onExit: (listener) => thread.once('exit', (code) => listener(code, null)),
+  };
+}
+
+/**
+ * The error a data plane that could not start said it met (a worker process writes its own to stderr
+ * instead): a config refused stays a `ConfigError`, so that `gateway start` exits 2 as it would in one
+ * thread.
+ */
+function startError(failure: StartFailure | null): Error | null {
+  if (!failure) return null;
+  return 'problems' in failure ? new ConfigError(failure.problems) : new Error(failure.message);
+}
+
 export interface WorkerPoolOptions {
   size: number;
+  /** Processes (the default) or one thread. */
+  home?: DataPlaneHome;
   logger: Logger;
   clock?: Clock;
   /** What a new worker is answered when it says hello, before it listens. */
@@ -37,7 +114,7 @@ export interface WorkerPoolOptions {
 
 /** One place of the pool: the worker running in it now, and how its predecessors ended. */
 interface Slot {
-  worker: Worker | null;
+  worker: DataPlaneRun | null;
   peer: IpcPeer | null;
   /** The worker has said hello: its stop listener is set, so it can be asked to drain. */
   greeted: boolean;
@@ -49,11 +126,10 @@ interface Slot {
   signalled: boolean;
   /** Exits in a row of workers that ran less than `stableAfterMs`. */
   quickExits: number;
+  /** Why the data-plane thread running now could not start, as it said before it exited. */
+  failure: StartFailure | null;
   restartTimer: unknown;
 }
-
-/** The CLI, which a worker runs with the primary's arguments (`start --config-dir …`). */
-const cliPath = fileURLToPath(new URL('../cli.js', import.meta.url));
 
 /**
  * The worker processes of the primary (node:cluster), each behind the same data-plane ports. A worker
@@ -63,12 +139,14 @@ const cliPath = fileURLToPath(new URL('../cli.js', import.meta.url));
 export class WorkerPool {
   private readonly slots: Slot[];
   private readonly clock: Clock;
+  private readonly home: DataPlaneHome;
   private stopping = false;
   private starting: { resolve(ports: DataPorts): void; reject(error: Error): void } | null = null;
   private ports: DataPorts | null = null;
 
   constructor(private readonly options: WorkerPoolOptions) {
     this.clock = options.clock ?? systemClock;
+    this.home = options.home ?? { kind: 'processes' };
     this.slots = Array.from({ length: options.size }, () => ({
       worker: null,
       peer: null,
@@ -78,6 +156,7 @@ export class WorkerPool {
       exited: null,
       signalled: false,
       quickExits: 0,
+      failure: null,
       restartTimer: null,
     }));
   }
@@ -99,7 +178,7 @@ export class WorkerPool {
    * for `drain`
    */
   start(): Promise<DataPorts> {
-    cluster.setupPrimary({ exec: cliPath, args: process.argv.slice(2) });
+    if (this.home.kind === 'processes') cluster.setupPrimary({ exec: cliPath, args: process.argv.slice(2) });
     return new Promise((resolve, reject) => {
       this.starting = { resolve, reject };
       for (const slot of this.slots) this.fork(slot);
@@ -144,7 +223,7 @@ export class WorkerPool {
       if (slot.greeted) slot.peer?.notify('drain', null);
       else {
         slot.signalled = true;
-        slot.worker.process.kill('SIGTERM');
+        slot.worker.stop();
       }
     }
     const running = this.slots.flatMap((slot) => (slot.worker && slot.exited ? [slot] : []));
@@ -154,25 +233,30 @@ export class WorkerPool {
     for (const slot of running) {
       if (!slot.worker) continue;
       this.options.logger.error(
-        { worker: slot.worker.id, pid: slot.worker.process.pid, timeoutMs },
+        { worker: slot.worker.id, pid: slot.worker.pid, timeoutMs },
         'worker did not stop in time; killing it',
       );
-      slot.worker.process.kill('SIGKILL');
+      slot.worker.kill();
     }
     await exits;
     return false;
   }
 
   private fork(slot: Slot): void {
-    const worker = cluster.fork();
-    const peer = new IpcPeer(workerEndpoint(worker));
+    const worker = this.home.kind === 'processes' ? processRun() : threadRun(this.home.data);
+    const peer = new IpcPeer(worker.endpoint);
     Object.assign(slot, {
       worker,
       peer,
       greeted: false,
       listening: false,
       signalled: false,
+      failure: null,
       startedAt: this.clock.now(),
+    });
+    peer.answer('failed', (failure) => {
+      slot.failure = failure;
+      return null;
     });
     peer.answer('hello', () => {
       slot.greeted = true;
@@ -181,7 +265,7 @@ export class WorkerPool {
     this.options.serve?.(peer, worker.id);
     peer.on('listening', (ports) => this.listened(slot, worker, ports));
     slot.exited = new Promise((resolve) =>
-      worker.once('exit', (code, signal) => {
+      worker.onExit((code, signal) => {
         // A worker still loading its config when SIGTERM came may die of it: it served nothing.
         const clean = code === 0 || (slot.signalled && signal === 'SIGTERM');
         this.exited(slot, worker, code, signal);
@@ -190,7 +274,7 @@ export class WorkerPool {
     );
   }
 
-  private listened(slot: Slot, worker: Worker, ports: DataPorts): void {
+  private listened(slot: Slot, worker: DataPlaneRun, ports: DataPorts): void {
     if (slot.worker !== worker) return;
     slot.listening = true;
     this.ports ??= ports;
@@ -200,26 +284,29 @@ export class WorkerPool {
     }
   }
 
-  private exited(slot: Slot, worker: Worker, code: number | null, signal: string | null): void {
+  private exited(slot: Slot, worker: DataPlaneRun, code: number | null, signal: string | null): void {
     if (slot.worker !== worker) return;
     slot.peer?.close();
     Object.assign(slot, { worker: null, peer: null, greeted: false, listening: false });
     if (this.stopping) return;
     if (this.starting) {
       this.starting.reject(
-        new Error(
-          `worker ${worker.id} exited (${signal ?? `code ${code}`}) before it listened; see its message above`,
-        ),
+        startError(slot.failure) ??
+          new Error(
+            `worker ${worker.id} exited (${signal ?? `code ${code}`}) before it listened; see its message above`,
+          ),
       );
       this.starting = null;
       this.stopping = true;
       return;
     }
+    if (slot.failure)
+      this.options.logger.error({ worker: worker.id, failure: slot.failure }, 'worker could not start');
     const ranMs = this.clock.now() - slot.startedAt;
     slot.quickExits = ranMs < stableAfterMs ? slot.quickExits + 1 : 1;
     const delayMs = restartDelayMs(slot.quickExits);
     this.options.logger.error(
-      { worker: worker.id, pid: worker.process.pid, code, signal, ranMs, restartInMs: delayMs },
+      { worker: worker.id, pid: worker.pid, code, signal, ranMs, restartInMs: delayMs },
       'worker exited; starting another',
     );
     this.options.onRestart?.();

@@ -1,4 +1,3 @@
-import cluster from 'node:cluster';
 import { exitCode } from '../kit/exit-codes.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import { ConfigError } from '../kit/config-error.js';
@@ -9,10 +8,10 @@ import { IpcCounterTrips } from './ipc-counter-trips.js';
 import type { LogSecrets, Logger } from '../observe/log.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import type { ConfigSource } from '../reload/config-source.js';
-import { dataPlaneAddress, startGateway, type ServingGateway } from '../server.js';
+import { dataPlaneAddress, startDataPlaneHost, type ServingGateway } from '../data-plane-host.js';
 import { configFingerprint } from './config-fingerprint.js';
 import { NumberedFeed } from './numbered-feed.js';
-import { IpcPeer, primaryEndpoint } from './ipc-peer.js';
+import type { IpcPeer } from './ipc-peer.js';
 import type { PrimaryCounters } from '../worker-role.js';
 
 export interface WorkerOptions {
@@ -21,6 +20,15 @@ export interface WorkerOptions {
   source: ConfigSource;
   /** The values the logger keeps out of its lines: a reload adds the new config's. */
   secrets?: LogSecrets;
+  /** The channel to the primary: a worker process's IPC, or the data-plane thread's parent port. */
+  primary: IpcPeer;
+  /** How the log names this data plane: its node:cluster worker id, or its thread id. */
+  id: number | undefined;
+  /**
+   * A worker process hears SIGTERM and SIGINT itself; a thread of the primary's process hears no signal
+   * (the primary drains it).
+   */
+  hearsSignals: boolean;
 }
 
 /** How long a starting worker waits for the primary's welcome. */
@@ -32,15 +40,17 @@ const welcomeTimeoutMs = 10_000;
 const primaryDecisionMs = 1_000;
 
 /**
- * Runs this process as a worker of `workers: N`: the data plane only, on the ports every worker shares.
+ * Runs a data plane fed by its primary: a worker process of `workers: N`, on the ports every worker
+ * shares, or the data-plane thread of `workers: 1`, whose heap holds none of the admin listener's libraries.
  * The quota definitions come from the primary (on start and after every change) and, with the memory
- * store, so do the counters, through the lease protocol over IPC; with Redis the worker is a gateway of
+ * store and `workers: N`, so do the counters, through the lease protocol over IPC (the data-plane thread
+ * holds its own, and answers the primary's usage questions); with Redis the worker is a gateway of
  * the fleet like any other. SIGTERM, SIGINT or the primary's `drain` run the gateway's graceful close.
  * @returns the exit code, once the gateway has closed
  */
 export async function runWorker(started: LoadedConfig, options: WorkerOptions): Promise<number> {
-  const logger = options.logger.child({ worker: cluster.worker?.id, pid: process.pid });
-  const primary = new IpcPeer(primaryEndpoint());
+  const logger = options.logger.child({ worker: options.id, pid: process.pid });
+  const { primary } = options;
   const definitions = new NumberedFeed<StoredQuota>();
   primary.on('definitions', (records) => definitions.replace(records));
   const applications = new NumberedFeed<StoredApplication>();
@@ -76,12 +86,14 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
     }
     stop(signal);
   };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  // The primary reloads the config and then asks its workers; a SIGHUP (or SIGUSR2) of the whole process
-  // group is the primary's to act on.
-  process.on('SIGHUP', () => logger.debug('SIGHUP left to the primary'));
-  process.on('SIGUSR2', () => logger.debug('SIGUSR2 left to the primary'));
+  if (options.hearsSignals) {
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    // The primary reloads the config and then asks its workers; a SIGHUP (or SIGUSR2) of the whole
+    // process group is the primary's to act on.
+    process.on('SIGHUP', () => logger.debug('SIGHUP left to the primary'));
+    process.on('SIGUSR2', () => logger.debug('SIGUSR2 left to the primary'));
+  }
   primary.on('drain', () => stop('drain'));
 
   const welcome = await beforeDeadline(primary.request('hello', null), welcomeTimeoutMs);
@@ -96,7 +108,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   definitions.replace(welcome.definitions);
   applications.replace(welcome.applications);
   const counters: PrimaryCounters | null =
-    loaded.config.store.type === 'memory'
+    loaded.config.store.type === 'memory' && welcome.primaryCounters
       ? {
           trips: new IpcCounterTrips(primary),
           live: () => welcome.workers,
@@ -106,7 +118,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
       : null;
   // A reload puts in force only the config the primary reloaded: the files may have changed since.
   let reloading = welcome.fingerprint;
-  running = await startGateway(loaded, {
+  running = await startDataPlaneHost(loaded, {
     logger,
     worker: { definitions, applications, adminPort: welcome.adminPort, counters },
     ...(options.secrets ? { secrets: options.secrets } : {}),
@@ -130,6 +142,7 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
   primary.answer('latency', () => running.latency());
   primary.answer('rejections', ({ quotaId }) => running.rejectionsOf(quotaId));
+  primary.answer('usage', ({ keyPrefix, windowMs }) => running.usage(keyPrefix, windowMs));
   primary.notify('listening', dataPlaneAddress(ports));
   if (stopRequested) close(running);
   return finished;

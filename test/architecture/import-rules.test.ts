@@ -71,6 +71,23 @@ describe('the import rules', () => {
     }
   });
 
+  it('refuse a data plane run apart that reaches the admin listener, even through a module allowed to import it', async () => {
+    const dir = project({
+      'src/admin/admin-server.ts': "export const admin = 'admin';\n",
+      'src/server.ts': "import { admin } from './admin/admin-server.js';\n\nexport const server = admin;\n",
+      'src/workers/worker.ts': "import { server } from '../server.js';\n\nexport const worker = server;\n",
+    });
+    try {
+      const { code, output } = await cruise('src', dir);
+      expect(code).not.toBe(0);
+      expect(output).toContain(
+        'error data-plane-without-admin: src/workers/worker.ts → src/admin/admin-server.ts',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('refuse an import cycle, type-only imports included, naming the files around it', async () => {
     const { code, output } = await cruise('test/fixtures/import-cycle');
     expect(code).not.toBe(0);

@@ -112,14 +112,20 @@ describe('workers: 2', () => {
 });
 
 describe('workers: 1', () => {
-  it('runs the gateway in one process, without node:cluster, as before', async () => {
+  it('runs one process: the admin listener in its main thread, the data plane in a thread of its own', async () => {
     const gateway = await startGateway({ workers: 1 });
     expect(await get(gateway, '/pets/1')).toBe(200);
     const line = gateway.logs().find((each) => each.msg === 'gateway started')!;
-    expect(line.workers).toBeUndefined();
-    expect(gateway.workerPids()).toEqual([]);
+    expect(line.workers).toBe(1);
+    // No node:cluster worker: the one data plane said it started from the CLI's own process.
+    expect(gateway.workerPids()).toEqual([gateway.cli.child.pid]);
+    expect(processesOf(gateway.dir)).toEqual([gateway.cli.child.pid]);
     await expect.poll(() => gateway.logs().filter((each) => each.component === 'access').length).toBe(1);
-    expect(gateway.logs().some((each) => 'worker' in each)).toBe(false);
-    expect(await (await fetch(`${gateway.admin}/readyz`)).json()).toEqual({ status: 'ready', checks: {} });
+    const access = gateway.logs().find((each) => each.component === 'access')!;
+    expect(access.pid).toBe(gateway.cli.child.pid);
+    expect(await (await fetch(`${gateway.admin}/readyz`)).json()).toEqual({
+      status: 'ready',
+      checks: { workers: 'ok' },
+    });
   }, 60_000);
 });

@@ -1,0 +1,5 @@
+/** A check of `/readyz`: the gateway is ready when every check is (Redis answers, every worker listens). */
+export interface ReadinessCheck {
+  name: string;
+  ready(): Promise<boolean>;
+}
