@@ -90,10 +90,11 @@ export const startCommand: Command = {
   summary: 'run the gateway',
   help: `Usage: gateway start [--config-dir DIR] [--pid-file FILE] [--demo]
 
-Loads the config (see gateway check-config) and runs the data plane and the admin listener until
-SIGTERM or SIGINT, then shuts down gracefully: no new connections, in-flight requests get
-shutdownTimeout milliseconds to finish, exit 0. With \`workers: N\` (N > 1, or 'auto') this process
-runs the admin listener and N worker processes behind the same data-plane ports, and drains them all.
+Loads the config (see gateway check-config) and runs the admin listener, and the data plane in a
+thread of its own, until SIGTERM or SIGINT, then shuts down gracefully: no new connections, in-flight
+requests get shutdownTimeout milliseconds to finish, exit 0. With \`workers: N\` (N > 1, or 'auto')
+this process runs the admin listener and N worker processes behind the same data-plane ports, and
+drains them all.
 
 SIGHUP (or gateway reload) reads the config again and puts it in force without a restart: requests
 in flight finish on the old config, counters and connections stay. A config with a mistake is

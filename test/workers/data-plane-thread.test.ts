@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import {
+  burst,
+  count,
+  metricValue,
+  setSystemQuota,
+  systemUsage,
+  useWorkerGateways,
+} from '../helpers/worker-gateways.js';
+
+/**
+ * `workers: 1` as `gateway start` runs it: the admin listener in the main thread, the data plane in a
+ * worker thread of the same process holding the memory store's counters. What crosses between them
+ * (quota definitions, usage, metrics, rejections) is checked through the real CLI and real sockets.
+ */
+const { startGateway } = useWorkerGateways();
+
+/** CPU seconds the process `pid` has used, all its threads together (/proc/<pid>/stat, utime + stime). */
+function processCpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  // Fields 14 and 15 of stat(5), counted from the state (field 3) at index 0.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+describe('the data-plane thread of workers: 1', () => {
+  it('holds a quota changed through the admin API at once, counts it exactly, and the admin port reads its counts', async () => {
+    const gateway = await startGateway({ workers: 1 });
+    for (const limit of [3, 5]) {
+      // The new definitions reach the thread before the API answers the change: the burst that follows
+      // the answer is held to the new limit, none of it to the old one.
+      await setSystemQuota(gateway, limit);
+      const statuses = await burst(gateway, 8);
+      expect(count(statuses, 200)).toBe(limit === 3 ? 3 : 2);
+      expect(count(statuses, 429)).toBe(limit === 3 ? 5 : 6);
+    }
+    const usage = await systemUsage(gateway);
+    expect(usage.used).toBe(5);
+    expect(usage.rejected).toBe(11);
+  }, 60_000);
+
+  it("reports the process's CPU once, and the thread's requests and heap", async () => {
+    const gateway = await startGateway({ workers: 1 });
+    expect(count(await burst(gateway, 4), 200)).toBe(4);
+    const text = await (await fetch(`${gateway.admin}/metrics`)).text();
+    expect(text.match(/^quotagate_process_cpu_seconds_total /gm)).toHaveLength(1);
+    // Both threads read the whole process's CPU: added up, they would report more than it has used.
+    const reported = await metricValue(gateway, /^quotagate_process_cpu_seconds_total ([\d.e+-]+)$/m);
+    expect(reported).toBeLessThanOrEqual(processCpuSeconds(gateway.cli.child.pid!) + 0.05);
+    expect(await metricValue(gateway, /^quotagate_requests_total\{[^}]*status="200"\} (\d+)$/m)).toBe(4);
+    expect(await metricValue(gateway, /^quotagate_nodejs_heap_size_used_bytes (\d+)$/m)).toBeGreaterThan(0);
+  }, 60_000);
+});
