@@ -7,8 +7,6 @@ import { createApiKeyAuthenticator } from './apikey-authenticator.js';
 import type { Authenticator } from './authenticator.js';
 import { createBasicAuthenticator } from './basic-authenticator.js';
 import { KeyRing } from './key-ring.js';
-import { createJwtAuthenticator } from './jwt-authenticator.js';
-import { createLdapAuthenticator } from './ldap-authenticator.js';
 import { createNoneAuthenticator } from './none-authenticator.js';
 import { createPluginAuthenticator } from './plugin-authenticator.js';
 import { loadAuthPlugin } from '../config/plugin-loader.js';
@@ -50,15 +48,21 @@ export async function createAuthenticator(
       return createBasicAuthenticator(new KeyRing(config, environment, context.applications));
     case 'apikey':
       return createApiKeyAuthenticator(new KeyRing(config, environment, context.applications));
-    case 'ldap':
+    // ldapts and jose are loaded by the schemes that use them only: a data plane's heap holds what it
+    // runs (docs/performance.md).
+    case 'ldap': {
+      const { createLdapAuthenticator } = await import('./ldap-authenticator.js');
       return createLdapAuthenticator(config.ldap, { logger, ...(context.now ? { now: context.now } : {}) });
-    case 'jwt':
+    }
+    case 'jwt': {
+      const { createJwtAuthenticator } = await import('./jwt-authenticator.js');
       return createJwtAuthenticator(config.jwt, {
         logger,
         clock: clockOf(context),
         fetchKeysAtStart: !context.offline,
         ...(context.onJwksFetch ? { onJwksFetch: context.onJwksFetch } : {}),
       });
+    }
     case 'plugin': {
       const spec = config.APIKeyAuthPlugin;
       const Plugin = await loadAuthPlugin(spec, context.cwd);

@@ -1,15 +1,20 @@
-import { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { RedisStoreConfig, StoreConfig } from '../config/schema.js';
 import type { Logger } from '../observe/log.js';
 
 export type RedisConnection = Redis | Cluster;
 
+/** Whether `connection` is a Redis Cluster's (told apart without loading ioredis's classes). */
+export const isCluster = (connection: RedisConnection): connection is Cluster => connection.isCluster;
+
 /**
  * The one Redis connection of a gateway process (a Cluster when `store.cluster` is set). A Redis outage
  * must never hang a request: commands fail fast instead of queueing while disconnected, and reconnection
- * happens in the background.
+ * happens in the background. ioredis is loaded here, on the first connection: a gateway on the memory
+ * store never holds it in its heap (docs/performance.md).
  */
-export function connectRedis(store: Readonly<RedisStoreConfig>, logger: Logger): RedisConnection {
+async function connectRedis(store: Readonly<RedisStoreConfig>, logger: Logger): Promise<RedisConnection> {
+  const { Cluster, Redis } = await import('ioredis');
   const options = {
     enableOfflineQueue: false,
     enableAutoPipelining: true,
@@ -84,7 +89,7 @@ export function firstConnection(connection: RedisConnection, timeoutMs: number):
 
 /** A second connection with the same settings, e.g. for a subscription (a subscribed connection can do nothing else). */
 export function duplicateConnection(connection: RedisConnection): RedisConnection {
-  return connection instanceof Cluster ? connection.duplicate() : connection.duplicate();
+  return isCluster(connection) ? connection.duplicate() : connection.duplicate();
 }
 
 /**
@@ -96,7 +101,7 @@ export async function openStoreRedis(
   logger: Logger,
 ): Promise<RedisConnection | null> {
   if (store.type !== 'redis') return null;
-  const redis = connectRedis(store, logger.child({ component: 'redis' }));
+  const redis = await connectRedis(store, logger.child({ component: 'redis' }));
   if (!(await firstConnection(redis, 2_000)))
     logger.warn('redis is not reachable yet; retrying in the background');
   return redis;

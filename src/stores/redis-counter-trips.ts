@@ -1,4 +1,5 @@
-import { Cluster, type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { isCluster } from '../redis/connect-redis.js';
 import type { RedisConnection } from '../redis/connect-redis.js';
 import { readLuaScript } from '../redis/lua-script.js';
 import {
@@ -71,8 +72,8 @@ export class RedisCounterTrips implements CounterTrips {
     private readonly clock?: () => number,
     private readonly holder?: SlotHolder,
   ) {
-    this.spread = redis instanceof Cluster;
-    if (redis instanceof Cluster) {
+    this.spread = isCluster(redis);
+    if (isCluster(redis)) {
       // ioredis places an auto-pipelined script by its first argument, which for a script called with a
       // variable number of keys is that number, not a key (redis/ioredis#2109): such calls to different
       // slots would share a pipeline and fail. They are sent on their own; ioredis reads the list at
@@ -149,7 +150,7 @@ export class RedisCounterTrips implements CounterTrips {
 
   async usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     const pattern = `${escapeGlob(this.keyPrefix + keyPrefix)}*`;
-    const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
+    const nodes = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
     const keys = (await Promise.all(nodes.map((node) => scanAll(node, pattern)))).flat();
     const states = await Promise.all(keys.map((key) => this.stateOf(key, windowMs)));
     return keys
