@@ -19,7 +19,9 @@ import type { DataPlaneThreadData } from './worker-pool.js';
 /** How long the primary has to take the reason this thread could not start. */
 const reportFailureMs = 1_000;
 
-const primary = new IpcPeer(parentEndpoint(parentPort!));
+if (!parentPort)
+  throw new Error('this module is the data-plane thread that gateway start starts; it runs in no other way');
+const primary = new IpcPeer(parentEndpoint(parentPort));
 let logger: Logger | null = null;
 
 async function serve(): Promise<number> {

@@ -54,8 +54,10 @@ export interface PrimaryOptions {
 const drainGraceMs = 5_000;
 
 /**
- * Runs this process as the primary of `workers: N` (node:cluster). It forks N workers that serve the data
- * plane on the shared ports, and keeps what must exist once: the quota definitions (their repository: the
+ * Runs this process as the primary of `gateway start`. With `workers: N` (N > 1) it forks N workers
+ * (node:cluster) that serve the data plane on the shared ports; with `workers: 1` it starts one
+ * data-plane thread, which listens itself and holds the memory store's counters (its usage is asked of
+ * it). It keeps what must exist once: the quota definitions (their repository: the
  * only writer of `store.file`), sent to every worker on start and after every change; the admin listener
  * (Quota API, health, readiness of every worker, the metrics of all processes); and with the memory store
  * the counters, which the workers reach with the lease protocol of the Redis store, so a limit holds for

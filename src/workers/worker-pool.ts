@@ -72,11 +72,14 @@ function processRun(): DataPlaneRun {
   };
 }
 
-function threadRun(data: DataPlaneThreadData): DataPlaneRun {
+function threadRun(data: DataPlaneThreadData, logger: Logger): DataPlaneRun {
   const thread = new Thread(threadPath, { workerData: data });
   const endpoint = threadEndpoint(thread);
-  // A thread that throws while it loads exits with code 1; its error is in the log it wrote.
-  thread.on('error', () => undefined);
+  // What a worker process would print as it dies (an exception nothing caught): the thread exits with
+  // code 1 and is replaced.
+  thread.on('error', (error) =>
+    logger.error({ err: error, worker: thread.threadId }, 'the data-plane thread failed'),
+  );
   const end = () => void thread.terminate();
   return {
     id: thread.threadId,
@@ -243,7 +246,8 @@ export class WorkerPool {
   }
 
   private fork(slot: Slot): void {
-    const worker = this.home.kind === 'processes' ? processRun() : threadRun(this.home.data);
+    const worker =
+      this.home.kind === 'processes' ? processRun() : threadRun(this.home.data, this.options.logger);
     const peer = new IpcPeer(worker.endpoint);
     Object.assign(slot, {
       worker,

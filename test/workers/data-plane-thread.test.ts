@@ -1,9 +1,12 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/free-port.js';
 import {
   burst,
   count,
   metricValue,
+  processesOf,
   setSystemQuota,
   systemUsage,
   useWorkerGateways,
@@ -56,5 +59,31 @@ describe('the data-plane thread of workers: 1', () => {
     expect(text.match(/^quotagate_process_cpu_seconds_total /gm)).toHaveLength(1);
     expect(await metricValue(gateway, /^quotagate_requests_total\{[^}]*status="200"\} (\d+)$/m)).toBe(1000);
     expect(await metricValue(gateway, /^quotagate_nodejs_heap_size_used_bytes (\d+)$/m)).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('replaces a data-plane thread that an uncaught exception ended, in the same process, and logs the exception', async () => {
+    // A port of its own: the thread that replaces the first listens on the same one (with port 0 it
+    // would get another ephemeral port).
+    const gateway = await startGateway({
+      port: await freePort(),
+      workers: 1,
+      APIKeyAuthType: 'plugin',
+      APIKeyAuthPlugin: path.resolve('test/fixtures/plugins/crashing-plugin.js'),
+    });
+    const status = () =>
+      fetch(`${gateway.url}/pets/1`).then(
+        (res) => res.status,
+        () => 0,
+      );
+    expect(await status()).toBe(200);
+    await fetch(`${gateway.url}/pets/1`, { headers: { 'x-crash': '1' } }).catch(() => undefined);
+    await gateway.cli.waitFor('"msg":"worker exited; starting another"');
+    const failed = gateway.logs().find((line) => line.msg === 'the data-plane thread failed');
+    expect((failed?.err as { message?: string } | undefined)?.message).toBe(
+      'a plugin bug, thrown where nothing catches it',
+    );
+    await expect.poll(status, { timeout: 10_000 }).toBe(200);
+    expect(await metricValue(gateway, /^quotagate_worker_restarts_total (\d+)$/m)).toBe(1);
+    expect(processesOf(gateway.dir)).toEqual([gateway.cli.child.pid]);
   }, 60_000);
 });
