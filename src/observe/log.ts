@@ -1,4 +1,6 @@
+import { once, type EventEmitter } from 'node:events';
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { beforeDeadline } from '../kit/deadline.js';
 import { redactError, redactedText, valueRemover, withoutCredentialFields } from '../kit/secret-redaction.js';
 
 export type { Logger } from 'pino';
@@ -100,6 +102,20 @@ export function logDestination(
 /** Where `logger` writes its lines. */
 export function destinationOf(logger: Logger): LogDestination {
   return (logger as unknown as Record<symbol, LogDestination>)[pino.symbols.streamSym]!;
+}
+
+/**
+ * Resolves once `logger`'s destination has no write running (SonicBoom writes asynchronously: its
+ * `drain` comes when all it held is written), or after `timeoutMs` (stdout blocked). A worker thread that
+ * exits drops a write still running, and the lines in it: the data-plane thread waits for this first.
+ */
+export async function logWritten(logger: Logger, timeoutMs: number): Promise<void> {
+  // SonicBoom says whether a write is running only in its own field.
+  const destination = destinationOf(logger) as LogDestination &
+    Partial<EventEmitter> & { _writing?: boolean };
+  if (destination._writing && destination.on)
+    await beforeDeadline(once(destination as EventEmitter, 'drain'), timeoutMs);
+  destination.flushSync?.();
 }
 
 /** The fields `logger` adds to every line after `time` (its base and bindings), as pino writes them. */

@@ -4,7 +4,7 @@ import { ConfigError } from '../kit/config-error.js';
 import { beforeDeadline } from '../kit/deadline.js';
 import { exitCode } from '../kit/exit-codes.js';
 import { secretValues } from '../kit/secret-redaction.js';
-import { LogSecrets, createLogger, destinationOf, type Logger } from '../observe/log.js';
+import { LogSecrets, createLogger, logWritten, type Logger } from '../observe/log.js';
 import { IpcPeer, parentEndpoint, type StartFailure } from './ipc-peer.js';
 import { runWorker } from './worker.js';
 import type { DataPlaneThreadData } from './worker-pool.js';
@@ -18,6 +18,8 @@ import type { DataPlaneThreadData } from './worker-pool.js';
 
 /** How long the primary has to take the reason this thread could not start. */
 const reportFailureMs = 1_000;
+/** How long the log has to write what it holds before the thread exits. */
+const logWriteMs = 1_000;
 
 if (!parentPort)
   throw new Error('this module is the data-plane thread that gateway start starts; it runs in no other way');
@@ -45,6 +47,6 @@ const code = await serve().catch(async (error: unknown) => {
   await beforeDeadline(primary.request('failed', failure(error)), reportFailureMs).catch(() => undefined);
   return exitCode.failure;
 });
-// process.exit drops what the log has not written yet.
-if (logger) destinationOf(logger).flushSync?.();
+// process.exit drops what the log has not written yet, a write already running included.
+if (logger) await logWritten(logger, logWriteMs);
 process.exit(code);
