@@ -39,7 +39,7 @@ interface DataPlaneRun {
   stop(): void;
   /** Ends it at once (SIGKILL to a process). */
   kill(): void;
-  /** Called once it has exited: with its exit code, or the signal that ended a process. */
+  /** Called once it has exited: with its exit code, or the signal that ended it (a thread: as `stop` or `kill` did). */
   onExit(listener: (code: number | null, signal: string | null) => void): void;
 }
 
@@ -80,14 +80,20 @@ function threadRun(data: DataPlaneThreadData, logger: Logger): DataPlaneRun {
   thread.on('error', (error) =>
     logger.error({ err: error, worker: thread.threadId }, 'the data-plane thread failed'),
   );
-  const end = () => void thread.terminate();
+  // A thread has no signals: the one it is ended with is named, so that a thread ended while it was
+  // still starting counts as stopped cleanly, as a worker process ended by SIGTERM does.
+  let endedBy: string | null = null;
+  const end = (signal: string) => {
+    endedBy = signal;
+    void thread.terminate();
+  };
   return {
     id: thread.threadId,
     pid: process.pid,
     endpoint,
-    stop: end,
-    kill: end,
-    onExit: (listener) => thread.once('exit', (code) => listener(code, null)),
+    stop: () => end('SIGTERM'),
+    kill: () => end('SIGKILL'),
+    onExit: (listener) => thread.once('exit', (code) => listener(code, endedBy)),
   };
 }
 
