@@ -13,6 +13,7 @@ import { openAccessLog } from './observe/access-log.js';
 import { AddedLatency, type EncodedLatency } from './observe/added-latency.js';
 import type { LogSecrets, Logger } from './observe/log.js';
 import type { ReadinessCheck } from './observe/readiness.js';
+import type { DataPlaneAddress } from './gateway/data-plane-address.js';
 import { httpServerOptions } from './gateway/http-server-options.js';
 import { alpnProtocols, Http2Transport } from './gateway/transports/http2-transport.js';
 import { createMetrics, type Metrics } from './observe/metrics.js';
@@ -38,12 +39,6 @@ import { QuotaIndex } from './quota/quota-index.js';
 import type { QuotaRepository } from './quota/quota-repository.js';
 import { openStoreRedis, redisAnswers } from './redis/connect-redis.js';
 import type { QuotaDefinitions, WorkerRole } from './worker-role.js';
-
-/** The data-plane ports of a gateway (none of them with `port: false` and no `tls`). */
-export interface DataPlaneAddress {
-  http?: number;
-  https?: number;
-}
 
 export interface RunningGateway {
   /** Bound ports: useful when the config asked for port 0. No `http` with `port: false`, no `https` without `tls`. */

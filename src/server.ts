@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { createAdminServer, renewAdminCertificates } from './admin/admin-server.js';
+import { createAdminServer, prepareAdminCertificates } from './admin/admin-server.js';
 import type { Config } from './config/schema.js';
 import type { LoadedConfig } from './config/load-config.js';
 import {
@@ -53,16 +53,7 @@ export function startGateway(loaded: LoadedConfig, options: StartOptions): Promi
     });
     return {
       listen: () => listenAdmin(admin, config),
-      prepareReload(next, kept) {
-        // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
-        const certificates =
-          next.config.admin.tls && !kept.includes('admin.tls')
-            ? readTlsFiles(next.config.admin.tls, cwd)
-            : null;
-        return () => {
-          if (certificates) renewAdminCertificates(admin, certificates);
-        };
-      },
+      prepareReload: (next, kept) => prepareAdminCertificates(admin, next.config, kept, cwd),
       close: () => admin.close(),
     };
   });

@@ -19,6 +19,7 @@ import {
 import { ApplicationDirectory } from '../applications/application-directory.js';
 import type { AuthDocumentation, Identification } from '../auth/authenticator.js';
 import type { LiveConfig } from '../config/live-config.js';
+import type { Config } from '../config/schema.js';
 import { adminHostCheck, hostRefusal } from './admin-hosts.js';
 import { AdminAudit } from './admin-audit.js';
 import { FailedLogins, failedLoginLimits } from './failed-logins.js';
@@ -48,10 +49,11 @@ import { AdminUsers, type AdminUser } from './admin-users.js';
 import { registerApplicationRoutes } from './application-routes.js';
 import { registerConsole } from './console-assets.js';
 import { registerSessionRoutes } from './session-routes.js';
-import { registerTryIt, type DataPlaneAddress } from './try-it.js';
+import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
+import { registerTryIt } from './try-it.js';
 import { longestApplicationId } from '../quota/model.js';
 import { httpServerOptions } from '../gateway/http-server-options.js';
-import type { TlsFiles } from '../kit/tls-files.js';
+import { readTlsFiles, type TlsFiles } from '../kit/tls-files.js';
 import { jsonSyntaxError } from '../kit/json-syntax-error.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
@@ -199,9 +201,22 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
   socket.destroy(error);
 }
 
-/** Puts `admin.tls`'s key and certificate, read again by a reload, in force for new connections. */
-export function renewAdminCertificates(admin: FastifyInstance, files: TlsFiles): void {
-  if (admin.server instanceof https.Server) admin.server.setSecureContext(files);
+/**
+ * The admin listener's part of a reload to `next`: `admin.tls`'s key and certificate are read now, so
+ * that one that cannot be read refuses the reload before anything changes; what is returned puts them in
+ * force for new connections. A listener whose TLS the new config turns off (`kept` names it) keeps the
+ * certificate it serves, until a restart.
+ */
+export function prepareAdminCertificates(
+  admin: FastifyInstance,
+  next: Config,
+  kept: readonly string[],
+  cwd: string,
+): () => void {
+  const files = next.admin.tls && !kept.includes('admin.tls') ? readTlsFiles(next.admin.tls, cwd) : null;
+  return () => {
+    if (files && admin.server instanceof https.Server) admin.server.setSecureContext(files);
+  };
 }
 
 /**

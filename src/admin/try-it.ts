@@ -9,14 +9,9 @@ import { secretValues, valueRemover } from '../kit/secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { TryAnswer } from '../console/logic/try-answer.js';
 import { fieldNamePattern } from '../console/logic/catalog.js';
+import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 
 /** Where the data plane of this gateway listens (known once it does). */
-/** The data plane's ports: either may be closed (`port: false`, no `tls`). */
-export interface DataPlaneAddress {
-  http?: number;
-  https?: number;
-}
-
 export interface TryItParts {
   live: LiveConfig;
   /** The scheme in force: a plugin's applyCredentialsForTest and applyResponseForTest. */

@@ -1,6 +1,7 @@
 import type { Worker } from 'node:cluster';
 import type { MessagePort, Worker as Thread } from 'node:worker_threads';
 import type { EncodedLatency } from '../observe/added-latency.js';
+import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-store.js';
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
@@ -12,13 +13,6 @@ import type { FixedSettings } from '../reload/fixed-settings.js';
 
 /** A worker's metrics as prom-client's `getMetricsAsJSON` gives them, for the primary to aggregate. */
 export type MetricsJson = Array<MetricObjectWithValues<MetricValue<string>>>;
-
-/** The data-plane ports a worker listens on: shared by every worker (node:cluster hands them out). */
-export interface DataPorts {
-  /** Absent with `port: false`. */
-  http?: number;
-  https?: number;
-}
 
 /** Why a data plane could not start: a `ConfigError`'s problems, or an error's message. */
 export type StartFailure = { problems: string[] } | { message: string };
@@ -93,7 +87,7 @@ export interface IpcNotices {
   /** Primary → worker: the whole set of the API's applications, after every change. */
   applications: Numbered<StoredApplication>;
   /** Worker → primary: it listens (on the shared ports) and serves. */
-  listening: DataPorts;
+  listening: DataPlaneAddress;
   /** Primary → worker: finish the requests in flight (its graceful close), then exit. */
   drain: null;
   /** Primary → worker: write the access lines gathered, and open `accessLog.file` again (SIGUSR2). */

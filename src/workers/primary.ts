@@ -1,5 +1,5 @@
 import { askWorkers } from './ask-workers.js';
-import { createAdminServer, renewAdminCertificates } from '../admin/admin-server.js';
+import { createAdminServer, prepareAdminCertificates } from '../admin/admin-server.js';
 import type { ReadinessCheck } from '../observe/readiness.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
 import { systemClock } from '../kit/clock.js';
@@ -193,18 +193,13 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       const { loaded: next, kept } = await readForReload(options.source, fixed);
       const stores = planStoreChanges(next, { quotas: quotaRepository, applications: applicationRepository });
       const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
-      // Read now, so that an unreadable certificate refuses the reload before anything changes.
-      // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
-      const adminCertificates =
-        next.config.admin.tls && !kept.includes('admin.tls')
-          ? readTlsFiles(next.config.admin.tls, cwd)
-          : null;
+      const commitAdminCertificates = prepareAdminCertificates(admin, next.config, kept, cwd);
       return {
         kept,
         async commit() {
           await stores.apply(logger);
           options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
-          if (adminCertificates) renewAdminCertificates(admin, adminCertificates);
+          commitAdminCertificates();
           const previous = authenticator;
           authenticator = nextAuthenticator;
           live.replace(next);

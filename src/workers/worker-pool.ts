@@ -4,6 +4,7 @@ import { Worker as Thread } from 'node:worker_threads';
 import { systemClock, type Clock } from '../kit/clock.js';
 import { ConfigError } from '../kit/config-error.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
+import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import type { Logger } from '../observe/log.js';
 import {
   IpcPeer,
@@ -11,7 +12,6 @@ import {
   workerEndpoint,
   type IpcEndpoint,
   type StartFailure,
-  type DataPorts,
   type IpcNotices,
   type IpcRequests,
   type Welcome,
@@ -150,8 +150,8 @@ export class WorkerPool {
   private readonly clock: Clock;
   private readonly home: DataPlaneHome;
   private stopping = false;
-  private starting: { resolve(ports: DataPorts): void; reject(error: Error): void } | null = null;
-  private ports: DataPorts | null = null;
+  private starting: { resolve(ports: DataPlaneAddress): void; reject(error: Error): void } | null = null;
+  private ports: DataPlaneAddress | null = null;
 
   constructor(private readonly options: WorkerPoolOptions) {
     this.clock = options.clock ?? systemClock;
@@ -186,7 +186,7 @@ export class WorkerPool {
    * @throws when a worker exits before it listens (a port in use, say); the others are left running
    * for `drain`
    */
-  start(): Promise<DataPorts> {
+  start(): Promise<DataPlaneAddress> {
     if (this.home.kind === 'processes') cluster.setupPrimary({ exec: cliPath, args: process.argv.slice(2) });
     return new Promise((resolve, reject) => {
       this.starting = { resolve, reject };
@@ -284,7 +284,7 @@ export class WorkerPool {
     );
   }
 
-  private listened(slot: Slot, worker: DataPlaneRun, ports: DataPorts): void {
+  private listened(slot: Slot, worker: DataPlaneRun, ports: DataPlaneAddress): void {
     if (slot.worker !== worker) return;
     slot.listening = true;
     this.ports ??= ports;
