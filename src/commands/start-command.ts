@@ -180,6 +180,18 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     if (values.demo) process.stderr.write(demoBanner(loaded, gateway));
     const pidFile = values['pid-file'];
     writePidFile(pidFile);
+    // Said once the pid file is there: a script that waits for this line may run `gateway reload` at once.
+    const { config } = loaded;
+    logger.info(
+      {
+        ports: gateway.ports,
+        workers,
+        auth: config.APIKeyAuthType,
+        store: config.store.type,
+        apis: config.apis.length,
+      },
+      'gateway started',
+    );
 
     return new Promise((resolve) => {
       const stop = (signal: NodeJS.Signals) => {

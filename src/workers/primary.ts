@@ -236,16 +236,8 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
     await closeResources();
     throw error;
   }
-  logger.info(
-    {
-      ports,
-      workers: options.workers,
-      auth: config.APIKeyAuthType,
-      store: config.store.type,
-      apis: config.apis.length,
-    },
-    'gateway started',
-  );
+  // `gateway start` says `gateway started` once it has written its pid file, so that whoever reads the
+  // line can run `gateway reload` at once.
 
   return {
     ports,
