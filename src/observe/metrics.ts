@@ -206,7 +206,22 @@ export interface MetricsSources {
    * that store.onError decides.
    */
   sharedCounters?: boolean;
+  /**
+   * This thread's event loop does no data-plane work (the admin listener's, beside a data-plane thread):
+   * its delay is not sampled, and the `quotagate_nodejs_eventloop_lag_*` families are the data plane's
+   * alone. prom-client samples the delay with a timer every 10 ms, which wakes an idle loop 100 times a
+   * second: about 9 ms of CPU a second on the bench's machine (issue 35), for a loop nobody waits on.
+   */
+  withoutEventLoopDelay?: boolean;
 }
+
+/** The families prom-client makes of its event-loop delay sampler. */
+const eventLoopDelayFamily = /^quotagate_nodejs_eventloop_lag_/;
+/**
+ * A sampler's period that never comes (the largest a timer takes: about 24.8 days): prom-client starts
+ * its sampler whatever it is asked, and only its period can be chosen.
+ */
+const neverMs = 2 ** 31 - 1;
 
 export function createMetrics(sources: MetricsSources = {}): Metrics {
   const registry = new Registry();
@@ -219,12 +234,19 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       this.set(sources.counterMemoryBytes?.() ?? 0);
     },
   });
-  collectDefaultMetrics({ register: registry, prefix: 'quotagate_' });
+  collectDefaultMetrics({
+    register: registry,
+    prefix: 'quotagate_',
+    ...(sources.withoutEventLoopDelay ? { eventLoopMonitoringPrecision: neverMs } : {}),
+  });
   // prom-client counts active handles, requests and resources twice: by type, and as a gauge named
   // `…_total`, which Prometheus' conventions keep for counters (promtool refuses it). The sum by type
   // says the same.
-  for (const metric of registry.getMetricsAsArray())
+  for (const metric of registry.getMetricsAsArray()) {
     if (metric instanceof Gauge && metric.name.endsWith('_total')) registry.removeSingleMetric(metric.name);
+    else if (sources.withoutEventLoopDelay && eventLoopDelayFamily.test(metric.name))
+      registry.removeSingleMetric(metric.name);
+  }
   const requestTallies = new Children((api, method, status) => new Tally({ api, method, status }));
   new Counter({
     name: 'quotagate_requests_total',

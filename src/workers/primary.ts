@@ -79,7 +79,12 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
           onShadowDropped: () => metrics.shadowCountsDropped.inc(),
         })
       : null;
-  const metrics = createMetrics({ counterMemoryBytes: () => counters?.reserved ?? 0 });
+  const metrics = createMetrics({
+    counterMemoryBytes: () => counters?.reserved ?? 0,
+    // Beside a data-plane thread, this loop only answers the admin port: the event-loop families are the
+    // thread's. A primary of worker processes hands them their connections and may hold their counters.
+    withoutEventLoopDelay: inThread,
+  });
   // Built here too: the admin listener documents the scheme, and a plugin that cannot be constructed
   // fails the start (or the reload) before any worker runs it.
   let authenticator = await createAuthenticator(loaded, { logger, cwd });

@@ -34,6 +34,15 @@ describe('metrics', () => {
     );
   });
 
+  it("leaves out the event loop's delay where the loop does no data-plane work, and keeps the process families", async () => {
+    const eventLoop = /^quotagate_nodejs_eventloop_lag_p99_seconds /m;
+    const beside = await createMetrics({ withoutEventLoopDelay: true }).registry.metrics();
+    expect(beside).not.toMatch(/^quotagate_nodejs_eventloop_lag/m);
+    expect(beside).toMatch(/^quotagate_process_cpu_seconds_total /m);
+    expect(beside).toMatch(/^quotagate_nodejs_heap_size_used_bytes /m);
+    expect(await createMetrics().registry.metrics()).toMatch(eventLoop);
+  });
+
   it("adds up the histograms of several workers, as prom-client's cluster registry does its own", async () => {
     const workers = [createMetrics(), createMetrics()];
     workers[0]!.request('api-a', 'method-a', 200, 0.002);

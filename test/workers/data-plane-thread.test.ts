@@ -59,6 +59,11 @@ describe('the data-plane thread of workers: 1', () => {
     expect(text.match(/^quotagate_process_cpu_seconds_total /gm)).toHaveLength(1);
     expect(await metricValue(gateway, /^quotagate_requests_total\{[^}]*status="200"\} (\d+)$/m)).toBe(1000);
     expect(await metricValue(gateway, /^quotagate_nodejs_heap_size_used_bytes (\d+)$/m)).toBeGreaterThan(0);
+    // The event loop's delay is the thread's: the admin listener's loop is not sampled.
+    expect(text.match(/^quotagate_nodejs_eventloop_lag_p99_seconds /gm)).toHaveLength(1);
+    expect(
+      await metricValue(gateway, /^quotagate_nodejs_eventloop_lag_p99_seconds ([\d.e+-]+)$/m),
+    ).toBeGreaterThan(0);
   }, 60_000);
 
   it('replaces a data-plane thread that an uncaught exception ended, in the same process, and logs the exception', async () => {
