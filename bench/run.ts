@@ -50,7 +50,7 @@ const { values } = parseArgs({
     'side-rounds': { type: 'string', default: '20' },
     'side-seconds': { type: 'string', default: '5' },
     'side-connections': { type: 'string', default: '10' },
-    'side-warmup-seconds': { type: 'string', default: '10' },
+    'side-warmup-seconds': { type: 'string', default: '60' },
     pin: { type: 'boolean', default: false },
     seconds: { type: 'string', default: '8' },
     rounds: { type: 'string', default: '5' },
