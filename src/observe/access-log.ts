@@ -99,6 +99,9 @@ export function millisecondsText(value: number): string {
   return fraction < 10 ? `${whole}.0${fraction}` : `${whole}.${fraction}`;
 }
 
+/** Bytes of an access line, about: 250 to 400 (a short path and names, or long ones). */
+const typicalLineBytes = 256;
+
 /** Names quoted once: an API, method or application name, a verb, an outcome repeat on every line. */
 const mostQuotedNames = 1_024;
 
@@ -112,16 +115,23 @@ const flushAllOnExit = () => {
  * The access log: one JSON line per request, in pino's format (`level`, `time`, the logger's bindings,
  * the fields, `msg`), written as prepared text instead of through pino's generic path: the fields are
  * known in advance, so no object is walked and no hook runs per line. Lines are gathered and handed to
- * the destination together: when the next line would not fit in `writeBytes`, or `flushMs` after the
- * first line waiting, whichever comes first (as Envoy's file access log does, at 64 KiB or 1 s). The
- * destination bounds what waits for a slow disk or pipe (pino's `maxLength`); `flush` hands over what is
- * gathered now (SIGUSR2, reopen, shutdown), and the process's exit does too.
+ * the destination together: about `writeBytes` of them (one line per `typicalLineBytes`), or `flushMs`
+ * after the first line waiting, whichever comes first (as Envoy's file access log does, at 64 KiB or
+ * 1 s), in writes of at most `writeBytes`, whole lines. A line is gathered as its entry and made into
+ * text when handed over: made one after another, the lines are made while the code and names that make
+ * them are warm in the processor's caches, which on a crowded machine costs less than making each
+ * line between two requests (issue 35, docs/performance.md). The destination bounds what waits for a
+ * slow disk or pipe (pino's `maxLength`); `flush` hands over what is gathered now (SIGUSR2, reopen,
+ * shutdown), and the process's exit does too.
  */
 export class AccessLog {
   /** JSON texts of the names the config and the gateway give (not of what a client chooses), by name. */
   private readonly quotedNames = new Map<string, string>();
-  private pending = '';
-  private pendingBytes = 0;
+  /** What each line gathered will say, and when it was written (`time`): made into text when handed over. */
+  private entries: AccessEntry[] = [];
+  private times: number[] = [];
+  /** Lines gathered at most before they are handed over: about `writeBytes` of them. */
+  private readonly mostEntries: number;
   private timer: unknown = null;
   private closed = false;
   /** Milliseconds a line may wait for the lines after it; 0 writes every line at once (a reload sets it). */
@@ -129,6 +139,7 @@ export class AccessLog {
 
   constructor(private readonly options: AccessLogOptions) {
     this.flushMs = options.flushMs;
+    this.mostEntries = Math.max(1, Math.floor(options.writeBytes / typicalLineBytes));
     open.add(this);
     if (open.size === 1) process.on('exit', flushAllOnExit);
     (options.destination as Partial<EventEmitter>).on?.('drop', this.dropped);
@@ -136,26 +147,36 @@ export class AccessLog {
 
   write(entry: AccessEntry): void {
     if (this.closed) return;
-    const line = this.format(entry);
-    // Counting bytes flattens the line: only a write that must stay within PIPE_BUF needs them.
-    const bytes = this.options.exactBytes ? Buffer.byteLength(line) : line.length;
-    if (this.pendingBytes + bytes > this.options.writeBytes) this.flush();
-    this.pending += line;
-    this.pendingBytes += bytes;
-    if (this.flushMs === 0) this.flush();
+    this.entries.push(entry);
+    this.times.push(this.options.clock.now());
+    if (this.flushMs === 0 || this.entries.length >= this.mostEntries) this.flush();
     else if (this.timer === null) this.timer = this.options.clock.setTimeout(this.flushLater, this.flushMs);
   }
 
-  /** Hands every line gathered so far to the destination. */
+  /** Makes the lines gathered so far, and hands them to the destination in writes of `writeBytes` at most. */
   flush(): void {
     if (this.timer !== null) {
       this.options.clock.clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.pendingBytes === 0) return;
-    const chunk = this.pending;
-    this.pending = '';
-    this.pendingBytes = 0;
+    const { entries, times } = this;
+    if (entries.length === 0) return;
+    this.entries = [];
+    this.times = [];
+    let chunk = '';
+    let chunkBytes = 0;
+    for (let i = 0; i < entries.length; i += 1) {
+      const line = this.format(entries[i]!, times[i]!);
+      // Counting bytes flattens the line: only a write that must stay within PIPE_BUF needs them.
+      const bytes = this.options.exactBytes ? Buffer.byteLength(line) : line.length;
+      if (chunkBytes > 0 && chunkBytes + bytes > this.options.writeBytes) {
+        this.options.destination.write(chunk);
+        chunk = '';
+        chunkBytes = 0;
+      }
+      chunk += line;
+      chunkBytes += bytes;
+    }
     this.options.destination.write(chunk);
   }
 
@@ -218,10 +239,10 @@ export class AccessLog {
     return this.options.secrets ? this.options.secrets.remove(value) : value;
   }
 
-  private format(entry: AccessEntry): string {
+  private format(entry: AccessEntry, time: number): string {
     const subject = entry.subject === null ? null : this.clean(entry.subject);
     return (
-      `{"level":30,"time":${this.options.clock.now()}${this.options.bindings}` +
+      `{"level":30,"time":${time}${this.options.bindings}` +
       `,"requestId":${jsonText(this.clean(entry.requestId))},"client":${jsonText(entry.client)}` +
       `,"verb":${this.quoted(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
       `,"protocol":"${entry.protocol}"` +

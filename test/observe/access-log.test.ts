@@ -168,7 +168,20 @@ describe('access log', () => {
     expect(clock.pending).toBe(0);
   });
 
-  it('writes at once when the next line would not fit in writeBytes, whole lines only', () => {
+  it('says on each line when it was written, though it is made when it is handed over', async () => {
+    const { log, out, clock } = accessLog({ flushMs: 1_000 });
+    const first = clock.now();
+    log.write(entry({ requestId: 'a' }));
+    await clock.advance(700);
+    log.write(entry({ requestId: 'b' }));
+    log.flush();
+    expect(out.lines().map((line) => (JSON.parse(line) as { time: number }).time)).toEqual([
+      first,
+      first + 700,
+    ]);
+  });
+
+  it('writes once about writeBytes of lines wait, in writes of whole lines within it', () => {
     const { log, out } = accessLog({ flushMs: 60_000, writeBytes: 1_000 });
     for (let i = 0; i < 20; i += 1) log.write(entry({ requestId: `r${i}` }));
     expect(out.writes.length).toBeGreaterThan(3);
