@@ -42,7 +42,7 @@ import type { QuotaDefinitions, WorkerRole } from './worker-role.js';
 
 export interface RunningGateway {
   /** Bound ports: useful when the config asked for port 0. No `http` with `port: false`, no `https` without `tls`. */
-  ports: { http?: number; https?: number; admin: number };
+  ports: DataPlaneAddress & { admin: number };
   /** Graceful shutdown: stop accepting, let in-flight requests finish within `shutdownTimeout`, close all. */
   close(): Promise<void>;
   /** This process's metrics (a worker's, for its primary to aggregate). */

@@ -11,7 +11,7 @@ import type { TryAnswer } from '../console/logic/try-answer.js';
 import { fieldNamePattern } from '../console/logic/catalog.js';
 import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 
-/** Where the data plane of this gateway listens (known once it does). */
+/** What the console's test requests need: the config and scheme in force, and where the data plane listens. */
 export interface TryItParts {
   live: LiveConfig;
   /** The scheme in force: a plugin's applyCredentialsForTest and applyResponseForTest. */
