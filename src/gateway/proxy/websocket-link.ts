@@ -29,14 +29,15 @@ export class WebSocketLink {
     private readonly client: Socket,
     private readonly upstream: Socket,
   ) {
-    // Listening before http-proxy-3 pipes the sockets: each chunk is read here before it is relayed.
-    client.on('data', (chunk: Buffer) => {
+    // In front of the pipes http-proxy-3 has made, before any byte flowed: each chunk is read here
+    // before it is relayed (websocket-relay.ts).
+    client.prependListener('data', (chunk: Buffer) => {
       bytes.bytesIn += chunk.length;
       const problem = this.fromClient.read(chunk);
       // The upstream goes first: the chunk that broke the protocol is not relayed to it.
       if (problem) this.end(problem.code, problem.reason, 'protocol_error', 'upstream');
     });
-    upstream.on('data', (chunk: Buffer) => {
+    upstream.prependListener('data', (chunk: Buffer) => {
       bytes.bytesOut += chunk.length;
       const problem = this.fromUpstream.read(chunk);
       if (problem) this.end(problem.code, problem.reason, 'protocol_error', 'client');
