@@ -659,6 +659,13 @@ export class Gateway {
       plane.owned,
       upstreamFields,
     );
+    // RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte
+    // restriction counts what it protects, so the upstream is offered no extension: the frames then
+    // carry their payload as it is (docs/quotas.md, "Counting").
+    if (record.opensWebSocket && record.byteCounters.length > 0) {
+      const offer = upstreamFields.indexOf('sec-websocket-extensions');
+      if (offer !== -1) upstreamFields.splice(offer, 2);
+    }
     appendForwardedFields(req, upstreamFields, peerTrusted);
     if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
     upstreamFields.push('x-request-id', record.id);
