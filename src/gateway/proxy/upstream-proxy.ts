@@ -16,7 +16,7 @@ import {
   namedInConnection,
 } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
-import { WebSocketLink } from './websocket-link.js';
+import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
 
 /** How an exchange with the upstream ended. */
@@ -380,8 +380,10 @@ export interface UpstreamProxyOptions {
   logger: Logger;
   /** Records the time the gateway adds to each exchange. */
   latency?: AddedLatencySink;
-  /** The timers of `upstreamDrainCapMs` (the system's unless a test moves them). */
+  /** The timers of `upstreamDrainCapMs` and of WebSocket pings (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** `server.webSocketPingInterval` and `server.webSocketMaxFrame`. */
+  webSocket: Omit<WebSocketLimits, 'timers'>;
 }
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -420,10 +422,13 @@ export class UpstreamProxy {
   proxyTimeout: number;
   /** The timers of `upstreamDrainCapMs`. */
   readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** How each open WebSocket is kept in check. */
+  private readonly webSocketLimits: WebSocketLimits;
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
     this.timers = options.timers ?? systemClock;
+    this.webSocketLimits = { ...options.webSocket, timers: this.timers };
   }
 
   /**
@@ -571,7 +576,7 @@ export class UpstreamProxy {
     },
     opened: (req, client, upstreamSocket) => {
       const exchange = exchangeOf(req)!;
-      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket);
+      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket, this.webSocketLimits);
     },
     failed: (error, req) => this.upgradeFailed(error, req),
   };

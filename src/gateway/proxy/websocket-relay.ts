@@ -12,10 +12,9 @@ export interface WebSocketSteps {
    */
   switching(req: IncomingMessage, proxyRes: IncomingMessage, upstream: Socket): void;
   /**
-   * The 101 is on its way to the client and the sockets are piped both ways, but no byte has flowed
-   * yet either way: the bytes that came with the 101 wait in `upstream`, those that came behind the
-   * client's handshake in `client`. A 'data' listener added now in front of the pipes' reads every
-   * byte before it is relayed.
+   * The 101 is on its way to the client, and the sockets are the step's to relay: paused, with no
+   * reader, and not a byte relayed yet either way. The bytes that came with the 101 wait in
+   * `upstream`, those that came behind the client's handshake in `client`.
    */
   opened(req: IncomingMessage, client: Socket, upstream: Socket): void;
   /** The opening failed, or the upstream socket did once open (`req.socket` is the client's). */
@@ -42,8 +41,10 @@ const openings = new WeakMap<Socket, { req: IncomingMessage; client: Socket }>()
  *   added then runs before its own, which writes the 101 to the client from `proxyRes.headers`;
  * - its own 'upgrade' listener unshifts the bytes that came with the 101 onto the upstream socket,
  *   pipes the sockets both ways and then emits 'open' with the upstream socket, all in one tick: a pipe
- *   starts its flow on the next. A listener of the upstream socket's 'data' added before 'open' would
- *   set it flowing, and take the unshifted bytes alone, before the pipe is there to relay them.
+ *   starts its flow on the next, so the pipes can be taken apart then with no byte relayed. (A 'data'
+ *   listener of the upstream socket added before 'open' would set it flowing, and take the unshifted
+ *   bytes alone, before the pipe is there to relay them.) Its other listeners stay: each socket's
+ *   'close' ends the other, and an upstream socket's error is told to the callback of `ws()`.
  */
 export function followWebSocketOpenings(server: ProxyServer, steps: WebSocketSteps): WebSocketOpener {
   server.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage, client: Socket) => {
@@ -57,6 +58,9 @@ export function followWebSocketOpenings(server: ProxyServer, steps: WebSocketSte
     const opening = openings.get(upstream);
     if (opening === undefined) return;
     openings.delete(upstream);
+    // Unpiped, each socket is paused: its bytes wait for the step's reader.
+    upstream.unpipe(opening.client);
+    opening.client.unpipe(upstream);
     steps.opened(opening.req, opening.client, upstream);
   });
   const failed = (error: Error, req: IncomingMessage): void => steps.failed(error, req);

@@ -51,7 +51,7 @@ async function speakingFirstUpstream(early: Buffer) {
 }
 
 describe('http-proxy-3 as the gateway relies on it to open a WebSocket (websocket-relay.ts)', () => {
-  it('hands over both sockets piped, before any byte flowed, with the 101 fields the gateway set', async () => {
+  it('hands over both sockets unpiped and paused, before any byte flowed, with the 101 fields the gateway set', async () => {
     const fromUpstream = serverText('welcome');
     const fromClient = clientText('hello');
     const upstream = await speakingFirstUpstream(fromUpstream);
@@ -73,8 +73,10 @@ describe('http-proxy-3 as the gateway relies on it to open a WebSocket (websocke
           waitingInClient: client.readableLength,
           upstreamReaders: upstreamSocket.listenerCount('data'),
           clientReaders: client.listenerCount('data'),
+          paused: upstreamSocket.isPaused() && client.isPaused(),
         });
-        upstreamSocket.prependListener('data', (chunk: Buffer) => readFirst.push(chunk));
+        upstreamSocket.on('data', (chunk: Buffer) => readFirst.push(chunk));
+        upstreamSocket.pipe(client).pipe(upstreamSocket);
       },
       failed: (error) => steps.push(`failed: ${error.message}`),
     });
@@ -98,12 +100,13 @@ describe('http-proxy-3 as the gateway relies on it to open a WebSocket (websocke
       /^HTTP\/1\.1 101 Switching Protocols\r\n[^]*x-set-by: gateway\r\n/,
     );
     expect(upstream.seen.headers['x-sent-upstream']).toBe('instead');
-    // Nothing had flowed at 'open': each side's early bytes still waited, with the pipe its one reader.
+    // Nothing had flowed at 'open': each side's early bytes still waited, paused, with no reader.
     expect(atOpen).toEqual({
       waitingInUpstream: fromUpstream.length,
       waitingInClient: fromClient.length,
-      upstreamReaders: 1,
-      clientReaders: 1,
+      upstreamReaders: 0,
+      clientReaders: 0,
+      paused: true,
     });
     expect(Buffer.concat(readFirst)).toEqual(fromUpstream);
   });
