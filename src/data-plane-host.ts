@@ -322,6 +322,7 @@ export async function startDataPlaneHost(
     metrics,
     ...(options.clock ? { now: options.clock } : {}),
     ...(options.timers ? { timers: options.timers } : {}),
+    ...(options.now ? { credentialsNow: options.now } : {}),
     credentialsGeneration: () => applications.generation,
   });
 

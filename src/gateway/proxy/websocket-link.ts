@@ -10,7 +10,7 @@ import {
 } from './websocket-frames.js';
 
 /** Why the gateway ended a WebSocket, for the access line. */
-export type WebSocketEnd = 'quota' | 'revoked' | 'shutdown' | 'protocol_error' | 'ping_timeout';
+export type WebSocketEnd = 'quota' | 'revoked' | 'expired' | 'shutdown' | 'protocol_error' | 'ping_timeout';
 
 /** Where a link adds the frame bytes it relays: the exchange of the upgrade request. */
 export interface RelayedBytes {
