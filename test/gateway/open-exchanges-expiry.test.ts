@@ -43,31 +43,36 @@ async function jwtGateway(jwt: Record<string, unknown> = {}) {
     { now: () => clock.now, timers },
   );
   defer(() => gateway.close());
+  /** The second the tokens' lifetimes count from. */
+  const start = Math.floor(clock.now / 1000);
   const bearerFor = async (secondsLeft: number) => ({
     authorization: `Bearer ${await signToken(key, {
       iss: issuer,
       aud: audience,
       sub: 'user-1',
       client_id: 'app-a',
-      exp: Math.floor(clock.now / 1000) + secondsLeft,
+      exp: start + secondsLeft,
     })}`,
   });
-  return { gateway, clock, timers, bearerFor };
+  /** Moves the clock to `seconds` after the start, and the timers on to the next tick. */
+  const tickAt = (seconds: number) => {
+    clock.now = (start + seconds) * 1000;
+    timers.advance(1_000);
+  };
+  return { gateway, tickAt, bearerFor };
 }
 
 describe('a WebSocket opened with a JWT', () => {
   it('closes with 1008 on the tick at its exp, and not a tick before', async () => {
-    const { gateway, clock, timers, bearerFor } = await jwtGateway({ clockTolerance: 0 });
+    const { gateway, tickAt, bearerFor } = await jwtGateway({ clockTolerance: 0 });
     const expiring = await bearerFor(60);
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), expiring);
     const lasting = (await mustOpen(wsUrl(gateway.url, '/pets/1'), await bearerFor(3_600))).ws;
     const ended = closed(ws);
     // A second before exp: the token still holds.
-    clock.now = Math.floor(clock.now / 1000) * 1000 + 59_000;
-    timers.advance(1_000);
+    tickAt(59);
     expect(await echo(ws, 'before exp')).toBe('before exp');
-    clock.now += 1_000;
-    timers.advance(1_000);
+    tickAt(60);
     expect(await ended).toEqual({ code: 1008, reason: 'credentials expired' });
     expect(await echo(lasting, 'its token holds')).toBe('its token holds');
     await expect
@@ -79,14 +84,12 @@ describe('a WebSocket opened with a JWT', () => {
   });
 
   it('holds until exp and jwt.clockTolerance have passed, as a new request with it would', async () => {
-    const { gateway, clock, timers, bearerFor } = await jwtGateway({ clockTolerance: 30 });
+    const { gateway, tickAt, bearerFor } = await jwtGateway({ clockTolerance: 30 });
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), await bearerFor(10));
     const ended = closed(ws);
-    clock.now = Math.floor(clock.now / 1000) * 1000 + 39_000;
-    timers.advance(1_000);
+    tickAt(39);
     expect(await echo(ws, 'within the tolerance')).toBe('within the tolerance');
-    clock.now += 1_000;
-    timers.advance(1_000);
+    tickAt(40);
     expect((await ended).code).toBe(1008);
   });
 });

@@ -178,7 +178,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
    * then in `responseTrailers`) or cannot be read to its end (they stay null). Bounded by `proxyTimeout`
    * between chunks (undici's body timeout) and by `upstreamDrainCapMs` in all. False, and nothing read,
    * when there is nothing left to read: the answer is over, the request never went upstream, or it is a
-   * WebSocket opening (relayed by http-proxy-3, not read here).
+   * WebSocket opening (relayed by its link, not read here).
    */
   readRestOfAnswer(then: (exchange: Exchange) => void): boolean {
     const proxy = this.proxy;
@@ -449,7 +449,7 @@ export class UpstreamProxy {
    * Forwards the exchange's WebSocket opening handshake to `api`'s upstream at `upstreamTarget` through
    * http-proxy-3's `ws()`, with the fields of `exchange.upstreamFields`, the upstream's Host and the
    * upgrade fields. When the upstream answers 101, its answer goes to the client with the gateway's
-   * fields (`exchange.fields`) and the sockets are piped (`exchange.webSocket`); any other answer is
+   * fields (`exchange.fields`) and its link relays the frames (`exchange.webSocket`); any other answer is
    * relayed as it is, after which the connection closes.
    */
   forwardUpgrade(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
@@ -553,7 +553,7 @@ export class UpstreamProxy {
   /**
    * The steps of a WebSocket opening, as http-proxy-3's `ws()` runs it (`followWebSocketOpenings`): the
    * upstream request is watched, the 101's fields made the gateway's before they are written, and the
-   * link set on the sockets once they are piped.
+   * link set on the sockets once they are open.
    */
   private readonly webSocketSteps: WebSocketSteps = {
     requested: (proxyReq, req) => {
@@ -597,8 +597,8 @@ export class UpstreamProxy {
       this.fail(error, exchange);
       return;
     }
-    // The gateway is ending the WebSocket (an upstream it cut off fails the writes still piped to it):
-    // the close frame it sent the client goes before the connection closes.
+    // The gateway is ending the WebSocket (an upstream it cut off may fail as it goes): the close frame
+    // it sent the client goes before the connection closes.
     if (exchange.webSocket !== null && exchange.webSocket.endedBy !== null) return;
     // After the upstream's answer began: the connection breaks, as it would have without the gateway.
     if (exchange.upstreamOutcome === 'completed') {
