@@ -208,6 +208,10 @@ export async function startDataPlaneHost(
     logger: logger.child({ component: 'proxy' }),
     latency,
     ...(options.timers ? { timers: options.timers } : {}),
+    webSocket: {
+      pingIntervalMs: config.server.webSocketPingInterval,
+      maxFrameBytes: config.server.webSocketMaxFrame,
+    },
   });
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
@@ -318,6 +322,7 @@ export async function startDataPlaneHost(
     metrics,
     ...(options.clock ? { now: options.clock } : {}),
     ...(options.timers ? { timers: options.timers } : {}),
+    ...(options.now ? { credentialsNow: options.now } : {}),
     credentialsGeneration: () => applications.generation,
   });
 

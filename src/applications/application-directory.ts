@@ -8,6 +8,11 @@ export interface Principal {
   groups?: string[];
   /** Request fields the scheme sends upstream for this principal, as name, value pairs (jwt forwardClaims). */
   upstreamFields?: readonly string[];
+  /**
+   * When the credentials it was found by stop holding (a JWT's exp), in milliseconds on the clock of the
+   * scheme that found it; an exchange still open then ends.
+   */
+  expiresAt?: number;
 }
 
 /** Where the applications of the API come from: their repository, or a worker's feed of its primary's. */

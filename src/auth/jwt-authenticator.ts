@@ -140,6 +140,8 @@ export function createJwtAuthenticator(
       ...(upstreamFields.length > 0 ? { upstreamFields } : {}),
       subject: typeof payload.sub === 'string' ? payload.sub : application,
       application,
+      // jose takes a token until its exp has passed by clockTolerance: so do the exchanges it opened.
+      expiresAt: (payload.exp! + settings.clockTolerance) * 1000,
     };
     const lifetime = payload.exp! * 1000 - now();
     if (lifetime > 0) verified.set(hashOf(token), principal, { ttl: Math.min(lifetime, 5 * 60_000) });
@@ -152,7 +154,8 @@ export function createJwtAuthenticator(
       const token = bearerToken(req.headers.authorization);
       if (!token) return noToken;
       const known = verified.get(hashOf(token));
-      return known ? admitted(known) : verify(token);
+      // The cache keeps a token while its age is at most its lifetime: at exp itself, it no longer holds.
+      return known && now() < known.expiresAt! ? admitted(known) : verify(token);
     },
     documentation: { swaggerSecurity: builtInSecurity.jwt },
   };

@@ -407,6 +407,17 @@ const serverSchema = z
       .int({ error: msg('must be a whole number of bytes') })
       .min(1024, { error: msg('must be at least 1024 bytes') })
       .default(16_384),
+    /**
+     * Milliseconds between two pings the gateway sends each WebSocket client; a client that has sent
+     * nothing back by the next is gone, and its connection ends with 1001.
+     */
+    webSocketPingInterval: milliseconds.default(30_000),
+    /** The largest WebSocket frame payload relayed, in bytes, either way; a larger frame is closed with 1009. */
+    webSocketMaxFrame: z
+      .int({ error: msg('must be a whole number of bytes') })
+      .min(1024, { error: msg('must be at least 1024 bytes') })
+      .max(Number.MAX_SAFE_INTEGER, { error: msg('must be at most 2^53 - 1 bytes') })
+      .default(16 * 1_048_576),
   })
   .default({
     headersTimeout: 10_000,
@@ -414,6 +425,8 @@ const serverSchema = z
     keepAliveTimeout: 5_000,
     connectionsCheckingInterval: 1_000,
     maxHeaderSize: 16_384,
+    webSocketPingInterval: 30_000,
+    webSocketMaxFrame: 16 * 1_048_576,
   });
 
 const accessLogSchema = z

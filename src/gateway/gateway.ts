@@ -52,6 +52,11 @@ export interface GatewayParts {
   /** The timers of the open exchanges' tick (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
+   * The authenticators' clock (the system's unless a test moves it): the open exchanges whose
+   * credentials have an expiry (a JWT's exp) end by it.
+   */
+  credentialsNow?: () => number;
+  /**
    * A number that changes whenever keys or applications do (the application directory's generation):
    * the open exchanges' credentials are checked again on the tick after it changed.
    */
@@ -205,6 +210,7 @@ export class Gateway {
     this.plane = parts.dataPlane;
     this.openExchanges = new OpenExchanges({
       timers: parts.timers ?? systemClock,
+      now: parts.credentialsNow ?? systemClock.now,
       limiter: parts.limiter,
       logger: parts.logger,
       ...(parts.credentialsGeneration ? { credentialsGeneration: parts.credentialsGeneration } : {}),
@@ -659,6 +665,13 @@ export class Gateway {
       plane.owned,
       upstreamFields,
     );
+    // RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte
+    // restriction counts what it protects, so the upstream is offered no extension: the frames then
+    // carry their payload as it is (docs/quotas.md, "Counting").
+    if (record.opensWebSocket && record.byteCounters.length > 0) {
+      const offer = upstreamFields.indexOf('sec-websocket-extensions');
+      if (offer !== -1) upstreamFields.splice(offer, 2);
+    }
     appendForwardedFields(req, upstreamFields, peerTrusted);
     if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
     upstreamFields.push('x-request-id', record.id);

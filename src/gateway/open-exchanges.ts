@@ -40,6 +40,8 @@ export interface OpenExchange {
 
 export interface OpenExchangesParts {
   timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** The authenticators' clock, in milliseconds: a principal's `expiresAt` is read on it. */
+  now: () => number;
   limiter: Limiter;
   logger: Logger;
   /** A number that changes whenever keys or applications do: credentials are checked again after it. */
@@ -59,7 +61,7 @@ export const additionsOf = (
  * The exchanges forwarded from this gateway and not yet ended (plain requests, event streams, downloads,
  * gRPC calls, WebSockets), and the tick that looks at each of them once a second while any is open
  * (DESIGN.md round 4): a long-lived exchange is charged as it runs, not only when it ends, and ends when
- * its bytes find no room or its credentials no longer hold. An exchange is linked into an intrusive list
+ * its bytes find no room or its credentials no longer hold (revoked, or past their expiry). An exchange is linked into an intrusive list
  * (two fields of its record, no allocation), so that one which ends before the tick costs two links
  * and two unlinks; the timer runs only while the list is not empty.
  */
@@ -105,6 +107,7 @@ export class OpenExchanges {
     const generation = this.parts.credentialsGeneration?.() ?? 0;
     const recheck = generation !== this.checkedGeneration;
     this.checkedGeneration = generation;
+    const now = this.parts.now();
     // The next link is read first: ending an exchange may take it off the list at once.
     let next: OpenExchange | null = this.first;
     while (next !== null) {
@@ -112,7 +115,12 @@ export class OpenExchanges {
       next = exchange.nextOpen;
       if (!exchange.running()) continue;
       if (exchange.byteCounters.length > 0) this.charge(exchange);
-      if (recheck && exchange.principal) this.recheckCredentials(exchange);
+      const { principal } = exchange;
+      if (principal === null) continue;
+      // Credentials with a lifetime (a JWT's exp) end the exchanges they opened when it is over.
+      if (principal.expiresAt !== undefined && now >= principal.expiresAt) {
+        if (exchange.running()) exchange.cut('expired');
+      } else if (recheck) this.recheckCredentials(exchange);
     }
   };
 

@@ -41,10 +41,11 @@ export interface AccessEntry {
   sampled: number;
   /**
    * Of a WebSocket (written when it closed): how it ended, `closed` by a side or by the gateway for
-   * `quota`, `revoked`, `shutdown` or `protocol_error`; null for any other request.
+   * `quota`, `revoked`, `expired`, `shutdown`, `protocol_error` or `ping_timeout`; null for any other
+   * request.
    */
   webSocket: string | null;
-  /** Of any other exchange the gateway ended while it ran: `quota` or `revoked`; else null. */
+  /** Of any other exchange the gateway ended while it ran: `quota`, `revoked` or `expired`; else null. */
   endedBy: string | null;
 }
 

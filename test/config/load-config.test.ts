@@ -128,6 +128,7 @@ const rules: Array<[string, string]> = [
   ['trust-proxy-bad-cidr', 'trustProxy[0]: must be an IP address or CIDR'],
   ['proxy-timeout-negative', 'proxyTimeout: must be a positive number of milliseconds'],
   ['headers-timeout-too-long', 'server.headersTimeout: must not exceed server.requestTimeout'],
+  ['websocket-max-frame-too-small', 'server.webSocketMaxFrame: must be at least 1024 bytes'],
   ['forward-credentials-not-boolean', 'forwardCredentials: must be true or false'],
   ['application-key-reused', 'applications[0].apikey_development: duplicate of apikey_development'],
   ['application-id-duplicate', 'applications[1].id: duplicate of applications[0].id'],

@@ -24,10 +24,12 @@ export interface WebSocketUpstream {
 /**
  * A real WebSocket upstream on 127.0.0.1:0 (the `ws` package) that echoes every message; an upgrade to a
  * path under `/refused` is answered `403` with a body instead of 101, and a plain request `200 plain`;
- * with `perMessageDeflate` it accepts compressed messages (RFC 7692).
+ * with `perMessageDeflate` it accepts compressed messages (RFC 7692). With `greeting` it speaks first,
+ * as Socket.IO's `open` packet or a banner does: it sends `greeting` as it accepts a WebSocket, in the
+ * same write as its `101` (the socket is corked around both), so that they arrive together.
  */
 export async function startWebSocketUpstream(
-  options: { perMessageDeflate?: boolean } = {},
+  options: { perMessageDeflate?: boolean; greeting?: string } = {},
 ): Promise<WebSocketUpstream> {
   const upgrades: SeenUpgrade[] = [];
   const sockets: WebSocket[] = [];
@@ -44,13 +46,16 @@ export async function startWebSocketUpstream(
       socket.end('HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: 7\r\n\r\nrefused');
       return;
     }
+    if (options.greeting !== undefined) socket.cork();
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.push(ws);
       ws.on('message', (data, isBinary) => {
         received.push(data.toString());
         ws.send(data, { binary: isBinary });
       });
+      if (options.greeting !== undefined) ws.send(options.greeting);
     });
+    if (options.greeting !== undefined) socket.uncork();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

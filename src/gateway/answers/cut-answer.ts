@@ -4,17 +4,19 @@ import { sendError } from '../errors.js';
 import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './grpc-answer.js';
 
 /** Why the gateway ends an exchange while it runs. */
-export type ExchangeCut = 'quota' | 'revoked';
+export type ExchangeCut = 'quota' | 'revoked' | 'expired';
 
 /** What a client is told when the gateway ends its exchange while it runs. */
 export const cutMessages: Record<ExchangeCut, string> = {
   quota: 'byte quota exhausted',
   revoked: 'credentials revoked',
+  expired: 'credentials expired',
 };
 
 const cutGrpcStatus: Record<ExchangeCut, number> = {
   quota: grpcStatus.RESOURCE_EXHAUSTED,
   revoked: grpcStatus.UNAUTHENTICATED,
+  expired: grpcStatus.UNAUTHENTICATED,
 };
 
 /**

@@ -1,11 +1,4 @@
-import type {
-  ClientRequest,
-  IncomingHttpHeaders,
-  IncomingMessage,
-  OutgoingHttpHeaders,
-  ServerResponse,
-} from 'node:http';
-import type { Socket } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
@@ -23,7 +16,8 @@ import {
   namedInConnection,
 } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
-import { WebSocketLink } from './websocket-link.js';
+import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
+import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';
@@ -184,7 +178,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
    * then in `responseTrailers`) or cannot be read to its end (they stay null). Bounded by `proxyTimeout`
    * between chunks (undici's body timeout) and by `upstreamDrainCapMs` in all. False, and nothing read,
    * when there is nothing left to read: the answer is over, the request never went upstream, or it is a
-   * WebSocket opening (relayed by http-proxy-3, not read here).
+   * WebSocket opening (relayed by its link, not read here).
    */
   readRestOfAnswer(then: (exchange: Exchange) => void): boolean {
     const proxy = this.proxy;
@@ -386,8 +380,10 @@ export interface UpstreamProxyOptions {
   logger: Logger;
   /** Records the time the gateway adds to each exchange. */
   latency?: AddedLatencySink;
-  /** The timers of `upstreamDrainCapMs` (the system's unless a test moves them). */
+  /** The timers of `upstreamDrainCapMs` and of WebSocket pings (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** `server.webSocketPingInterval` and `server.webSocketMaxFrame`. */
+  webSocket: Omit<WebSocketLimits, 'timers'>;
 }
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -396,6 +392,8 @@ interface Upstream {
   readonly pool: Pool;
   /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
   readonly host: string;
+  /** Opens a WebSocket through `server`. */
+  readonly openWebSocket: WebSocketOpener;
 }
 
 /**
@@ -424,10 +422,13 @@ export class UpstreamProxy {
   proxyTimeout: number;
   /** The timers of `upstreamDrainCapMs`. */
   readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** How each open WebSocket is kept in check. */
+  private readonly webSocketLimits: WebSocketLimits;
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
     this.timers = options.timers ?? systemClock;
+    this.webSocketLimits = { ...options.webSocket, timers: this.timers };
   }
 
   /**
@@ -448,7 +449,7 @@ export class UpstreamProxy {
    * Forwards the exchange's WebSocket opening handshake to `api`'s upstream at `upstreamTarget` through
    * http-proxy-3's `ws()`, with the fields of `exchange.upstreamFields`, the upstream's Host and the
    * upgrade fields. When the upstream answers 101, its answer goes to the client with the gateway's
-   * fields (`exchange.fields`) and the sockets are piped (`exchange.webSocket`); any other answer is
+   * fields (`exchange.fields`) and its link relays the frames (`exchange.webSocket`); any other answer is
    * relayed as it is, after which the connection closes.
    */
   forwardUpgrade(exchange: Exchange, api: CompiledApi, upstreamTarget: string): void {
@@ -457,11 +458,9 @@ export class UpstreamProxy {
     exchange.forwardedAt = performance.now();
     const upstream = this.upstreamOf(api);
     req.url = upstreamTarget;
-    // http-proxy-3 sends the request's fields as they are, read when `ws()` makes the upstream request:
-    // they are those the gateway prepared for that long. The client's stay the request's, for the
-    // credentials to be checked again while the WebSocket is open.
-    const { headers } = req;
-    req.headers = headersOf(exchange.upstreamFields, [
+    // The client's fields stay the request's, for the credentials to be checked again while the
+    // WebSocket is open.
+    const headers = headersOf(exchange.upstreamFields, [
       'host',
       upstream.host,
       'connection',
@@ -469,9 +468,7 @@ export class UpstreamProxy {
       'upgrade',
       'websocket',
     ]) as IncomingHttpHeaders;
-    // http-proxy-3 types its callback for `web()`; `ws()` calls it with the client's socket.
-    upstream.server.ws(req, req.socket, exchange.upgradeHead!, this.upgradeFailed as never);
-    req.headers = headers;
+    upstream.openWebSocket(req, exchange.upgradeHead!, headers);
   }
 
   /** Closes the upstream connections; call after the last exchange. */
@@ -554,31 +551,35 @@ export class UpstreamProxy {
   }
 
   /**
-   * http-proxy-3's 'proxyReqWs': the upgrade request is made, not sent. The listeners added here run
-   * before http-proxy-3's own, so the answer's fields are the gateway's by the time it writes them.
+   * The steps of a WebSocket opening, as http-proxy-3's `ws()` runs it (`followWebSocketOpenings`): the
+   * upstream request is watched, the 101's fields made the gateway's before they are written, and the
+   * link set on the sockets once they are open.
    */
-  private watchUpgrade(proxyReq: ClientRequest, exchange: Exchange): void {
-    const client = exchange.req.socket;
-    proxyReq.setTimeout(this.proxyTimeout, () => proxyReq.destroy(new UpgradeTimeout('upgrade timed out')));
-    client.once('close', () => {
-      if (exchange.webSocket === null) proxyReq.destroy();
-    });
-    proxyReq.on('upgrade', (proxyRes: IncomingMessage, upstreamSocket: Socket) => {
-      this.answered(exchange, proxyRes, ['connection', 'Upgrade', 'upgrade', 'websocket']);
-      if (client.destroyed) {
-        upstreamSocket.destroy();
-        return;
-      }
-      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket);
-    });
-    proxyReq.on('response', (proxyRes: IncomingMessage) => {
-      // The upstream refused the upgrade: its answer is relayed, and the connection closes after it.
-      this.answered(exchange, proxyRes, ['connection', 'close']);
-      proxyRes.on('data', (chunk: Buffer) => {
-        exchange.bytesOut += chunk.length;
+  private readonly webSocketSteps: WebSocketSteps = {
+    requested: (proxyReq, req) => {
+      const exchange = exchangeOf(req)!;
+      proxyReq.setTimeout(this.proxyTimeout, () => proxyReq.destroy(new UpgradeTimeout('upgrade timed out')));
+      req.socket.once('close', () => {
+        if (exchange.webSocket === null) proxyReq.destroy();
       });
-    });
-  }
+      proxyReq.on('response', (proxyRes: IncomingMessage) => {
+        // The upstream refused the upgrade: its answer is relayed, and the connection closes after it.
+        this.answered(exchange, proxyRes, ['connection', 'close']);
+        proxyRes.on('data', (chunk: Buffer) => {
+          exchange.bytesOut += chunk.length;
+        });
+      });
+    },
+    switching: (req, proxyRes, upstreamSocket) => {
+      this.answered(exchangeOf(req)!, proxyRes, ['connection', 'Upgrade', 'upgrade', 'websocket']);
+      if (req.socket.destroyed) upstreamSocket.destroy();
+    },
+    opened: (req, client, upstreamSocket) => {
+      const exchange = exchangeOf(req)!;
+      exchange.webSocket = new WebSocketLink(exchange, client, upstreamSocket, this.webSocketLimits);
+    },
+    failed: (error, req) => this.upgradeFailed(error, req),
+  };
 
   /** The upstream's answer to an upgrade request, its fields made the end-to-end ones and the gateway's. */
   private answered(exchange: Exchange, proxyRes: IncomingMessage, connection: readonly string[]): void {
@@ -589,15 +590,15 @@ export class UpstreamProxy {
     proxyRes.headers = headersOf(fields, []) as IncomingHttpHeaders;
   }
 
-  /** http-proxy-3's callback of a failed upgrade exchange: `socket` is the client's. */
-  private readonly upgradeFailed = (error: Error, req: IncomingMessage, socket: Socket): void => {
+  /** A failed upgrade exchange, or an upstream socket that failed once open. */
+  private upgradeFailed(error: Error, req: IncomingMessage): void {
     const exchange = exchangeOf(req)!;
     if (exchange.status === 0) {
       this.fail(error, exchange);
       return;
     }
-    // The gateway is ending the WebSocket (an upstream it cut off fails the writes still piped to it):
-    // the close frame it sent the client goes before the connection closes.
+    // The gateway is ending the WebSocket (an upstream it cut off may fail as it goes): the close frame
+    // it sent the client goes before the connection closes.
     if (exchange.webSocket !== null && exchange.webSocket.endedBy !== null) return;
     // After the upstream's answer began: the connection breaks, as it would have without the gateway.
     if (exchange.upstreamOutcome === 'completed') {
@@ -607,8 +608,8 @@ export class UpstreamProxy {
         'upstream WebSocket failed',
       );
     }
-    socket.destroy();
-  };
+    req.socket.destroy();
+  }
 
   private upstreamOf(api: CompiledApi): Upstream {
     const known = this.upstreamOfApi.get(api);
@@ -629,11 +630,9 @@ export class UpstreamProxy {
         : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
     const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
-    const upstream: Upstream = { server, pool, host: target.host };
+    const openWebSocket = followWebSocketOpenings(server, this.webSocketSteps);
+    const upstream: Upstream = { server, pool, host: target.host, openWebSocket };
     server.before('web', 'deleteLength', (req: IncomingMessage) => this.send(req, upstream));
-    server.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage) =>
-      this.watchUpgrade(proxyReq, exchangeOf(req)!),
-    );
     // Errors of a WebSocket's exchange come to `upgradeFailed`; this one hears those of its client socket.
     server.on('error', () => undefined);
     this.upstreams.set(key, upstream);
