@@ -65,7 +65,7 @@ export interface LimiterParts {
 }
 
 const admitted: Decision = { allowed: true, retryAfterMs: 0, states: [] };
-/** What a call to the shared store resolves with, for the limiter, when it is late and a PING went unanswered. */
+/** What a late call to the shared store resolves with, for the limiter, once its PING went unanswered. */
 const pingUnanswered = Symbol('PING unanswered');
 
 /** The keys of the concurrency counters among `specs`. */
