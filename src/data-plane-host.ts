@@ -244,11 +244,9 @@ export async function startDataPlaneHost(
     redis && shared
       ? new FleetHeartbeat(redis, shared.prefix, {
           clock: systemClock,
-          onBeat: (live) => {
-            metrics.counterStoreLiveGateways.set(live);
-            // Keeps this gateway's concurrency slots alive, and puts right a release that failed.
-            sharedTrips?.refreshSlots().catch(() => undefined);
-          },
+          onBeat: (live) => metrics.counterStoreLiveGateways.set(live),
+          // Keeps this gateway's concurrency slots alive, and puts right a release that failed.
+          keepAlive: async () => sharedTrips?.refreshSlots(),
         })
       : null;
   if (redis && shared && heartbeat) {
@@ -267,6 +265,7 @@ export async function startDataPlaneHost(
             clock: sharedClock,
             live: () => heartbeat.live(),
             onTrip: () => metrics.counterStoreTrips.inc(),
+            refreshSlots: () => sharedTrips.refreshSlots(),
           })
         : primaryCounters
           ? new SharedCounterStore({

@@ -181,6 +181,11 @@ const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value insta
 const noRestrictions: readonly ApplicableRestriction[] = [];
 const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
+/**
+ * The access line's status of a request whose client left before any answer was sent to it: none was,
+ * and nginx's "client closed request" is what log readers know it by.
+ */
+const clientLeftStatus = 499;
 /** The verdict on a request that only shadow restrictions apply to. */
 const nothingToCheck: LimiterVerdict = { allowed: true, retryAfterMs: 0, states: [] };
 
@@ -703,12 +708,14 @@ export class Gateway {
       record.abandonUpstream();
     }
     const { req, res, route } = record;
-    const outcome = record.forwarded ? record.outcome() : null;
+    // Closed before any answer was sent, or even decided: the client left (nginx logs the same as 499).
+    const leftUnanswered = record.status === 0 && !res.headersSent && !res.writableFinished;
+    const outcome = record.forwarded ? record.outcome() : leftUnanswered ? 'client_aborted' : null;
     this.openExchanges.delete(record);
     if (record.forwarded && record.byteCounters.length > 0) this.chargeBytes(record);
     // An upstream that failed before its head, while the client waited, was answered by the gateway: no units.
     if (!chargedLater && record.responseHeaders && record.unitCounters.length > 0) this.chargeUnits(record);
-    const status = record.status || res.statusCode;
+    const status = leftUnanswered ? clientLeftStatus : record.status || res.statusCode;
     const { accessLog, metrics } = this.parts;
     if (accessLog && this.sampled(record, status)) {
       const { principal } = record;

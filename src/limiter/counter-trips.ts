@@ -32,6 +32,12 @@ export interface Trip {
   /** Slots of concurrency counters freed since the last trip, one per key given (before the checks). */
   releases?: readonly string[];
   /**
+   * Slots this gateway took while the store could not decide (`store.onError: local`), one per key
+   * given: counted as held by `holder`, without a check, so that the store counts every request in
+   * flight (before the checks).
+   */
+  holds?: readonly string[];
+  /**
    * Who holds the slots the checks take and the releases free: set by the carrier of the trip (a worker
    * of the primary's, a gateway of the fleet), so that a holder that dies leaves no slot held.
    */

@@ -11,9 +11,11 @@ import {
   type CounterStore,
   type CounterUsage,
   type Decision,
+  type SlotRelease,
 } from './counter-store.js';
 import type { KnownTotal } from './lease-book.js';
 import type { MemoryCounterStore } from './memory-counter-store.js';
+import { OutageDetector, type OutageThresholds } from './outage-detector.js';
 
 /** What the gateway does while the shared counters cannot decide (`store.onError`). */
 export const onErrorPolicies = ['local', 'allow', 'deny'] as const;
@@ -23,10 +25,20 @@ export type OnError = (typeof onErrorPolicies)[number];
 export type LimiterVerdict = Decision | 'unavailable';
 
 /** The fleet's counters as the limiter drives them through an outage. */
-export interface SharedCounters extends CounterStore {
+export interface SharedCounters extends CounterStore, SlotRelease {
   /** The store is out of reach: end leases, forget what is known full. */
   suspend(): void;
-  resume(): void;
+  /**
+   * The store answers again: write the slots this gateway holds, add `alone` (units it admitted while
+   * the policy decided, kept by the store from now on, until they are sent), then decide again.
+   * @throws when the store cannot be reached: it stays suspended
+   */
+  resume(alone: readonly CounterAddition[]): Promise<void>;
+  /**
+   * Counts slots this gateway took while the policy decided as held by it: the store counts them now,
+   * or once it answers again, so that it counts every request in flight. Never fails, never waits.
+   */
+  hold(keys: readonly string[]): void;
   /** Each counter's total as the store last reported it, and the local time it did. */
   lastKnown(): Array<KnownTotal & { key: string }>;
 }
@@ -41,8 +53,10 @@ export interface LimiterParts {
   probe: () => Promise<boolean>;
   /** Milliseconds a decision of the shared store may take before an outage is suspected. */
   timeoutMs: number;
-  /** Milliseconds between probes while the shared store is unreachable. */
+  /** Milliseconds between probes while the shared store fails to answer. */
   probeEveryMs?: number;
+  /** How many failures over how long confirm an outage, and how long answers must last to end one. */
+  outage?: Readonly<OutageThresholds>;
   /** This gateway's part of a limit while every gateway decides alone (`onError: local`). */
   shareOf?: (limit: number) => number;
   clock?: Clock;
@@ -51,34 +65,57 @@ export interface LimiterParts {
 }
 
 const admitted: Decision = { allowed: true, retryAfterMs: 0, states: [] };
-const outageConfirmed = Symbol('outage confirmed');
+/** What a late call to the shared store resolves with, for the limiter, once its PING went unanswered. */
+const pingUnanswered = Symbol('PING unanswered');
+
+/** The keys of the concurrency counters among `specs`. */
+const slotKeysOf = (specs: readonly CounterSpec[]): string[] =>
+  specs.filter((spec) => isSlotCounter(spec.windowMs)).map((spec) => spec.key);
 
 /**
  * Puts the counter stores behind the declared failure policy (store.onError). While the shared store
  * answers, it decides, however long it takes: a decision that misses `timeoutMs` waits on while a PING
- * (given four times as long) is asked whether the store is there; only a failed call or a confirmed
- * outage hands the decisions to the policy, so a slow Redis never lets counters that have not seen the
- * fleet's traffic decide. With `local`, each gateway then enforces its share of every limit (the limit
- * ÷ the live gateways), seeded with the totals it last saw, and when the store answers again the units
- * it admitted alone are added to the shared counters. Each switch is logged once. A request never waits
- * for a store that is down: a call on a lost connection fails at once, and every call has the Redis
- * client's command timeout.
+ * (given four times as long) is asked whether the store is there, so a slow Redis never lets counters
+ * that have not seen the fleet's traffic decide. A decision that cannot wait any more (its call failed,
+ * or the PING went unanswered) is decided by the policy, that request alone; the counting mode of this
+ * gateway switches only once an outage is confirmed, with hysteresis (`OutageDetector`): failures in a
+ * row over a span declare it, and answers over a span end it, so one late answer never flips the mode.
+ * With `local`, each gateway then enforces its share of every limit (the limit ÷ the live gateways),
+ * seeded with the totals it last saw, and when the store answers again the units and the slots it
+ * counted alone are added to the shared counters. Each switch is logged once. A request never waits for
+ * a store that is down: a call on a lost connection fails at once, and every call has the Redis client's
+ * command timeout.
+ *
+ * This gateway's own counters count every request it has in flight, whichever store took its slot, so
+ * that a fallback counts its slots against its share from the first request.
  */
 export class Limiter {
+  /** The shared store decides: it answers, or an outage is only suspected. */
   private sharedUp: boolean;
+  private readonly outage: OutageDetector;
   private probeTimer: unknown = null;
   private confirming: Promise<boolean> | null = null;
-  /** Units this gateway admitted alone during an outage, to add to the shared counters after it. */
+  /** Units this gateway admitted alone, to add to the shared counters once they answer. */
   private readonly admittedAlone = new Map<string, CounterAddition>();
   private readonly clock: Clock;
   /** This gateway's part of a limit under `local`: the whole limit without a fleet to share it with. */
   private readonly shareOf: (limit: number) => number;
+  /** Frees a slot in both stores: this gateway's own counters count it too, wherever it was taken. */
+  private readonly slotStores: SlotRelease;
   private closed = false;
 
   constructor(private readonly parts: LimiterParts) {
     this.clock = parts.clock ?? systemClock;
     this.shareOf = parts.shareOf ?? ((limit) => limit);
     this.sharedUp = parts.shared !== null;
+    this.outage = new OutageDetector(() => this.clock.now(), parts.outage);
+    const { shared, local } = parts;
+    this.slotStores = {
+      release(keys) {
+        local.release(keys);
+        shared?.release(keys);
+      },
+    };
     parts.metrics.counterStoreShared.set(this.sharedUp ? 1 : 0);
   }
 
@@ -105,11 +142,14 @@ export class Limiter {
       return;
     }
     const sent = shared.add(additions);
-    return sent?.catch((error: unknown) => {
-      this.switchToFallback(error as Error);
-      // The shared store keeps these units for its next trip; they count here too meanwhile.
-      if (this.parts.onError === 'local') local.add(additions);
-    });
+    return sent?.then(
+      () => this.answered(),
+      (error: unknown) => {
+        this.failed(error as Error);
+        // The shared store keeps these units for its next trip; they count here too meanwhile.
+        if (this.parts.onError === 'local') local.add(additions);
+      },
+    );
   }
 
   /** Units counted now by counters under `keyPrefix`, from the store that currently decides. */
@@ -121,7 +161,7 @@ export class Limiter {
   /**
    * What each of `counters` holds now, from the store that currently decides; nothing is charged. A read
    * of the shared store is waited for as a decision is: past `timeoutMs` only while a PING says the store
-   * is there, and a failed read or a confirmed outage hands the decisions to the policy. While the shared
+   * is there; a failed read, or an unanswered PING, reads what the policy has instead. While the shared
    * store is away, only `onError: local` has counters (this gateway's own, which decide meanwhile);
    * `allow` and `deny` have none.
    * @throws when there is nothing to read: the shared store is away under `allow` or `deny`
@@ -132,10 +172,12 @@ export class Limiter {
     if (this.sharedUp) {
       try {
         const read = await this.answerOf(shared.peek(counters));
-        if (read !== outageConfirmed) return read;
-        this.switchToFallback(this.unansweredError());
+        if (read !== pingUnanswered) {
+          this.answered();
+          return read;
+        }
       } catch (error) {
-        this.switchToFallback(error as Error);
+        this.failed(error as Error);
       }
     }
     if (onError === 'local') return local.peek(counters);
@@ -156,13 +198,25 @@ export class Limiter {
   ): Promise<LimiterVerdict> {
     try {
       const decided = await this.answerOf(answer);
-      if (decided !== outageConfirmed) return decided;
+      if (decided !== pingUnanswered) {
+        this.answered();
+        return this.heldHereToo(decided, specs);
+      }
       this.freeSlotsOfLate(answer, specs);
-      this.switchToFallback(this.unansweredError());
     } catch (error) {
-      this.switchToFallback(error as Error);
+      this.failed(error as Error);
     }
     return this.decideWithoutShared(specs);
+  }
+
+  /**
+   * A decision of the shared store that took slots: this gateway's own counters count them too, so that
+   * a fallback knows every request in flight here, and they are freed in both.
+   */
+  private heldHereToo(decision: Decision, specs: readonly CounterSpec[]): Decision {
+    if (!decision.slotsFreedBy) return decision;
+    this.parts.local.hold(slotKeysOf(specs));
+    return { ...decision, slotsFreedBy: this.slotStores };
   }
 
   /**
@@ -172,7 +226,7 @@ export class Limiter {
   private freeSlotsOfLate(answer: Promise<Decision>, specs: readonly CounterSpec[]): void {
     answer.then(
       (late) => {
-        const keys = specs.filter((spec) => isSlotCounter(spec.windowMs)).map((spec) => spec.key);
+        const keys = slotKeysOf(specs);
         if (late.allowed && keys.length > 0) late.slotsFreedBy?.release(keys);
       },
       () => undefined,
@@ -181,53 +235,62 @@ export class Limiter {
 
   /**
    * The shared store's answer: within `timeoutMs`, or later while a PING says the store is there;
-   * `outageConfirmed` when the PING goes unanswered first.
+   * `pingUnanswered` when the PING goes unanswered first.
    */
-  private async answerOf<T>(answer: Promise<T>): Promise<T | typeof outageConfirmed> {
+  private async answerOf<T>(answer: Promise<T>): Promise<T | typeof pingUnanswered> {
     const inTime = await beforeDeadline(answer, this.parts.timeoutMs, this.clock);
     if (inTime !== deadlinePassed) return inTime;
     return Promise.race([
       answer,
-      this.confirmOutage().then(async (down) => (down ? outageConfirmed : await answer)),
+      this.confirmOutage().then(async (down) => (down ? pingUnanswered : await answer)),
     ]);
   }
 
-  private unansweredError(): Error {
-    return new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`);
-  }
-
-  /** Resolves true when a PING confirms that the store is unreachable; one PING for all late decisions. */
+  /**
+   * Resolves true when a PING goes unanswered, which counts as one failure of the store; one PING for all
+   * late decisions.
+   */
   private confirmOutage(): Promise<boolean> {
     if (this.confirming) return this.confirming;
-    // A PING gets more time than a decision: it has to tell "down" from "busy".
-    const confirmMs = Math.max(200, this.parts.timeoutMs * 4);
-    this.confirming = beforeDeadline(this.parts.probe(), confirmMs, this.clock).then(
-      (answered) => {
-        this.confirming = null;
-        if (answered === true)
-          this.parts.logger.warn(
-            { timeoutMs: this.parts.timeoutMs },
-            'a call to the shared counter store missed its deadline; the store still answers, so it is waited for',
-          );
-        return answered !== true;
-      },
-      () => {
-        this.confirming = null;
-        return true;
-      },
-    );
+    this.confirming = this.pingAnswers().then((answers) => {
+      this.confirming = null;
+      if (answers) {
+        this.parts.logger.warn(
+          { timeoutMs: this.parts.timeoutMs },
+          'a call to the shared counter store missed its deadline; the store still answers, so it is waited for',
+        );
+        this.answered();
+      } else {
+        this.failed(new Error(`no answer within ${this.parts.timeoutMs} ms, and no answer to PING`));
+      }
+      return !answers;
+    });
     return this.confirming;
   }
 
-  /** The decision of store.onError while the shared store is unreachable. */
+  /** Whether the store answers a PING in time: it gets more than a decision, to tell "down" from "busy". */
+  private async pingAnswers(): Promise<boolean> {
+    const confirmMs = Math.max(200, this.parts.timeoutMs * 4);
+    try {
+      return (await beforeDeadline(this.parts.probe(), confirmMs, this.clock)) === true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The decision of store.onError while the shared store cannot decide. */
   private decideWithoutShared(specs: readonly CounterSpec[]): LimiterVerdict {
     switch (this.parts.onError) {
       case 'local': {
         const decision = this.parts.local.consume(
           specs.map((spec) => ({ ...spec, limit: this.shareOf(spec.limit) })),
         );
-        if (decision.allowed) for (const spec of specs) this.tally(spec.key, spec.windowMs, spec.cost);
-        return decision;
+        if (!decision.allowed) return decision;
+        for (const spec of specs) this.tally(spec.key, spec.windowMs, spec.cost);
+        if (!decision.slotsFreedBy) return decision;
+        // The fleet counts these slots too: the shared store learns of them now, or once it answers.
+        this.parts.shared?.hold(slotKeysOf(specs));
+        return { ...decision, slotsFreedBy: this.slotStores };
       }
       case 'allow':
         return admitted;
@@ -236,36 +299,77 @@ export class Limiter {
     }
   }
 
-  /** Notes units admitted alone; a slot is no unit: it is freed where it was taken (`slotsFreedBy`). */
+  /** Notes units admitted alone; a slot is no unit: it is counted in by `hold` as it is taken. */
   private tally(key: string, windowMs: number, amount: number): void {
     if (amount <= 0 || isSlotCounter(windowMs)) return;
     const held = this.admittedAlone.get(key);
     this.admittedAlone.set(key, { key, windowMs, amount: amount + (held?.amount ?? 0) });
   }
 
-  private switchToFallback(error: Error): void {
+  /** The units admitted alone so far, handed over: the caller passes them to the shared store. */
+  private takeAlone(): CounterAddition[] {
+    const alone = [...this.admittedAlone.values()];
+    this.admittedAlone.clear();
+    return alone;
+  }
+
+  /**
+   * The shared store failed to answer (a call failed, a PING went unanswered). The first failure of a
+   * run seeds this gateway's own counters, for the requests the policy decides one at a time, and starts
+   * the probe; the one that confirms the outage hands every decision to the policy.
+   */
+  private failed(error: Error): void {
     const { shared } = this.parts;
-    if (!this.sharedUp || !shared || this.closed) return;
+    if (!shared || this.closed) return;
+    const starting = this.outage.standing === 'answering';
+    const change = this.outage.failed();
+    if (starting) {
+      if (this.parts.onError === 'local') this.seedFallback(shared);
+      this.parts.logger.warn(
+        { err: { message: error.message }, onError: this.parts.onError },
+        'the shared counter store failed to answer: what it cannot decide goes to store.onError until it answers, or the outage is confirmed',
+      );
+      this.scheduleProbe();
+    }
+    if (change === 'confirmed') this.switchToFallback(shared, error);
+  }
+
+  /** The shared store answered a call or a PING. */
+  private answered(): void {
+    if (this.outage.answered() === 'cleared') this.failuresCleared();
+  }
+
+  /** A run of failures that confirmed no outage is over: the store decides as it did all along. */
+  private failuresCleared(): void {
+    this.handOverAlone();
+    this.parts.logger.info('the shared counter store answers again; no outage was confirmed');
+  }
+
+  /** Adds what this gateway admitted alone to the shared counters, which keep it until it is sent. */
+  private handOverAlone(): void {
+    if (this.admittedAlone.size === 0) return;
+    void this.parts.shared?.add(this.takeAlone())?.catch(() => undefined);
+  }
+
+  private switchToFallback(shared: SharedCounters, error: Error): void {
     this.sharedUp = false;
     shared.suspend();
-    if (this.parts.onError === 'local') this.seedFallback(shared);
     this.parts.metrics.counterStoreShared.set(0);
     this.parts.metrics.counterStoreSwitches.inc({ to: this.parts.onError });
     this.parts.logger.error(
       { err: { message: error.message }, onError: this.parts.onError },
       `shared counter store unreachable: store.onError is '${this.parts.onError}' until it answers again`,
     );
-    this.scheduleProbe();
   }
 
   /**
    * Starts this gateway's own counters from its share of what the fleet had counted when last seen,
    * charged as of then: they leave the window when the units they stand for do (a total seen a window
-   * ago is gone), which may refuse a little early but never admits too much.
+   * ago is gone), which may refuse a little early but never admits too much. Its slots stay: they are
+   * the requests it has in flight.
    */
   private seedFallback(shared: SharedCounters): void {
     this.parts.local.clear();
-    this.admittedAlone.clear();
     const seeds = shared
       .lastKnown()
       .filter(({ used, limit }) => used > 0 && limit > 0)
@@ -279,27 +383,47 @@ export class Limiter {
   }
 
   private scheduleProbe(): void {
-    if (this.closed) return;
+    if (this.closed || this.probeTimer !== null) return;
     this.probeTimer = this.clock.setTimeout(() => void this.probe(), this.parts.probeEveryMs ?? 250);
   }
 
+  /** Asks the store a PING while it fails to answer, until it answers for good. */
   private async probe(): Promise<void> {
     this.probeTimer = null;
     const { shared } = this.parts;
-    if (this.sharedUp || !shared || this.closed) return;
-    if (!(await this.parts.probe())) return this.scheduleProbe();
-    shared.resume();
-    const alone = [...this.admittedAlone.values()];
-    this.admittedAlone.clear();
-    try {
-      // The fleet's counters learn what this gateway admitted alone before they decide for it again.
-      await shared.add(alone);
-    } catch {
-      for (const addition of alone) this.tally(addition.key, addition.windowMs, addition.amount);
-      shared.suspend();
+    if (!shared || this.closed || !this.probing) return;
+    if (!(await this.pingAnswers())) {
+      this.failed(new Error('no answer to PING'));
       return this.scheduleProbe();
     }
+    if (this.closed) return;
+    const change = this.outage.answered();
+    if (change === 'cleared') this.failuresCleared();
+    if (change === 'over') await this.decideWithShared(shared);
+    if (this.probing) this.scheduleProbe();
+  }
+
+  /** Whether the store is probed: from a first failure until it decides again. */
+  private get probing(): boolean {
+    return this.outage.standing !== 'answering';
+  }
+
+  /**
+   * The outage is over: the fleet's counters learn what this gateway counted alone (units and slots)
+   * before they decide for it again.
+   */
+  private async decideWithShared(shared: SharedCounters): Promise<void> {
+    try {
+      await shared.resume(this.takeAlone());
+    } catch {
+      this.outage.stillAway();
+      return;
+    }
+    if (this.closed) return;
+    this.outage.decidesAgain();
     this.sharedUp = true;
+    // Decided alone while the store was being told: handed over now.
+    this.handOverAlone();
     this.parts.metrics.counterStoreShared.set(1);
     this.parts.metrics.counterStoreSwitches.inc({ to: 'shared' });
     this.parts.logger.warn('shared counter store answers again: the fleet-wide counters decide again');

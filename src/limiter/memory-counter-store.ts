@@ -152,6 +152,15 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
     for (const key of keys) this.freeSlot(key, ownHolder);
   }
 
+  /**
+   * Counts slots of requests this process has in flight that another store took (the fleet's), without
+   * a check: so that when this store decides alone (`onError: local`), it counts them against its share.
+   * Freed by `release`, as its own are.
+   */
+  hold(keys: readonly string[]): void {
+    for (const key of keys) this.takeSlot(key, ownHolder);
+  }
+
   /** Frees every slot `holder` holds: a worker that exited ends no request of its own any more. */
   releaseAll(holder: string): void {
     for (const [key, slots] of this.slots) {
@@ -184,6 +193,7 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
     this.addNow(trip.additions, now);
     const holder = trip.holder ?? ownHolder;
     for (const key of trip.releases ?? []) this.freeSlot(key, holder);
+    for (const key of trip.holds ?? []) this.takeSlot(key, holder);
     const { checks } = trip;
     if (!this.roomFor(checks, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, checks: [], outOfRoom: true };

@@ -5,13 +5,12 @@ import {
   type CounterRef,
   type CounterSpec,
   type CounterState,
-  type CounterStore,
   type CounterUsage,
   type Decision,
-  type SlotRelease,
 } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
 import { LeaseBook, type KnownTotal } from './lease-book.js';
+import type { SharedCounters } from './limiter.js';
 
 export interface SharedCounterStoreOptions {
   trips: CounterTrips;
@@ -20,6 +19,12 @@ export interface SharedCounterStoreOptions {
   live: () => number;
   /** Counted by every trip: `/metrics` shows how many decisions needed one. */
   onTrip?: () => void;
+  /**
+   * Writes again how many slots this gateway holds of each counter, where the carrier keeps them as a
+   * number it writes (`RedisCounterTrips.refreshSlots`): before the store decides again after an outage.
+   * Absent where every hold and release is counted as it comes (the primary's counters).
+   */
+  refreshSlots?: () => Promise<void>;
 }
 
 /** Leases that expired are given back this long after, unless a trip has carried them by then. */
@@ -32,9 +37,9 @@ const giveBackDelayMs = 20;
  * recent rate, carries the leftovers of expired leases back, and carries measured bytes that no lease
  * covered (those are sent at once, so no decision anywhere waits on them). A concurrency counter is
  * never leased nor known full here: every slot is taken by a trip, and freed by one sent the moment its
- * request ends.
+ * request ends; a slot this gateway took while the policy decided is counted in by one too (`hold`).
  */
-export class SharedCounterStore implements CounterStore, SlotRelease {
+export class SharedCounterStore implements SharedCounters {
   private readonly book = new LeaseBook();
   private readonly clock: Clock;
   /** Measured units whose trip failed: they travel with the next one (counted twice at worst). */
@@ -76,6 +81,16 @@ export class SharedCounterStore implements CounterStore, SlotRelease {
     this.send(trip).catch(() => undefined);
   }
 
+  /**
+   * Counts slots this gateway took while the store could not decide as held by it, in a trip of their
+   * own: the carrier writes them when the store answers, now or after the outage (`refreshSlots`).
+   */
+  hold(keys: readonly string[]): void {
+    if (keys.length === 0) return;
+    const trip = { checks: [], additions: [], giveBacks: [], holds: keys, live: this.options.live() };
+    this.send(trip).catch(() => undefined);
+  }
+
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]> {
     return this.options.trips.usage(keyPrefix, windowMs);
   }
@@ -101,7 +116,17 @@ export class SharedCounterStore implements CounterStore, SlotRelease {
     this.book.dropAll();
   }
 
-  resume(): void {
+  /**
+   * The store answers again: the slots this gateway holds are written, and `alone` (units it admitted
+   * while the policy decided) is added with the leftovers of the leases that ended, before the store
+   * decides again. Units that cannot be sent are kept for the next trip.
+   * @throws when the store cannot be reached: it stays suspended
+   */
+  async resume(alone: readonly CounterAddition[]): Promise<void> {
+    for (const addition of alone) this.keepUnsent(addition);
+    await this.options.refreshSlots?.();
+    const giveBacks = this.book.takeGiveBacks(this.clock.now());
+    await this.send({ checks: [], additions: [], giveBacks, live: this.options.live() });
     this.suspended = false;
   }
 
@@ -212,13 +237,19 @@ export class SharedCounterStore implements CounterStore, SlotRelease {
       this.book.restore(spec.key, spec.windowMs, spec.cost, bucket, now);
   }
 
-  /** One trip: `trip` plus the give-backs and unsent units it can carry. */
+  /**
+   * One trip: `trip` plus the give-backs and unsent units it can carry. While the store is suspended the
+   * give-backs wait for `resume`: a trip that fails drops those it carried.
+   */
   private async send(trip: Trip): Promise<TripReply> {
-    const giveBacks: GiveBack[] = [...trip.giveBacks, ...this.book.takeGiveBacks(this.clock.now())];
+    const giveBacks: GiveBack[] = this.suspended
+      ? [...trip.giveBacks]
+      : [...trip.giveBacks, ...this.book.takeGiveBacks(this.clock.now())];
     const additions = [...trip.additions, ...this.unsent.values()];
     this.unsent.clear();
     const nothing = trip.checks.length === 0 && additions.length === 0 && giveBacks.length === 0;
-    if (nothing && (trip.releases?.length ?? 0) === 0) return { allowed: true, retryAfterMs: 0, checks: [] };
+    const slots = (trip.releases?.length ?? 0) + (trip.holds?.length ?? 0);
+    if (nothing && slots === 0) return { allowed: true, retryAfterMs: 0, checks: [] };
     this.options.onTrip?.();
     try {
       return await this.options.trips.trip({ ...trip, additions, giveBacks });

@@ -17,6 +17,12 @@ export interface FleetHeartbeatOptions {
   storeClock?: () => number;
   /** Told the number of live gateways after every heartbeat that Redis answered. */
   onBeat?: (live: number) => void;
+  /**
+   * Sent with every heartbeat, whether Redis answered the last one or not: the writes that keep this
+   * gateway's entries alive (its concurrency slots). A frozen Redis runs them as it wakes, before it
+   * could expire the entries of a gateway that lived through the freeze.
+   */
+  keepAlive?: () => Promise<void>;
 }
 
 /**
@@ -78,6 +84,7 @@ export class FleetHeartbeat {
   }
 
   private async beat(): Promise<void> {
+    this.options.keepAlive?.().catch(() => undefined);
     try {
       const script = this.redis as unknown as HeartbeatScript;
       const now = this.options.storeClock ? String(this.options.storeClock()) : '';

@@ -53,6 +53,8 @@ const slotPrelude = ['store-clock', 'slot-entries'];
  * every heartbeat (`refreshSlots`), which also keeps the entry alive. A write that fails, or a trip whose
  * answer is lost, is put right by the next heartbeat's: Redis may count a slot too many until then (never
  * one too few), and a gateway that dies stops writing, so its slots are free once its entry expires.
+ * Slots the gateway took while Redis could not decide are counted in as held (`Trip.holds`), so the
+ * number it writes is every request it has in flight, however its slot was taken.
  */
 export class RedisCounterTrips implements CounterTrips {
   private readonly spread: boolean;
@@ -100,7 +102,9 @@ export class RedisCounterTrips implements CounterTrips {
 
   /**
    * Writes again how many slots this gateway holds of each counter it holds any of (or held since the
-   * last write), which keeps its entries alive: called at every heartbeat.
+   * last write), which keeps its entries alive: called at every heartbeat, whether Redis answered the
+   * last one or not (a frozen Redis runs the writes as it wakes, before its clock expires the entries),
+   * and before the counters decide again after an outage.
    */
   async refreshSlots(): Promise<void> {
     await Promise.all([...this.held.keys()].map((key) => this.writeHeld(key)));
@@ -111,7 +115,9 @@ export class RedisCounterTrips implements CounterTrips {
   }
 
   async trip(trip: Trip): Promise<TripReply> {
-    if (trip.releases && trip.releases.length > 0) await this.free(trip.releases);
+    if (trip.releases?.length || trip.holds?.length) await this.settle(trip.releases, trip.holds);
+    if (trip.checks.length === 0 && trip.additions.length === 0 && trip.giveBacks.length === 0)
+      return { allowed: true, retryAfterMs: 0, checks: [] };
     if (!this.spread) return this.send(trip);
     const groups = byHashTag(trip);
     if (groups.length === 1) return this.send(trip);
@@ -123,7 +129,7 @@ export class RedisCounterTrips implements CounterTrips {
         const outcome = settled[g]!;
         return outcome.status === 'fulfilled' && outcome.value.allowed ? slotKeysOf(group.trip.checks) : [];
       });
-      if (taken.length > 0) await this.free(taken).catch(() => undefined);
+      if (taken.length > 0) await this.settle(taken).catch(() => undefined);
       throw failed.reason;
     }
     const replies = settled.map((outcome) => (outcome as PromiseFulfilledResult<TripReply>).value);
@@ -137,7 +143,7 @@ export class RedisCounterTrips implements CounterTrips {
     const slotsTaken = groups.flatMap((group, g) =>
       replies[g]!.allowed ? slotKeysOf(group.trip.checks) : [],
     );
-    if (slotsTaken.length > 0) await this.free(slotsTaken).catch(() => undefined);
+    if (slotsTaken.length > 0) await this.settle(slotsTaken).catch(() => undefined);
     // A give-back that does not arrive leaves units charged: fewer admissions, never more.
     if (giveBacks.length > 0)
       await this.trip({ checks: [], additions: [], giveBacks, live: trip.live }).catch(() => undefined);
@@ -179,10 +185,15 @@ export class RedisCounterTrips implements CounterTrips {
     );
   }
 
-  /** Frees one slot of each key (a key given twice frees two) and writes what this gateway holds now. */
-  private async free(keys: readonly string[]): Promise<void> {
-    for (const key of keys) this.held.set(key, Math.max(0, (this.held.get(key) ?? 0) - 1));
-    await Promise.all([...new Set(keys)].map((key) => this.writeHeld(key)));
+  /**
+   * Frees one slot of each of `releases` (a key given twice frees two) and counts one of each of `holds`
+   * (slots taken while Redis could not decide), then writes what this gateway holds of their counters.
+   * Counted before the write: one that fails is put right by the next heartbeat's.
+   */
+  private async settle(releases: readonly string[] = [], holds: readonly string[] = []): Promise<void> {
+    for (const key of releases) this.held.set(key, Math.max(0, (this.held.get(key) ?? 0) - 1));
+    for (const key of holds) this.held.set(key, (this.held.get(key) ?? 0) + 1);
+    await Promise.all([...new Set([...releases, ...holds])].map((key) => this.writeHeld(key)));
   }
 
   private async writeHeld(key: string): Promise<void> {

@@ -98,6 +98,19 @@ describe.each([
     expect(await inFlight(a, '{c}s')).toBe(1);
   });
 
+  it('counts the slots a holder took while the store could not decide as its own, past the limit too, and frees them by release', async () => {
+    const { tripsOf } = open();
+    const [a, b] = [tripsOf('a'), tripsOf('b')];
+    await a.trip(trip({ checks: [slot('{c}s', 2)] }));
+    await b.trip(trip({ holds: ['{c}s', '{c}s'] }));
+    expect(await inFlight(a, '{c}s')).toBe(3);
+    expect((await a.trip(trip({ checks: [slot('{c}s', 2)] }))).allowed).toBe(false);
+    await b.trip(trip({ releases: ['{c}s'] }));
+    // a holds one: a second release of its frees nothing of b's.
+    await a.trip(trip({ releases: ['{c}s', '{c}s'] }));
+    expect(await inFlight(b, '{c}s')).toBe(1);
+  });
+
   it('is all or nothing with the window counters of the trip: a refusal by either takes nothing of the other', async () => {
     const { tripsOf } = open();
     const a = tripsOf('a');
