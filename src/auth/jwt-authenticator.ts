@@ -91,8 +91,11 @@ export function createJwtAuthenticator(
         onFetch: () => options.onJwksFetch?.('ok'),
         onFailure: (error) => {
           options.onJwksFetch?.('failed');
-
-          logger.warn({ jwksUri: settings.jwksUri, err: error.message }, 'jwks fetch failed');
+          // The serializer of `err` takes an object: a bare string would be logged letter by letter.
+          logger.warn(
+            { jwksUri: settings.jwksUri, err: { name: error.name, message: error.message } },
+            'jwks fetch failed',
+          );
         },
       })
     : null;
