@@ -13,7 +13,7 @@ import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
-import { callerOf, repeatedCallerField } from './proxy/caller-keys.js';
+import { callerOf, countedFields, repeatedCallerField } from './proxy/caller-keys.js';
 import { CallerBook } from '../quota/caller-book.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
@@ -81,6 +81,8 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
+  /** The header fields its quotas count it by: no other spelling of them goes upstream. */
+  countedFields: readonly string[] = noFields;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
   /** The concurrency slots it holds while in flight, and where each was taken. */
@@ -174,6 +176,7 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const noFields: readonly string[] = [];
 const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /** The verdict on a request that only shadow restrictions apply to. */
@@ -482,6 +485,7 @@ export class Gateway {
       );
     const repeated = selected.byCaller ? repeatedCallerField(req, selected.all) : undefined;
     if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
+    if (selected.byCaller) record.countedFields = countedFields(selected.all);
     const checks = selected.byCaller
       ? selected.forCaller((restriction) =>
           this.callers.counted(
@@ -658,6 +662,7 @@ export class Gateway {
       plane.dropped[peerTrusted ? 'trusted' : 'untrusted'],
       plane.owned,
       upstreamFields,
+      record.countedFields,
     );
     appendForwardedFields(req, upstreamFields, peerTrusted);
     if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
