@@ -199,7 +199,10 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
-  /** The callers each restriction counted by caller counts apart: bounded, never evicting (see CallerBook). */
+  /**
+   * The callers each restriction counted by caller counts apart, per application: bounded, never evicting
+   * (see CallerBook).
+   */
   private readonly callers = new CallerBook(() => (this.parts.now ?? Date.now)());
   /** The exchanges forwarded and not yet ended, charged and checked once a second. */
   private readonly openExchanges: OpenExchanges;
@@ -419,7 +422,7 @@ export class Gateway {
     const repeated = repeatedCallerField(req, own);
     if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
     const restrictions = onCallerCounters(own, (restriction) =>
-      this.callers.countedAs(restriction.counterKey, this.callerIn(record, restriction)),
+      this.callers.countedAs(restriction.counterKey, application, this.callerIn(record, restriction)),
     );
     let states;
     try {
@@ -490,6 +493,7 @@ export class Gateway {
       ? selected.forCaller((restriction) =>
           this.callers.counted(
             restriction.counterKey,
+            auth.principal?.application,
             this.callerIn(record, restriction),
             restriction.windowMs,
           ),
