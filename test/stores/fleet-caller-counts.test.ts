@@ -1,18 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
-import { mobileId, mobileKey, startFleetOfTwo, webId, webKey } from '../helpers/enforcement-gateways.js';
+import {
+  mobileId,
+  mobileKey,
+  setSystemQuotaOnFleet,
+  startFleetOfTwo,
+  webId,
+  webKey,
+} from '../helpers/enforcement-gateways.js';
 import { floodStatuses, tally, tenants } from '../helpers/floods.js';
 import { request } from '../helpers/raw-http.js';
-import {
-  adminUser,
-  basicAuth,
-  devKey,
-  setQuota,
-  systemQuotaId,
-  throttle,
-  userAuth,
-  type TestGateway,
-} from '../helpers/test-gateway.js';
+import { basicAuth, devKey, throttle, type TestGateway } from '../helpers/test-gateway.js';
 
 /**
  * Restrictions counted by caller across a fleet: one count per caller, whichever gateway it hits; each
@@ -26,23 +24,10 @@ const from = (gateway: TestGateway, address: string) =>
     headers: { authorization: basicAuth(devKey), 'x-forwarded-for': address },
   });
 
-/** Sets the System quota's restrictions through `a`, and waits until `b` has them from Redis. */
-async function systemOnBoth(a: TestGateway, b: TestGateway, restriction: Record<string, unknown>) {
-  await setQuota(a, { type: 'API', name: 'System', restrictions: [restriction] }, systemQuotaId);
-  await expect
-    .poll(async () => {
-      const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
-        headers: { authorization: userAuth(adminUser) },
-      });
-      return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
-    })
-    .toBe(1);
-}
-
 describe('a restriction counted by client on a fleet of two gateways on one Redis', () => {
   it('keeps one count per client across the fleet, and each client its own', async () => {
     const [a, b] = await startFleetOfTwo(defer, { trustProxy: ['127.0.0.1'] });
-    await systemOnBoth(a, b, throttle(4, 1, 'minute', { by: 'client' }));
+    await setSystemQuotaOnFleet(a, b, throttle(4, 1, 'minute', { by: 'client' }));
     const statuses: number[] = [];
     for (let i = 0; i < 6; i += 1) statuses.push((await from(i % 2 === 0 ? a : b, '198.51.100.1')).status);
     expect(statuses.filter((status) => status === 200)).toHaveLength(4);
@@ -61,7 +46,7 @@ describe('a restriction counted by header on a fleet of two gateways on one Redi
       ],
     });
     // An hour's window: the flood may take over a minute on a loaded machine.
-    await systemOnBoth(a, b, throttle(2, 1, 'hour', { by: 'header:X-Tenant' }));
+    await setSystemQuotaOnFleet(a, b, throttle(2, 1, 'hour', { by: 'header:X-Tenant' }));
     // Mobile floods a with 10,050 new tenants: 10,000 counted apart there, the rest on Mobile's overflow
     // count (2 admitted).
     expect(tally(await floodStatuses(a, mobileKey, tenants('m', 10_050)))).toEqual({
