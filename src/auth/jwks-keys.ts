@@ -189,7 +189,7 @@ export async function fetchJwks(
 }
 
 /** Kids whose claims check out that may each fetch the set once within a cooldown. */
-export const vouchedKidsPerCooldown = 3;
+const vouchedKidsPerCooldown = 3;
 
 /** A JWK Set of a provider holds a few keys: a bigger document is refused before it fills memory. */
 export const maxJwksBytes = 1 << 20;
