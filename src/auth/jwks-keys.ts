@@ -21,6 +21,12 @@ export interface JwksKeysOptions {
   onFetch(): void;
   /** Told of each fetch failure, for the log. */
   onFailure(error: Error): void;
+  /**
+   * Whether a token's claims, read before its signature is checked, are those a real token of the
+   * provider carries (its issuer, an audience the gateway accepts). Such a token's unknown kid may fetch
+   * the set within the cooldown: once per kid, and for `vouchedKidsPerCooldown` kids at most.
+   */
+  vouches?(token: FlattenedJWSInput): boolean;
 }
 
 /** Key of a token's header, as jose's jwtVerify asks for it: a public key, or an HMAC secret. */
@@ -37,6 +43,9 @@ export type KeyResolver = (
  * - a token with an unknown kid fetches the set again, at most once per cooldown after a fetch ended,
  *   good or failed, so made-up kids cannot hammer the endpoint (the tokens that come meanwhile wait on
  *   the fetch under way, or are refused);
+ * - within the cooldown after a good fetch, a token whose unverified claims check out (`vouches`) may
+ *   fetch it once per kid, for a few kids per cooldown: a made-up kid that fetched a moment before cannot
+ *   hold a real rotation back for a whole cooldown, and forged claims fetch no more than those few times;
  * - the keys already known keep verifying while the endpoint is down, slow or answers nonsense;
  * - before any key is known, a token waits on the fetch under way (the timeout bounds it), then is
  *   `JwksUnavailable`.
@@ -46,6 +55,11 @@ export class JwksKeys {
   private fetchedAt = -Infinity;
   private settledAt = -Infinity;
   private pending: Promise<void> | null = null;
+  /** The kids that fetched the set within the cooldown on their claims' word, since `vouchedSince`. */
+  private readonly vouchedKids = new Set<string>();
+  private vouchedSince = -Infinity;
+  /** The last fetch failed: the cooldown then holds for every token, to spare an endpoint in trouble. */
+  private lastFailed = false;
 
   constructor(
     private readonly url: string,
@@ -66,10 +80,12 @@ export class JwksKeys {
         if (old && this.mayFetch()) void this.fetch();
         return key;
       } catch (error) {
-        if (!(error instanceof errors.JWKSNoMatchingKey) || !this.mayFetch()) throw error;
+        if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+        const fetched = this.fetchFor(header, token);
+        if (!fetched) throw error;
+        await fetched;
       }
-    }
-    if (this.mayFetch()) await this.fetch();
+    } else await this.fetchFor(header, token);
     // The keys the fetch brought, or those known before it (a failed fetch keeps them).
     const keys = this.known as typeof known;
     if (!keys) throw new JwksUnavailable();
@@ -81,6 +97,31 @@ export class JwksKeys {
     return this.pending !== null || this.options.clock.now() >= this.settledAt + this.options.cooldownMs;
   }
 
+  /**
+   * The fetch a token whose kid no known key has may wait on: the one under way, a new one once the
+   * cooldown has passed or when its claims vouch for its kid, else null.
+   */
+  private fetchFor(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<void> | null {
+    if (this.mayFetch() || this.vouchedFor(header.kid, token)) return this.fetch();
+    return null;
+  }
+
+  /**
+   * Whether `token`'s claims vouch for its `kid`, once per kid and for a few kids per cooldown, after a
+   * good fetch (an endpoint that failed last is given its cooldown whoever asks).
+   */
+  private vouchedFor(kid: string | undefined, token: FlattenedJWSInput): boolean {
+    if (kid === undefined || this.lastFailed || this.options.vouches?.(token) !== true) return false;
+    const now = this.options.clock.now();
+    if (now >= this.vouchedSince + this.options.cooldownMs) {
+      this.vouchedKids.clear();
+      this.vouchedSince = now;
+    }
+    if (this.vouchedKids.has(kid) || this.vouchedKids.size >= vouchedKidsPerCooldown) return false;
+    this.vouchedKids.add(kid);
+    return true;
+  }
+
   /** The fetch under way, or a new one; it never rejects (a failure is told to `onFailure`). */
   private fetch(): Promise<void> {
     this.pending ??= fetchJwks(this.url, this.options)
@@ -88,9 +129,13 @@ export class JwksKeys {
         (set) => {
           this.known = createLocalJWKSet(set);
           this.fetchedAt = this.options.clock.now();
+          this.lastFailed = false;
           this.options.onFetch();
         },
-        (error: unknown) => this.options.onFailure(error as Error),
+        (error: unknown) => {
+          this.lastFailed = true;
+          this.options.onFailure(error as Error);
+        },
       )
       .finally(() => {
         this.pending = null;
@@ -142,6 +187,9 @@ export async function fetchJwks(
     clock.clearTimeout(timer);
   }
 }
+
+/** Kids whose claims check out that may each fetch the set once within a cooldown. */
+const vouchedKidsPerCooldown = 3;
 
 /** A JWK Set of a provider holds a few keys: a bigger document is refused before it fills memory. */
 export const maxJwksBytes = 1 << 20;

@@ -6,7 +6,14 @@ import { ConfigError } from '../kit/config-error.js';
 import type { Environment } from '../applications/application-schema.js';
 import { crossFieldProblems, formatKeyPath, type KeyPath, type Problem } from './cross-field-rules.js';
 import { findConfigFile, readConfigFile } from './read-config-file.js';
-import { configSchema, knownTopLevelKeys, redisOnlyStoreKeys, type Config } from './schema.js';
+import {
+  configSchema,
+  knownTopLevelKeys,
+  redisOnlyStoreKeys,
+  schemeMeant,
+  unknownAuthType,
+  type Config,
+} from './schema.js';
 import { keysAt, unknownKeyMessage } from '../kit/key-suggestions.js';
 
 export interface LoadConfigOptions {
@@ -68,6 +75,10 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
   layers.push(environmentLayer(env));
 
   const merged = layers.reduce<Record<string, unknown>>((into, layer) => deepMerge(into, layer.values), {});
+  // A misspelt scheme (`JWT`) is read as the one it most likely means, so that the mistakes in that
+  // scheme's settings are named in the same pass as the misspelling, which fails the load all the same.
+  const meant = schemeMeant(merged.APIKeyAuthType);
+  const read = meant === undefined ? merged : { ...merged, APIKeyAuthType: meant };
   // The layer that defines the deepest part of the key path is the one to blame; later layers win ties.
   const sourceOf = (keyPath: KeyPath) =>
     layers.reduce((best, layer) => {
@@ -88,9 +99,14 @@ export async function loadConfig(options: LoadConfigOptions): Promise<LoadedConf
     },
     { when: () => true },
   );
-  const parsed = schema.safeParse(merged);
-  const problems = parsed.success ? [] : parsed.error.issues.flatMap(toProblems).map(describe);
-  const plugin = await pluginKeys(merged, cwd);
+  const parsed = schema.safeParse(read);
+  const problems = [
+    ...(meant === undefined
+      ? []
+      : [{ path: ['APIKeyAuthType'], message: unknownAuthType(merged.APIKeyAuthType) }]),
+    ...(parsed.success ? [] : parsed.error.issues.flatMap(toProblems)),
+  ].map(describe);
+  const plugin = await pluginKeys(read, cwd);
   const unknownKeys = Object.keys(merged).filter((key) => !knownTopLevelKeys.has(key));
   for (const key of unknownKeys.filter((name) => !plugin.keys.has(name))) {
     problems.push(

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
+import { didYouMean, discriminatorOf, nearMiss, oneOf } from '../kit/key-suggestions.js';
 import { gatewayOwnedFields } from '../kit/gateway-owned-fields.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
@@ -488,11 +488,22 @@ const schemeSettings = {
   ldap: ldapSchema.optional(),
   jwt: jwtSchema.optional(),
 };
+/** What is wrong with an `APIKeyAuthType` that names no scheme, with the one it most likely misspells. */
+export const unknownAuthType = (given: unknown): string =>
+  `must be one of ${authTypes.join(', ')}${didYouMean(given, authTypes)}`;
+
+/**
+ * The scheme a misspelt `APIKeyAuthType` most likely means (`JWT` → `jwt`, `basik` → `basic`), or
+ * undefined for a scheme spelt right or one too far from any.
+ */
+export function schemeMeant(given: unknown): AuthType | undefined {
+  if (typeof given !== 'string' || (authTypes as readonly string[]).includes(given)) return undefined;
+  return nearMiss(given, authTypes) as AuthType | undefined;
+}
+
 const authTypeError = {
   error: (issue: { code?: string; input?: unknown; discriminator?: string }) =>
-    issue.input === undefined
-      ? 'is required'
-      : `must be one of ${authTypes.join(', ')}${didYouMean(discriminatorOf(issue), authTypes)}`,
+    issue.input === undefined ? 'is required' : unknownAuthType(discriminatorOf(issue)),
 };
 const schemeSchema = z.discriminatedUnion(
   'APIKeyAuthType',

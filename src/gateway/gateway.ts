@@ -13,7 +13,7 @@ import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
-import { callerOf, repeatedCallerField } from './proxy/caller-keys.js';
+import { callerOf, countedFields, repeatedCallerField } from './proxy/caller-keys.js';
 import { CallerBook } from '../quota/caller-book.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
@@ -86,6 +86,8 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
+  /** The header fields its quotas count it by: no other spelling of them goes upstream. */
+  countedFields: readonly string[] = noFields;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
   /** The concurrency slots it holds while in flight, and where each was taken. */
@@ -179,6 +181,7 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const noFields: readonly string[] = [];
 const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
 /**
@@ -206,7 +209,10 @@ export class Gateway {
   private rejectedLines = 0;
   /** The usage path's read budget of each caller (kept across reloads). */
   private readonly usageBudget = new UsageBudget();
-  /** The callers each restriction counted by caller counts apart: bounded, never evicting (see CallerBook). */
+  /**
+   * The callers each restriction counted by caller counts apart, per application: bounded, never evicting
+   * (see CallerBook).
+   */
   private readonly callers = new CallerBook(() => (this.parts.now ?? Date.now)());
   /** The exchanges forwarded and not yet ended, charged and checked once a second. */
   private readonly openExchanges: OpenExchanges;
@@ -427,7 +433,7 @@ export class Gateway {
     const repeated = repeatedCallerField(req, own);
     if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
     const restrictions = onCallerCounters(own, (restriction) =>
-      this.callers.countedAs(restriction.counterKey, this.callerIn(record, restriction)),
+      this.callers.countedAs(restriction.counterKey, application, this.callerIn(record, restriction)),
     );
     let states;
     try {
@@ -493,10 +499,12 @@ export class Gateway {
       );
     const repeated = selected.byCaller ? repeatedCallerField(req, selected.all) : undefined;
     if (repeated !== undefined) return this.refuseRepeatedCallerField(record, repeated);
+    if (selected.byCaller) record.countedFields = countedFields(selected.all);
     const checks = selected.byCaller
       ? selected.forCaller((restriction) =>
           this.callers.counted(
             restriction.counterKey,
+            auth.principal?.application,
             this.callerIn(record, restriction),
             restriction.windowMs,
           ),
@@ -669,6 +677,7 @@ export class Gateway {
       plane.dropped[peerTrusted ? 'trusted' : 'untrusted'],
       plane.owned,
       upstreamFields,
+      record.countedFields,
     );
     // RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte
     // restriction counts what it protects, so the upstream is offered no extension: the frames then

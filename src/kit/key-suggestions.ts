@@ -43,7 +43,8 @@ export function keysAt(schema: z.core.$ZodType, path: readonly PropertyKey[]): s
  * The known name an unknown one most likely misspells, in any case: the same, or with two neighbouring
  * letters swapped (`prot` → `port`, `strat` → `start`), else the nearest within two edits (one for a
  * name of five letters or fewer, where two edits make another word: `FETCH` is not `PATCH`; none for a
- * name of one or two): `upstrem` → `upstream`, `basik` → `basic`.
+ * name of one or two): `upstrem` → `upstream`, `basik` → `basic`; else the shortest it abbreviates
+ * (`secs` → `seconds`, `sec` → `second`, `DEL` → `DELETE`).
  */
 export function nearMiss(unknown: string, known: readonly string[]): string | undefined {
   const lower = unknown.toLowerCase();
@@ -54,7 +55,29 @@ export function nearMiss(unknown: string, known: readonly string[]): string | un
   const lowerKnown = known.map((candidate) => candidate.toLowerCase());
   const maxDistance = unknown.length <= 2 ? 0 : unknown.length <= 5 ? 1 : 2;
   const nearest = closestMatch(lower, lowerKnown, { maxDistance });
-  return nearest === undefined ? undefined : known[lowerKnown.indexOf(nearest)];
+  if (nearest !== undefined) return known[lowerKnown.indexOf(nearest)];
+  let shortest: string | undefined;
+  lowerKnown.forEach((candidate, i) => {
+    if (abbreviates(lower, candidate) && (shortest === undefined || candidate.length < shortest.length))
+      shortest = known[i];
+  });
+  return shortest;
+}
+
+/**
+ * `short` (two letters or more) is how people shorten `name`: its beginning (`sec`, `min`), or its first
+ * and last letters with some of those between, in order (`secs`, `hrs`, `wk`).
+ */
+function abbreviates(short: string, name: string): boolean {
+  if (short.length < 2 || short.length >= name.length || short[0] !== name[0]) return false;
+  if (name.startsWith(short)) return true;
+  if (short.at(-1) !== name.at(-1)) return false;
+  let at = 1;
+  for (const letter of short.slice(1, -1)) {
+    at = name.indexOf(letter, at) + 1;
+    if (at === 0 || at >= name.length) return false;
+  }
+  return true;
 }
 
 /** `a` is `b` with two neighbouring letters swapped. */

@@ -165,7 +165,7 @@ describe('the jwt scheme with a shared secret beside the JWKS', () => {
     ]);
   });
 
-  it('does not fetch the JWKS again for a stream of tokens with made-up kids', async () => {
+  it('fetches the JWKS again for 3 made-up kids at most within the cooldown, only those whose claims check out', async () => {
     const gateway = await gatewayWith({
       APIKeyAuthType: 'jwt',
       jwt: { jwksUri: jwks.url, issuer, audience },
@@ -174,11 +174,16 @@ describe('the jwt scheme with a shared secret beside the JWKS', () => {
     const before = jwks.fetches;
     const metrics = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
     expect(metrics).toMatch(/^quotagate_jwks_fetches_total\{result="ok"\} 1$/m);
-    for (let kid = 0; kid < 10; kid += 1) {
-      const madeUp = { ...otherKey, publicJwk: { ...otherKey.publicJwk, kid: `made-up-${kid}` } };
-      expect((await get(gateway, await signToken(madeUp, claims()))).status).toBe(401);
-    }
+    const madeUp = (kid: number) => ({
+      ...otherKey,
+      publicJwk: { ...otherKey.publicJwk, kid: `made-up-${kid}` },
+    });
+    for (let kid = 0; kid < 10; kid += 1)
+      expect((await get(gateway, await signToken(madeUp(kid), claims({ iss: 'another' })))).status).toBe(401);
     expect(jwks.fetches).toBe(before);
+    for (let kid = 10; kid < 20; kid += 1)
+      expect((await get(gateway, await signToken(madeUp(kid), claims()))).status).toBe(401);
+    expect(jwks.fetches).toBe(before + 3);
   });
 });
 

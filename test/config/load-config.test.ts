@@ -32,6 +32,7 @@ const rules: Array<[string, string]> = [
     'APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt (did you mean basic?)',
   ],
   ['jwt-missing', "jwt: required when APIKeyAuthType is 'jwt'"],
+  ['auth-type-near-miss-settings', 'jwt.audeince: unknown key (did you mean audience?)'],
   ['jwt-no-key-source', 'jwt.jwksUri: is required unless jwt.secret is set'],
   [
     'jwt-hmac-without-secret',
@@ -111,6 +112,10 @@ const rules: Array<[string, string]> = [
   [
     'store-redis-key-without-type',
     "store.url: applies to store.type 'redis' only (the store is 'memory' unless it says so)",
+  ],
+  [
+    'quota-period-misspelt',
+    'quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks (did you mean seconds?)',
   ],
   ['counter-memory-too-small', 'store.maxCounterMemoryMb: must be a number of MiB from 1 to 1048576'],
   ['admin-port-clash', 'admin.port: must differ from port'],
@@ -216,6 +221,17 @@ describe('loadConfig: one bad-config fixture per rule', () => {
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[0].id: must be a UUID',
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: apis[1].basePath: duplicate of apis[0].basePath',
       'test/fixtures/bad-config/mistakes-of-every-stage/default.mjs: prot: unknown key (did you mean port?)',
+    ]);
+  });
+});
+
+describe('loadConfig: a misspelt scheme', () => {
+  it('reads the settings of the scheme it most likely means, and names their mistakes with it', async () => {
+    const file = `${badConfig('auth-type-near-miss-settings')}/default.mjs`;
+    expect(await problemsOf(badConfig('auth-type-near-miss-settings'))).toEqual([
+      `${file}: APIKeyAuthType: must be one of none, basic, apikey, ldap, plugin, jwt (did you mean jwt?)`,
+      `${file}: jwt.audience: is required`,
+      `${file}: jwt.audeince: unknown key (did you mean audience?)`,
     ]);
   });
 });

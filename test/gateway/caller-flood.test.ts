@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { callersPerRestriction } from '../../src/quota/caller-book.js';
+import { callerBounds } from '../../src/quota/caller-book.js';
 import { eachStore, useEnforcementGateways } from '../helpers/enforcement-gateways.js';
 import { request } from '../helpers/raw-http.js';
 import {
@@ -33,7 +33,7 @@ describe.each(eachStore)('a flood of new client addresses on %s', (_store, store
     );
     expect((await from(gateway, '198.51.100.1')).status).toBe(200);
     // Every place but the established client's taken by the flood, a few at a time.
-    const flood = callersPerRestriction - 1;
+    const flood = callerBounds.perApplication - 1;
     for (let n = 0; n < flood; n += 50) {
       const batch = [];
       for (let i = n; i < Math.min(n + 50, flood); i += 1) batch.push(from(gateway, address(i)));

@@ -5,7 +5,9 @@ import {
   basicAuth,
   devKey,
   petsConfig,
+  setQuota,
   startTestGateway,
+  systemQuotaId,
   userAuth,
   type StartClocks,
   type TestGateway,
@@ -87,6 +89,23 @@ export async function startFleetOfTwo(
   const b = await startTestGateway(config, {}, clocks[1]);
   defer(() => b.close());
   return [a, b];
+}
+
+/** Gives the System quota one restriction through `a`'s admin port, and waits until `b` has it from Redis. */
+export async function setSystemQuotaOnFleet(
+  a: TestGateway,
+  b: TestGateway,
+  restriction: Record<string, unknown>,
+): Promise<void> {
+  await setQuota(a, { type: 'API', name: 'System', restrictions: [restriction] }, systemQuotaId);
+  await expect
+    .poll(async () => {
+      const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
+        headers: { authorization: userAuth(adminUser) },
+      });
+      return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
+    })
+    .toBe(1);
 }
 
 /** GET through the data plane with a key as Basic credentials. */

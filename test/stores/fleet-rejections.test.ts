@@ -1,17 +1,15 @@
 import { describe, expect, inject, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { setSystemQuotaOnFleet } from '../helpers/enforcement-gateways.js';
 import {
-  adminUser,
   basicAuth,
   devKey,
   petsConfig,
   quotaUsage,
   rejectedOf,
-  setQuota,
   startTestGateway,
   systemQuotaId,
   throttle,
-  userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -52,23 +50,10 @@ const systemUsage = (gateway: TestGateway) => quotaUsage(gateway.adminUrl, syste
 /** The rejections of the System quota's restriction over the last five minutes, as a gateway's usage says. */
 const rejected = async (gateway: TestGateway) => rejectedOf((await systemUsage(gateway)).restrictions[0]!);
 
-/** Gives the System quota one restriction through `a`'s admin port, and waits until `b` has it from Redis. */
-async function setSystemQuota(a: TestGateway, b: TestGateway, restriction: Record<string, unknown>) {
-  await setQuota(a, { type: 'API', name: 'System', restrictions: [restriction] }, systemQuotaId);
-  await expect
-    .poll(async () => {
-      const res = await fetch(`${b.adminUrl}/api/portal/v1.3/quotas/${systemQuotaId}`, {
-        headers: { authorization: userAuth(adminUser) },
-      });
-      return ((await res.json()) as { restrictions: unknown[] }).restrictions.length;
-    })
-    .toBe(1);
-}
-
 describe('rejections across a fleet on Redis', () => {
   it("shows every gateway's rejections on any gateway, its own at once and the others' once handed over", async () => {
     const [a, b] = await fleetOfTwo();
-    await setSystemQuota(a, b, throttle(2, 1, 'hour'));
+    await setSystemQuotaOnFleet(a, b, throttle(2, 1, 'hour'));
     expect(await requests(a, 4)).toEqual([200, 200, 429, 429]);
     expect(await requests(b, 3)).toEqual([429, 429, 429]);
     // a hands its own over before it answers; b's are b's until b hands them over.
@@ -85,7 +70,7 @@ describe('rejections across a fleet on Redis', () => {
 describe('a shadow restriction across a fleet on Redis', () => {
   it('counts exactly the limit over both gateways, lets every request through, and both report what it would have refused', async () => {
     const [a, b] = await fleetOfTwo();
-    await setSystemQuota(a, b, { ...throttle(10, 1, 'hour'), mode: 'shadow' });
+    await setSystemQuotaOnFleet(a, b, { ...throttle(10, 1, 'hour'), mode: 'shadow' });
     const statuses: number[] = [];
     for (let i = 0; i < 15; i += 1) statuses.push(...(await requests(a, 1)), ...(await requests(b, 1)));
     expect(statuses).toEqual(Array.from({ length: 30 }, () => 200));

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { isIPv6 } from 'node:net';
 import { clientAddress } from './forwarded-headers.js';
+import { namedInConnection } from './hop-by-hop.js';
 import type { TrustedPeers } from './trust-proxy.js';
 
 /**
@@ -11,15 +12,29 @@ import type { TrustedPeers } from './trust-proxy.js';
  * - `header:<name>`: the request's value of that header, whitespace around it dropped and letters in
  *   lower case (so that `ACME` and `acme`, which an upstream may take for one tenant, are one count), or
  *   its client address when the value is empty or the header absent. A header sent in more than one
- *   field line names no one caller: the gateway refuses it first (`repeatedCallerField`).
+ *   field line names no one caller: the gateway refuses it first (`repeatedCallerField`). A header the
+ *   request's `Connection` names is hop-by-hop (RFC 9110 §7.6.1): it never reaches the upstream, so the
+ *   request is counted as one without it.
  * The two kinds never meet: a header value `client 1.2.3.4` is not the client 1.2.3.4.
  */
 export function callerOf(req: IncomingMessage, by: string, trusted: TrustedPeers): string {
   if (by !== 'client') {
-    const value = req.headersDistinct[by.slice('header:'.length)]?.[0]?.trim().toLowerCase();
-    if (value) return `value ${value}`;
+    const name = by.slice('header:'.length);
+    const value = req.headersDistinct[name]?.[0]?.trim().toLowerCase();
+    if (value && !namedInConnection(req.headers).has(name)) return `value ${value}`;
   }
   return `client ${addressBlock(clientAddress(req, trusted))}`;
+}
+
+/**
+ * The header names (lower case) that `restrictions` count by: any other spelling of them that a CGI-style
+ * upstream reads as the same field (`x_tenant` for `x-tenant`) is dropped on the way upstream.
+ */
+export function countedFields(restrictions: ReadonlyArray<{ by: string | undefined }>): string[] {
+  const fields: string[] = [];
+  for (const { by } of restrictions)
+    if (by !== undefined && by !== 'client') fields.push(by.slice('header:'.length));
+  return fields;
 }
 
 /**
@@ -32,10 +47,10 @@ export function repeatedCallerField(
   req: IncomingMessage,
   restrictions: ReadonlyArray<{ by: string | undefined }>,
 ): string | undefined {
-  for (const { by } of restrictions) {
-    if (by === undefined || by === 'client') continue;
-    const name = by.slice('header:'.length);
-    if ((req.headersDistinct[name]?.length ?? 0) > 1) return name;
+  for (const name of countedFields(restrictions)) {
+    // Named by Connection, the field is counted as absent however many lines it has.
+    if ((req.headersDistinct[name]?.length ?? 0) > 1 && !namedInConnection(req.headers).has(name))
+      return name;
   }
   return undefined;
 }

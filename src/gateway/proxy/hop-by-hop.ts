@@ -34,8 +34,9 @@ const withoutLeadingZeros = (length: string): string =>
 /**
  * Appends the request's end-to-end fields to `fields` (name, value pairs, as undici takes them in a
  * list), without hop-by-hop fields, without `drop` (the fields the gateway drops, and those it sets
- * itself), and without any underscore spelling of a field in `owned` (the fields the gateway sets, drops
- * or frames by). The body goes upstream framed as it was received: a Content-Length stays (without
+ * itself), without any underscore spelling of a field in `owned` (the fields the gateway sets, drops
+ * or frames by), and without any other spelling of a field in `counted` (those a quota counted the
+ * request by). The body goes upstream framed as it was received: a Content-Length stays (without
  * leading zeros), whatever `Connection` says, and undici frames it by that; a chunked body (its
  * Transfer-Encoding is hop-by-hop, and nothing but `chunked` gets this far) is chunked again.
  */
@@ -44,6 +45,7 @@ export function appendEndToEndRequestFields(
   drop: ReadonlySet<string>,
   owned: ReadonlySet<string>,
   fields: Array<string | string[]>,
+  counted: readonly string[] = noFields,
 ): void {
   const named = namedInConnection(headers);
   for (const name in headers) {
@@ -53,8 +55,18 @@ export function appendEndToEndRequestFields(
     // CGI-style upstreams read `X_Forwarded_For` as `X-Forwarded-For`: such a spelling of a field the
     // gateway sets, drops or frames by never goes upstream, from any peer.
     if (name.includes('_') && owned.has(cgiSpelling(name))) continue;
+    // Nor may another spelling of a counted field (`X_Tenant` for `X-Tenant`) name another caller there.
+    if (counted.length > 0 && isOtherSpellingOf(name, counted)) continue;
     fields.push(name, name === 'content-length' ? withoutLeadingZeros(value as string) : value);
   }
+}
+
+const noFields: readonly string[] = [];
+
+/** Whether `name` is not one of `fields` but a CGI-style upstream reads it as one (`x_tenant`, `x-tenant`). */
+function isOtherSpellingOf(name: string, fields: readonly string[]): boolean {
+  const read = cgiSpelling(name);
+  return fields.some((field) => field !== name && cgiSpelling(field) === read);
 }
 
 /** The fields this module handles: the hop-by-hop and framing ones. */
