@@ -54,11 +54,19 @@ export const applicationsView: View = async (context, root) => {
     const current = quotaOf.get(application.id)!;
     const hasRecord = current.id !== applicationDefaultQuotaId;
     try {
-      await context.api.call('PUT', quotaPath(application), {
+      const { data } = await context.api.call<{ warnings?: string[] }>('PUT', quotaPath(application), {
         body: { plan: plan.id },
         ...(hasRecord ? { ifMatch: etagOf.get(application.id) ?? '' } : {}),
       });
-      context.notify(`"${application.name}" is on the plan "${plan.name}".`);
+      // Off the Application Default: what of it the plan lacks no longer counts the application.
+      const lost = data.warnings ?? [];
+      context.notify(
+        [
+          `"${application.name}" is on the plan "${plan.name}".`,
+          ...lost.map((warning) => `Note: ${warning}.`),
+        ].join(' '),
+        lost.length > 0 ? 'error' : 'done',
+      );
       context.reload();
     } catch (error) {
       control.disabled = false;
