@@ -4,14 +4,14 @@
 // unset. A project made with `gateway init` has its own generated keys in its conf/default.js instead.
 module.exports = {
   // The demo listens where its banner says, on this machine only; the container image sets
-  // QUOTAGATE_HOST=0.0.0.0 so that `docker run -p 8080:8080` reaches it.
+  // QUOTAGATE_HOST=0.0.0.0 so that `docker run -p 8080:8080 -p 127.0.0.1:8081:8081` reaches both listeners.
   host: process.env.QUOTAGATE_HOST ?? '127.0.0.1',
   port: 8080,
   APIKeyAuthType: 'basic',
   apikey_development: process.env.APIKEY_DEVELOPMENT,
   apikey_production: process.env.APIKEY_PRODUCTION,
   admin: {
-    host: '127.0.0.1',
+    host: process.env.QUOTAGATE_HOST ?? '127.0.0.1',
     port: 8081,
     users: process.env.QUOTAGATE_ADMIN_PASSWORD
       ? [{ username: 'admin', password: process.env.QUOTAGATE_ADMIN_PASSWORD, role: 'admin' }]

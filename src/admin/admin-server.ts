@@ -416,6 +416,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
         live,
         repository: parts.applicationRepository,
         quotas: parts.repository,
+        usage: parts.usage,
       });
       portal.get(
         '/apis/openapi.json',

@@ -1,12 +1,18 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { isDeepStrictEqual } from 'node:util';
 import {
   applicationDefaultQuotaId,
   longestApplicationId,
   type Quota,
+  type QuotaRecord,
+  type Restriction,
   type StoredQuota,
 } from '../quota/model.js';
+import type { CatalogIds } from '../quota/catalog-references.js';
+import { limitText } from '../console/logic/restriction-text.js';
+import { setEtag } from './entity-tags.js';
 import { membershipRecord, notAPlan } from '../quota/plans.js';
 import { applicationQuotaDtoSchema, type ApplicationQuotaDto } from '../quota/quota-schema.js';
 import { AdminError, errorResponses } from './admin-errors.js';
@@ -34,7 +40,61 @@ const applicationParams = z.object({
     }),
 });
 
+/** A quota answered to the write that took an application off the Application Default, with `warnings`. */
+const firstQuotaAnswer = (description: string, headers: Record<string, unknown> = {}) => {
+  const { $ref, ...answer } = quotaAnswer(description, headers);
+  return {
+    ...answer,
+    allOf: [
+      { $ref },
+      {
+        type: 'object',
+        properties: {
+          warnings: {
+            type: 'array',
+            items: { type: 'string' },
+            description:
+              'Each restriction of the Application Default that no longer counts the application (its new quota or plan lacks it): add it there to keep it. Only in the answer to the write that takes the application off the Application Default, and only when it loses one',
+          },
+        },
+      },
+    ],
+  };
+};
+
 type ApplicationBodyRequest = FastifyRequest<{ Params: { id: string }; Body: ApplicationQuotaDto }>;
+
+/** Restrictions compared as stored: canonical values, a key left undefined the same as one left out. */
+const sameRestriction = (a: Restriction, b: Restriction) =>
+  isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
+
+/** "every API", "Pet Store", "Pet Store › getPet": what a restriction counts, by the catalog's names. */
+function scopeOf(restriction: Restriction, catalog: CatalogIds): string {
+  if (restriction.api === '*') return 'every API';
+  const entry = catalog.get(restriction.api.toLowerCase());
+  const api = entry?.api.name ?? restriction.api;
+  if (restriction.method === '*') return api;
+  return `${api} › ${entry?.methods.get(restriction.method.toLowerCase())?.name ?? restriction.method}`;
+}
+
+/**
+ * What an application leaves behind when it gets a quota of its own or a plan: every restriction of the
+ * Application Default stops counting it, and each that `restrictions` (what counts it now) lacks is gone
+ * for it (a token budget, a concurrency cap), in words.
+ */
+function lostDefaults(
+  defaults: readonly Restriction[],
+  restrictions: readonly Restriction[],
+  catalog: CatalogIds,
+): string[] {
+  return defaults.flatMap((restriction, i) =>
+    restrictions.some((kept) => sameRestriction(kept, restriction))
+      ? []
+      : [
+          `the Application Default's restriction ${i + 1} (${limitText(restriction)} on ${scopeOf(restriction, catalog)}) no longer counts this application: add it to its quota to keep it`,
+        ],
+  );
+}
 
 /**
  * The ETag of an application's quota when the application is on a plan: it changes when the
@@ -87,14 +147,36 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
    * What an application's quota is answered as: its own or the Application Default, or the plan it is on.
    * A 201 says where the quota it created is read.
    */
-  const answer = (reply: FastifyReply, record: StoredQuota, status = 200) => {
+  const answer = (
+    reply: FastifyReply,
+    record: StoredQuota,
+    status = 200,
+    extra: { warnings?: string[] } = {},
+  ) => {
     if (status === 201) reply.header('location', quotaLocation(record.quota.id));
-    if (record.plan === undefined) return kit.answer(reply, record, status);
+    if (record.plan === undefined) {
+      setEtag(reply, record);
+      return reply.code(status).send({ ...kit.shown(record), ...extra });
+    }
     const plan = planOfMembership(record);
     reply.header('etag', `"${onPlanEtag(record, plan)}"`);
     return reply
       .code(status)
-      .send({ ...kit.shown(plan), plan: { id: plan.quota.id, name: plan.quota.name } });
+      .send({ ...kit.shown(plan), plan: { id: plan.quota.id, name: plan.quota.name }, ...extra });
+  };
+
+  /**
+   * Stores the first record of an application (its own quota, or its membership of a plan), which takes
+   * it off the Application Default, and answers it with the restrictions of the Application Default it
+   * no longer has.
+   */
+  const createFirst = async (reply: FastifyReply, record: QuotaRecord, status: number) => {
+    const stored = await repository.create(record);
+    const counting = record.plan === undefined ? record.quota : repository.get(record.plan)?.quota;
+    const defaults = repository.get(applicationDefaultQuotaId)?.quota.restrictions ?? [];
+    const warnings = lostDefaults(defaults, counting?.restrictions ?? [], kit.catalog);
+    // Absent when nothing is lost: the answer is then the one a read gives.
+    return answer(reply, stored, status, warnings.length > 0 ? { warnings } : {});
   };
 
   /** An application put on a plan in conf/ changes there: no reload could undo a change then. */
@@ -173,7 +255,7 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
     applicationSchema(
       'createApplicationQuota',
       'Give an application a quota of its own, or put it on a plan (`{"plan": "<id>"}`)',
-      { 201: quotaAnswer('Created', createdQuotaLocation) },
+      { 201: firstQuotaAnswer('Created', createdQuotaLocation) },
       { body: true },
     ),
     async (request: ApplicationBodyRequest, reply) => {
@@ -189,7 +271,7 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
       ) {
         throw new AdminError(409, [`application '${applicationId}' already has a quota; PUT updates it`]);
       }
-      return answer(reply, await repository.create(record), 201);
+      return createFirst(reply, record, 201);
     },
   );
 
@@ -199,8 +281,8 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
       'updateApplicationQuota',
       'Give an application restrictions of its own (201 when it had none), or put it on a plan with `{"plan": "<id>"}` (200)',
       {
-        200: quotaAnswer('Updated, or put on the plan'),
-        201: quotaAnswer('Created', createdQuotaLocation),
+        200: firstQuotaAnswer('Updated, or put on the plan (`warnings` when it had no quota or plan before)'),
+        201: firstQuotaAnswer('Created', createdQuotaLocation),
       },
       { body: true, ifMatch: true },
     ),
@@ -220,7 +302,7 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
           throw new AdminError(412, [`application '${applicationId}' has no quota of its own to match`]);
         const record = recordOf(request.body, randomUUID(), applicationId);
         noteRecord(request, record);
-        return answer(reply, await repository.create(record), status(true));
+        return createFirst(reply, record, status(true));
       }
       const current = await ownQuota(applicationId);
       kit.requireUndeclared(current.id);

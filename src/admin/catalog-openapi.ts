@@ -98,7 +98,8 @@ function authenticationText(config: Readonly<Config>): string {
  * The OpenAPI 3 description of the proxied APIs: one operation per catalog method (its path parameters,
  * its operationId: the method's name, or its id where names repeat), on the data plane's address,
  * secured the way the scheme (or the plugin's getSwaggerSecurity) says, with the answers the gateway
- * itself may give (401, 413, 429 with its Retry-After and RateLimit fields, 502, 503, 504).
+ * itself may give (401, 413, 429 with its Retry-After and RateLimit fields, 502, 503, 504). A gRPC
+ * method, or a method declared a WebSocket endpoint, says so in `x-quotagate-protocol`.
  */
 export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation): Record<string, unknown> {
   const { securityDefinitions, security } = auth.swaggerSecurity();
@@ -123,6 +124,13 @@ export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation
         ...(parameters.length > 0 ? { parameters } : {}),
         'x-quotagate-api-id': api.id,
         'x-quotagate-method-id': method.id,
+        // What a client needs to call it, when plain HTTP is not enough: the console's "try it" offers
+        // these a note on how to call them instead of a form.
+        ...(api.protocol === 'grpc'
+          ? { 'x-quotagate-protocol': 'grpc' }
+          : method.websocket === true
+            ? { 'x-quotagate-protocol': 'websocket' }
+            : {}),
         responses: {
           default: { description: 'The upstream response', headers: rateLimitHeaders },
           ...gatewayAnswers(secured),

@@ -8,6 +8,7 @@ import { projectApplicationId } from '../applications/application-ids.js';
 import { isMembership, type DeclaredDefinition } from '../quota/declared-quotas.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../kit/pid-file.js';
 import { secretValues } from '../kit/secret-redaction.js';
+import { listenError } from '../kit/listen-errors.js';
 import type { RunningGateway } from '../data-plane-host.js';
 import { IpcPeer, primaryEndpoint } from '../workers/ipc-peer.js';
 import { startPrimary } from '../workers/primary.js';
@@ -23,7 +24,14 @@ async function startDemo(loaded: LoadedConfig): Promise<Stoppable | null> {
   if (!upstream) return null;
   const url = new URL(upstream);
   if (url.protocol !== 'http:' || !['127.0.0.1', 'localhost'].includes(url.hostname)) return null;
-  return startDemoUpstream(Number(url.port || 80), '127.0.0.1');
+  const port = Number(url.port || 80);
+  return startDemoUpstream(port, '127.0.0.1').catch((error: unknown) => {
+    throw listenError(
+      error,
+      `the demo upstream's port ${port} (where apis[0].upstream points)`,
+      'DEMO_UPSTREAM_PORT (the shipped conf/default.js reads it) or apis[0].upstream',
+    );
+  });
 }
 
 function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {

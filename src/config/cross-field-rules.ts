@@ -90,6 +90,7 @@ function catalogProblems(config: Config): Problem[] {
     ...firstSeen(methodIds),
     ...firstSeen(routes),
     ...grpcVerbProblems(config),
+    ...webSocketMethodProblems(config),
   ];
 }
 
@@ -108,6 +109,28 @@ function grpcVerbProblems(config: Config): Problem[] {
                 },
               ],
         ),
+  );
+}
+
+/**
+ * A WebSocket endpoint opens with a GET (RFC 6455 §4.1), of an API that takes upgrades: a gRPC API or
+ * one with `websocket: false` refuses them.
+ */
+function webSocketMethodProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i) =>
+    api.methods.flatMap((method, j): Problem[] => {
+      if (method.websocket !== true) return [];
+      const path = ['apis', i, 'methods', j, 'websocket'];
+      if (api.protocol === 'grpc')
+        return [{ path, message: "may not be true in an API of protocol 'grpc', which takes no WebSocket" }];
+      if (!api.websocket)
+        return [
+          { path, message: `may not be true: apis[${i}].websocket is false (the API refuses upgrades)` },
+        ];
+      if (method.verb !== 'GET')
+        return [{ path, message: `may be true only on a GET (a WebSocket opens with a GET, RFC 6455 §4.1)` }];
+      return [];
+    }),
   );
 }
 

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { isModuleNamespaceObject } from 'node:util/types';
 import { pathToFileURL } from 'node:url';
+import { compileFunction, constants as vmConstants } from 'node:vm';
 import { parse as parseJavaScript } from 'acorn';
 import YAML, { LineCounter, type YAMLError } from 'yaml';
 import { ConfigError } from '../kit/config-error.js';
@@ -81,24 +82,75 @@ function yamlProblem(error: YAMLError, text: string, lines: LineCounter, display
   ].join('\n');
 }
 
-type ModuleFormat = 'commonjs' | 'module';
+/**
+ * How a config file is evaluated: as CommonJS through `require`, as an ES module through `import`, or
+ * as CommonJS compiled from its text, where Node would take it for an ES module.
+ */
+type ModuleFormat = 'commonjs' | 'module' | 'commonjs-in-esm-package';
 
-/** Node's rule: .cjs and .mjs say it; a .js file is what the nearest package.json's `type` says. */
+/**
+ * Node's rule: .cjs and .mjs say it; a .js file is what the nearest package.json's `type` says. With
+ * one exception: a .js file whose own folder has no package.json, under a package of `"type": "module"`,
+ * and that is written as CommonJS (it parses as a script: no `import` or `export`, which an ES module
+ * needs to export anything) is CommonJS. That is a conf/ mounted over an ES module application's folder
+ * (the image's /app/conf): the package above it is the application's, not the config's.
+ */
 function moduleFormat(file: string): ModuleFormat {
   if (file.endsWith('.cjs')) return 'commonjs';
   if (file.endsWith('.mjs')) return 'module';
-  for (let dir = path.dirname(file); ; dir = path.dirname(dir)) {
+  const own = path.dirname(file);
+  for (let dir = own; ; dir = path.dirname(dir)) {
     const manifest = path.join(dir, 'package.json');
     if (existsSync(manifest)) {
-      try {
-        const { type } = JSON.parse(readFileSync(manifest, 'utf8')) as { type?: unknown };
-        return type === 'module' ? 'module' : 'commonjs';
-      } catch {
-        return 'commonjs';
-      }
+      if (packageType(manifest) !== 'module') return 'commonjs';
+      return dir !== own && parsesAsScript(file) ? 'commonjs-in-esm-package' : 'module';
     }
     if (path.dirname(dir) === dir) return 'commonjs';
   }
+}
+
+/** The `type` of a package.json; one that cannot be read is CommonJS, as Node takes it. */
+function packageType(manifest: string): 'commonjs' | 'module' {
+  try {
+    const { type } = JSON.parse(readFileSync(manifest, 'utf8')) as { type?: unknown };
+    return type === 'module' ? 'module' : 'commonjs';
+  } catch {
+    return 'commonjs';
+  }
+}
+
+const scriptOptions = {
+  ecmaVersion: 'latest',
+  sourceType: 'script',
+  allowReturnOutsideFunction: true,
+  allowHashBang: true,
+} as const;
+
+/** True when the file is a CommonJS script: no `import` or `export` declaration, no top-level `await`. */
+function parsesAsScript(file: string): boolean {
+  try {
+    parseJavaScript(readFileSync(file, 'utf8'), scriptOptions);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The parameters Node's CommonJS loader wraps a module's text in. */
+const commonJsParameters = ['exports', 'require', 'module', '__filename', '__dirname'];
+
+/**
+ * Evaluates a file's text as a CommonJS module, as Node's loader would in a CommonJS package: `require`
+ * resolves from the file's folder, and a dynamic `import()` in it works as in any module.
+ */
+function evaluateCommonJs(file: string): unknown {
+  const wrapped = compileFunction(readFileSync(file, 'utf8'), commonJsParameters, {
+    filename: file,
+    importModuleDynamically: vmConstants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
+  const module = { exports: {} as unknown };
+  wrapped.call(module.exports, module.exports, createRequire(file), module, file, path.dirname(file));
+  return module.exports;
 }
 
 /** Distinguishes each import of an ES module file, so that Node evaluates it again instead of reusing it. */
@@ -111,6 +163,7 @@ let imports = 0;
  * the file itself imports are not evaluated again.
  */
 async function evaluateFresh(file: string, format: ModuleFormat): Promise<unknown> {
+  if (format === 'commonjs-in-esm-package') return evaluateCommonJs(file);
   if (format === 'module') {
     const module = (await import(`${pathToFileURL(file).href}?load=${(imports += 1)}`)) as {
       default?: unknown;
@@ -157,10 +210,8 @@ function locationOf(
   if (error instanceof SyntaxError) {
     try {
       parseJavaScript(readFileSync(file, 'utf8'), {
-        ecmaVersion: 'latest',
+        ...scriptOptions,
         sourceType: format === 'module' ? 'module' : 'script',
-        allowReturnOutsideFunction: true,
-        allowHashBang: true,
       });
     } catch (parseError) {
       const loc = (parseError as { loc?: { line: number; column: number } }).loc;

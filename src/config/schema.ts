@@ -119,6 +119,12 @@ const methodSchema = z.strictObject({
   description: z.string().optional(),
   verb,
   path: pathTemplate,
+  /**
+   * The operation is a WebSocket endpoint (a GET of an API that takes upgrades): the catalog's OpenAPI
+   * document says so, and the console shows how to connect instead of a "try it" form. Routing and
+   * counting are the same either way.
+   */
+  websocket: z.boolean({ error: msg('must be true or false') }).optional(),
 });
 
 const apiSchema = z.strictObject({

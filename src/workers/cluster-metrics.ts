@@ -13,6 +13,15 @@ const primaryFamily =
 const processFamily = /^quotagate_process_/;
 
 /**
+ * The primary reads the config first on every reload and asks its workers only once it has taken it:
+ * a reload it refused reaches no worker. So the count of reloads is the primary's alone (each reload
+ * once, whatever the number of workers), and the gauge of the last one is the primary's and every
+ * worker's together (their `min`: 0 when the primary or one worker refused it).
+ */
+const reloadCount = 'quotagate_config_reloads_total';
+const reloadFamily = /^quotagate_config_(?:reloads_total|last_reload_successful)$/;
+
+/**
  * The text of `/metrics` for `workers: N`: each family of every worker and of the primary aggregated as
  * its `aggregator` says (prom-client's AggregatorRegistry; a sum unless the family says otherwise), so
  * `quotagate_requests_total` counts the requests of all workers. A worker that does not answer in time
@@ -25,11 +34,15 @@ export async function clusterMetricsText(
   { sameProcess }: { sameProcess: boolean },
 ): Promise<string> {
   const answers = await askWorkers(workers, 'metrics', null);
-  const own = (await primary.getMetricsAsJSON()).filter((family) => primaryFamily.test(family.name));
+  const own = (await primary.getMetricsAsJSON()).filter(
+    (family) => primaryFamily.test(family.name) || reloadFamily.test(family.name),
+  );
   // A thread reads the CPU, memory and file descriptors of the whole process, as the primary does: once.
-  const theirs = sameProcess
-    ? answers.map((families) => families.filter((family) => !processFamily.test(family.name)))
-    : answers;
+  const theirs = answers.map((families) =>
+    families.filter(
+      (family) => family.name !== reloadCount && !(sameProcess && processFamily.test(family.name)),
+    ),
+  );
   const all = [own, ...theirs];
   return AggregatorRegistry.aggregate(all).metrics();
 }

@@ -11,21 +11,9 @@ import { basicAuth, devKey, petsConfig, userAuth, writeConfigDir } from '../help
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { useTempDirs } from '../helpers/temp-dirs.js';
 import { freePort } from '../helpers/free-port.js';
+import { listeningAddresses } from '../helpers/listening-addresses.js';
 
 const tempDirs = useTempDirs('quotagate-cli-');
-
-/** The local addresses sockets listen on at `port`, as /proc/net/tcp and tcp6 write them (hex). */
-function listeningAddresses(port: number): string[] {
-  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
-  return ['/proc/net/tcp', '/proc/net/tcp6'].flatMap((table) =>
-    readFileSync(table, 'utf8')
-      .split('\n')
-      .slice(1)
-      .map((line) => line.trim().split(/\s+/))
-      .filter((fields) => fields[3] === '0A' && fields[1]?.endsWith(`:${hexPort}`))
-      .map((fields) => fields[1]!.split(':')[0]!),
-  );
-}
 
 /** The README's sample of what the demo's loop prints: each answer's status, `r`, `t` and Retry-After. */
 function readmeLoopSample(): Array<{ status: number; r: string; t: string; retryAfter?: string }> {

@@ -99,6 +99,10 @@ const rules: Array<[string, string]> = [
     'grpc-method-not-post',
     "apis[1].methods[0].verb: must be POST in an API of protocol 'grpc' (every gRPC call is a POST)",
   ],
+  [
+    'websocket-method-without-upgrades',
+    'apis[1].methods[0].websocket: may not be true: apis[1].websocket is false (the API refuses upgrades)',
+  ],
   ['method-route-duplicate', 'apis[0].methods[1].path: duplicate of apis[0].methods[0].path'],
   ['method-id-duplicate', 'apis[1].methods[0].id: duplicate of apis[0].methods[0].id'],
   ['nested-key-unknown', 'admin.prot: unknown key (did you mean port?)'],

@@ -6,6 +6,7 @@ import {
   apiName,
   catalogFromOpenApi,
   fillPath,
+  missingParameters,
   methodName,
   parseHeaderLines,
 } from '../../src/console/logic/catalog.js';
@@ -56,11 +57,55 @@ describe('the catalog, read from the gateway’s own OpenAPI document', () => {
       path: '/pets/{petId}',
       description: '',
       parameters: ['petId'],
+      protocol: 'http',
     });
+    expect(read.server).toBe('http://127.0.0.1:0');
     expect(apiName(read, petsApiId.toUpperCase())).toBe('Pet Store');
     expect(methodName(read, petsApiId, getPetMethodId)).toBe('getPet');
     expect(apiName(read, '*')).toBe('every API');
     expect(apiName(read, 'gone')).toBe('gone');
+  });
+
+  it('says which methods are called over gRPC or as a WebSocket, where a plain HTTP request does not do', () => {
+    const config = petsConfig('http://127.0.0.1:9/pets') as unknown as Config;
+    const [pets] = config.apis;
+    const read = catalogFromOpenApi(
+      catalogOpenApi(
+        {
+          ...config,
+          tls: undefined,
+          apis: [
+            {
+              ...pets!,
+              methods: pets!.methods.map((method) => ({ ...method, websocket: method.name === 'listPets' })),
+            },
+            {
+              ...pets!,
+              id: 'grpc',
+              basePath: '/helloworld.Greeter',
+              protocol: 'grpc',
+              methods: [{ ...pets!.methods[3]!, id: 'hello', name: 'SayHello', path: '/SayHello' }],
+            },
+          ],
+        } as Config,
+        noAuth,
+      ),
+    );
+    const protocols = read.apis.flatMap((api) => api.methods.map((method) => [method.name, method.protocol]));
+    expect(protocols).toEqual([
+      ['listPets', 'websocket'],
+      ['addPet', 'http'],
+      ['getPet', 'http'],
+      ['findByStatus', 'http'],
+      ['SayHello', 'grpc'],
+    ]);
+  });
+
+  it('names the path parameters left empty or blank, which a request cannot do without', () => {
+    expect(missingParameters('/pets/{petId}/toys/{toyId}', { petId: '', toyId: '7' })).toEqual(['petId']);
+    expect(missingParameters('/pets/{petId}', { petId: ' \t' })).toEqual(['petId']);
+    expect(missingParameters('/pets/{petId}', {})).toEqual(['petId']);
+    expect(missingParameters('/pets/{petId}', { petId: '0' })).toEqual([]);
   });
 
   it('fills path parameters percent-encoded, so a value cannot add segments', () => {

@@ -30,7 +30,12 @@ export class Api {
   /** The user of the browser's session, or null when it has none (or it ended). */
   async resume(): Promise<CurrentUser | null> {
     const response = await fetch(`${portal}/currentuser`, { credentials: 'same-origin' });
-    if (!response.ok) return null;
+    if (!response.ok) {
+      // A body left unread keeps its request open in the browser's eyes: a headless tool waiting for
+      // the network to go idle (a screenshot, a synthetic monitor) would wait on the login page forever.
+      await response.body?.cancel();
+      return null;
+    }
     this.csrfToken = response.headers.get('csrf-token') ?? '';
     return (await response.json()) as CurrentUser;
   }

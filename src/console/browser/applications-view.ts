@@ -20,7 +20,7 @@ export const applicationsView: View = async (context, root) => {
     h('div', { class: 'toolbar' }, h('h2', { text: 'Applications' })),
     h('p', {
       class: 'lead',
-      text: 'Each application is counted under its own quota when it has one, else under the plan it is on, else under the Application Default. Applications come from conf/ (read-only here) or from the portal API (POST /api/portal/v1.3/applications).',
+      text: 'Each application is counted under its own quota when it has one, else under the plan it is on, else under the Application Default. Applications come from conf/ (read-only here), from the portal API (POST /api/portal/v1.3/applications), or, with ldap, jwt and plugin, are the callers the gateway knows: those with a quota of their own or on a plan, and those counted now.',
     }),
     list,
   );
@@ -30,7 +30,7 @@ export const applicationsView: View = async (context, root) => {
       list,
       h('p', {
         class: 'empty',
-        text: 'No applications. With APIKeyAuthType basic or apikey, conf/ lists them under "applications"; any scheme can have them made through the portal API. LDAP and plugin users are counted under the name they authenticate as.',
+        text: 'No applications yet. With APIKeyAuthType basic or apikey, conf/ lists them under "applications". With ldap, jwt or plugin, the applications are the callers: a directory user, the value of a token\'s jwt.applicationClaim, the caller a plugin names. One shows here once it has a quota of its own or is on a plan (PUT /api/portal/v1.3/applications/{id}/quota gives it one before its first request), or once the Application Default or a plan counts it. Any scheme can have applications made through the portal API.',
       }),
     );
     return;
@@ -54,11 +54,19 @@ export const applicationsView: View = async (context, root) => {
     const current = quotaOf.get(application.id)!;
     const hasRecord = current.id !== applicationDefaultQuotaId;
     try {
-      await context.api.call('PUT', quotaPath(application), {
+      const { data } = await context.api.call<{ warnings?: string[] }>('PUT', quotaPath(application), {
         body: { plan: plan.id },
         ...(hasRecord ? { ifMatch: etagOf.get(application.id) ?? '' } : {}),
       });
-      context.notify(`"${application.name}" is on the plan "${plan.name}".`);
+      // Off the Application Default: what of it the plan lacks no longer counts the application.
+      const lost = data.warnings ?? [];
+      context.notify(
+        [
+          `"${application.name}" is on the plan "${plan.name}".`,
+          ...lost.map((warning) => `Note: ${warning}.`),
+        ].join(' '),
+        lost.length > 0 ? 'error' : 'done',
+      );
       context.reload();
     } catch (error) {
       control.disabled = false;
@@ -196,10 +204,19 @@ export const applicationsView: View = async (context, root) => {
             'header',
             {},
             h('h3', { text: application.name }),
-            h('span', { class: 'badge', text: application.declared ? 'conf/' : 'portal API' }),
+            h('span', {
+              class: 'badge',
+              text: application.known
+                ? `${catalog.authType} caller`
+                : application.declared
+                  ? 'conf/'
+                  : 'portal API',
+            }),
             application.enabled ? null : h('span', { class: 'badge warn', text: 'disabled' }),
           ),
-          application.description ? h('p', { class: 'muted', text: application.description }) : null,
+          application.description && !application.known
+            ? h('p', { class: 'muted', text: application.description })
+            : null,
           h(
             'p',
             {},

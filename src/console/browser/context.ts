@@ -10,6 +10,8 @@ export interface Application {
   enabled: boolean;
   /** Declared in conf/ (read-only here). */
   declared: boolean;
+  /** A caller of ldap, jwt or plugin, known by its quota (or plan), or by its usage now. */
+  known?: 'quota' | 'usage';
 }
 
 /** What every view works with: the API, who is logged in, and the catalog by name. */

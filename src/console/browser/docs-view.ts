@@ -1,4 +1,11 @@
-import { fillPath, parseHeaderLines, type CatalogApi, type CatalogMethod } from '../logic/catalog.js';
+import {
+  fillPath,
+  missingParameters,
+  parseHeaderLines,
+  type Catalog,
+  type CatalogApi,
+  type CatalogMethod,
+} from '../logic/catalog.js';
 import type { TryAnswer } from '../logic/try-answer.js';
 import { messageOf } from './api.js';
 import type { Context, View } from './context.js';
@@ -93,6 +100,19 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
         (params[i]!.querySelector('input') as HTMLInputElement).value,
       ]),
     );
+    // An empty parameter makes another path (`/pets/` for `/pets/{petId}`), which another operation answers.
+    const missing = missingParameters(method.path, values);
+    if (missing.length > 0) {
+      const them = missing.length === 1 ? 'it' : 'them';
+      replace(
+        result,
+        h('p', {
+          class: 'error',
+          text: `Fill in ${missing.join(', ')}: the path of ${method.name} needs ${them}.`,
+        }),
+      );
+      return;
+    }
     const parsed = parseHeaderLines(headers.value);
     if (parsed.mistakes.length > 0) {
       replace(result, h('p', { class: 'error', text: parsed.mistakes.join('; ') }));
@@ -143,7 +163,33 @@ function tryForm(context: Context, method: CatalogMethod, authType: string): HTM
   );
 }
 
-function operation(context: Context, api: CatalogApi, method: CatalogMethod, authType: string): HTMLElement {
+/**
+ * How to call a method that "try it" cannot send (it sends HTTP/1.1 requests): a gRPC method, which a
+ * gRPC API takes over HTTP/2 only (505 otherwise), or a WebSocket endpoint, which a plain GET cannot open.
+ */
+function callNote(method: CatalogMethod, server: string): HTMLElement | null {
+  const secure = server.startsWith('https:');
+  const address = server.replace(/^https?:\/\//, '');
+  if (method.protocol === 'grpc')
+    return h(
+      'p',
+      { class: 'note' },
+      'A gRPC method: "try it" sends HTTP/1.1, which a gRPC API refuses (505). Call it with a gRPC client over HTTP/2, with the credentials of the scheme, for example ',
+      h('code', {
+        text: `grpcurl ${secure ? '' : '-plaintext '}-proto <its .proto> -d '{…}' ${address} ${method.path.replace(/^\//, '')}`,
+      }),
+    );
+  if (method.protocol === 'websocket')
+    return h(
+      'p',
+      { class: 'note' },
+      'A WebSocket endpoint: a plain GET cannot open it. Connect a WebSocket client, with the credentials of the scheme, for example ',
+      h('code', { text: `wscat -c ${secure ? 'wss' : 'ws'}://${address}${method.path}` }),
+    );
+  return null;
+}
+
+function operation(context: Context, api: CatalogApi, method: CatalogMethod, catalog: Catalog): HTMLElement {
   const details = h(
     'details',
     { class: 'operation', 'data-operation': method.name },
@@ -161,9 +207,10 @@ function operation(context: Context, api: CatalogApi, method: CatalogMethod, aut
     if (!details.open || drawn) return;
     drawn = true;
     details.appendChild(
-      context.isAdmin
-        ? tryForm(context, method, authType)
-        : h('p', { class: 'note', text: 'Only an API Administrator can send test requests.' }),
+      callNote(method, catalog.server) ??
+        (context.isAdmin
+          ? tryForm(context, method, catalog.authType)
+          : h('p', { class: 'note', text: 'Only an API Administrator can send test requests.' })),
     );
   });
   details.dataset.api = api.name;
@@ -200,7 +247,7 @@ export const docsView: View = async (context, root) => {
             'section',
             { class: 'card api' },
             h('h3', { text: api.name }),
-            api.methods.map((method) => operation(context, api, method, catalog.authType)),
+            api.methods.map((method) => operation(context, api, method, catalog)),
           ),
         ),
   );

@@ -11,7 +11,11 @@ export interface CatalogMethod {
   description: string;
   /** Names of the path's parameters, in order. */
   parameters: string[];
+  /** How a client calls it: plain HTTP (what "try it" sends), gRPC over HTTP/2, or a WebSocket. */
+  protocol: CallProtocol;
 }
+
+export type CallProtocol = 'http' | 'grpc' | 'websocket';
 
 export interface CatalogApi {
   id: string;
@@ -23,6 +27,8 @@ export interface Catalog {
   apis: CatalogApi[];
   /** The scheme that authenticates the data plane (APIKeyAuthType). */
   authType: string;
+  /** The data plane's address as the document states it (`http://127.0.0.1:8080`). */
+  server: string;
 }
 
 interface OpenApiOperation {
@@ -31,6 +37,12 @@ interface OpenApiOperation {
   tags?: string[];
   'x-quotagate-api-id'?: string;
   'x-quotagate-method-id'?: string;
+  'x-quotagate-protocol'?: string;
+}
+
+interface OpenApiServer {
+  url?: string;
+  variables?: Record<string, { default?: string }>;
 }
 
 const verbs = ['get', 'post', 'put', 'patch', 'delete', 'options', 'head'];
@@ -39,6 +51,7 @@ const verbs = ['get', 'post', 'put', 'patch', 'delete', 'options', 'head'];
 export function catalogFromOpenApi(document: unknown): Catalog {
   const doc = (document ?? {}) as {
     paths?: Record<string, Record<string, OpenApiOperation>>;
+    servers?: OpenApiServer[];
     'x-quotagate-auth'?: string;
   };
   const apis = new Map<string, CatalogApi>();
@@ -60,10 +73,25 @@ export function catalogFromOpenApi(document: unknown): Catalog {
         path,
         description: operation.description ?? '',
         parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!),
+        protocol: protocolOf(operation['x-quotagate-protocol']),
       });
     }
   }
-  return { apis: [...apis.values()], authType: doc['x-quotagate-auth'] ?? 'none' };
+  return {
+    apis: [...apis.values()],
+    authType: doc['x-quotagate-auth'] ?? 'none',
+    server: serverUrl(doc.servers?.[0]),
+  };
+}
+
+function protocolOf(value: string | undefined): CallProtocol {
+  return value === 'grpc' || value === 'websocket' ? value : 'http';
+}
+
+/** A server's URL with its variables at their defaults (`http://{host}:8080` → `http://127.0.0.1:8080`). */
+function serverUrl(server: OpenApiServer | undefined): string {
+  const url = server?.url ?? '';
+  return url.replace(/\{([^}]+)\}/g, (whole, name: string) => server?.variables?.[name]?.default ?? whole);
 }
 
 /** The name of an API id of a restriction (`*` is every API); an id the catalog lacks is shown as is. */
@@ -77,6 +105,13 @@ export function methodName(catalog: Catalog, apiId: string, methodId: string): s
   if (methodId === '*') return 'every method';
   const api = catalog.apis.find((candidate) => candidate.id.toLowerCase() === apiId.toLowerCase());
   return api?.methods.find((method) => method.id.toLowerCase() === methodId.toLowerCase())?.name ?? methodId;
+}
+
+/** The path parameters of a template that `values` leaves empty (or blank): a request without them is another path. */
+export function missingParameters(template: string, values: Record<string, string>): string[] {
+  return [...template.matchAll(/\{([^}]+)\}/g)]
+    .map((match) => match[1]!)
+    .filter((name) => (values[name] ?? '').trim() === '');
 }
 
 /**
