@@ -11,7 +11,7 @@ export interface CliGateway {
   /** The config folder. */
   dir: string;
   url: string;
-  admin: string;
+  adminUrl: string;
   /** Every JSON line it wrote to stdout so far, parsed. */
   logs(): Array<Record<string, unknown>>;
   /** Its access lines so far (the config should say `accessLog.flushMs: 0`, or a signal must flush them). */
@@ -50,7 +50,7 @@ export async function startCliGateway(
     cli,
     dir,
     url: `http://127.0.0.1:${ports.http}`,
-    admin: `http://127.0.0.1:${ports.admin}`,
+    adminUrl: `http://127.0.0.1:${ports.admin}`,
     logs,
     accessLines: () => logs().filter((line) => line.component === 'access'),
     metricsText: async () => (await fetch(`http://127.0.0.1:${ports.admin}/metrics`)).text(),

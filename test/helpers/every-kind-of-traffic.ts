@@ -8,14 +8,13 @@ import { chat, llmApis, openAiTokens, post } from './llm-gateway.js';
 import { startLlmUpstream } from './llm-upstream.js';
 import { request } from './raw-http.js';
 import {
-  adminUser,
   basicAuth,
   devKey,
   petsApiId,
   petsConfig,
+  setQuota,
   systemQuotaId,
   throttle,
-  userAuth,
 } from './test-gateway.js';
 import { closed, echo, mustOpen, startWebSocketUpstream, wsUrl } from './websockets.js';
 
@@ -93,12 +92,7 @@ export async function setTrafficQuota(gateway: CliGateway): Promise<void> {
     perCaller,
     { ...perCaller, mode: 'shadow' },
   ];
-  const answer = await fetch(`${gateway.admin}/api/portal/v1.3/quotas/${systemQuotaId}`, {
-    method: 'PUT',
-    headers: { authorization: userAuth(adminUser), 'content-type': 'application/json' },
-    body: JSON.stringify({ type: 'API', name: 'System', restrictions }),
-  });
-  if (answer.status !== 200) throw new Error(`the System quota was refused: ${await answer.text()}`);
+  await setQuota(gateway, { type: 'API', name: 'System', restrictions }, systemQuotaId);
 }
 
 /** What one request was answered: `quotagate_requests_total`'s labels. */
