@@ -49,7 +49,7 @@ export interface GatewayParts {
   metrics: Metrics;
   /** The clock of the usage path's budgets (the system's unless a test moves it). */
   now?: () => number;
-  /** The timers of the open exchanges' tick (the system's unless a test moves them). */
+  /** The timers of the open exchanges' tick and of a shutdown's grace period (tests move them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * The authenticators' clock (the system's unless a test moves it): the open exchanges whose
@@ -323,10 +323,11 @@ export class Gateway {
    */
   waitForIdle(timeoutMs: number): Promise<boolean> {
     if (this.inFlight === 0) return Promise.resolve(true);
+    const timers = this.parts.timers ?? systemClock;
     return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(false), timeoutMs);
+      const timer = timers.setTimeout(() => resolve(false), timeoutMs);
       this.idleWaiters.push(() => {
-        clearTimeout(timer);
+        timers.clearTimeout(timer);
         resolve(true);
       });
     });

@@ -4,10 +4,11 @@ import type { IpcPeer } from './ipc-peer.js';
 
 /**
  * The families a primary of `workers: N` reports of itself: its own process, the memory store's counters
- * it holds for the workers, and its workers. Every other family is the workers'.
+ * it holds for the workers (their memory, the requests refused and the shadow counts dropped at its
+ * bound), and its workers. Every other family is the workers'.
  */
 const primaryFamily =
-  /^quotagate_(?:process_|nodejs_|store_memory_reserved_bytes$|store_full_total$|workers_|worker_)/;
+  /^quotagate_(?:process_|nodejs_|store_memory_reserved_bytes$|store_full_total$|shadow_counts_dropped_total$|workers_|worker_)/;
 
 /** The families of the whole process, which a data-plane thread reports as well as its primary. */
 const processFamily = /^quotagate_process_/;

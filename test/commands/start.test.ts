@@ -8,6 +8,7 @@ import { FileQuotaRepository } from '../../src/quota/file-quota-repository.js';
 import { request } from '../helpers/raw-http.js';
 import { runCli, spawnCli, startedPorts } from '../helpers/run-cli.js';
 import { basicAuth, devKey, petsConfig, userAuth, writeConfigDir } from '../helpers/test-gateway.js';
+import { startHoldingUpstream } from '../helpers/holding-upstream.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 import { useTempDirs } from '../helpers/temp-dirs.js';
 import { freePort } from '../helpers/free-port.js';
@@ -30,11 +31,8 @@ describe('gateway start', () => {
   let upstream: TestUpstream;
   beforeAll(async () => {
     upstream = await startUpstream((req, res) => {
-      const delay = req.url?.includes('slow') ? 600 : 0;
-      setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'text/plain' });
-        res.end(`done ${req.url}`);
-      }, delay);
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(`done ${req.url}`);
     });
   });
   afterAll(() => upstream.close());
@@ -87,24 +85,32 @@ describe('gateway start', () => {
     ]);
   });
 
-  it('exits 0 on SIGTERM after letting an in-flight request finish', async () => {
-    const dir = writeConfigDir(petsConfig(upstream.url, { shutdownTimeout: 5000 }));
+  it('exits 0 on SIGTERM as soon as the request in flight has finished, long before the grace period ends', async () => {
+    const held = await startHoldingUpstream();
+    // A grace period longer than the test: a gateway that waited for it would fail the test.
+    const dir = writeConfigDir(petsConfig(held.url, { shutdownTimeout: 120_000 }));
     tempDirs.removeAfter(dir);
     const cli = spawnCli(['start', '--config-dir', dir]);
-    const ports = await startedPorts(cli);
-    const inFlight = request(`http://127.0.0.1:${ports.http}`, {
-      path: '/pets/slow',
-      headers: { authorization: basicAuth(devKey) },
-    });
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    const signalledAt = Date.now();
-    cli.child.kill('SIGTERM');
-    const [response, result] = await Promise.all([inFlight, cli.exited]);
-    expect(response).toMatchObject({ status: 200, body: 'done /slow' });
-    expect(response.headers.connection).toBe('close');
-    expect(result.code).toBe(0);
-    expect(Date.now() - signalledAt).toBeLessThan(5000);
-    expect(result.stdout).toContain('"msg":"gateway stopped"');
+    try {
+      const ports = await startedPorts(cli);
+      const inFlight = request(`http://127.0.0.1:${ports.http}`, {
+        path: '/pets/1',
+        headers: { authorization: basicAuth(devKey) },
+      });
+      await expect.poll(() => held.held()).toBe(1);
+      cli.child.kill('SIGTERM');
+      await cli.waitFor('"msg":"worker draining"');
+      held.answerAll();
+      const [response, result] = await Promise.all([inFlight, cli.exited]);
+      expect(response).toMatchObject({ status: 200, body: 'done' });
+      expect(response.headers.connection).toBe('close');
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('"msg":"gateway stopped"');
+      expect(result.stdout).not.toContain('grace period over');
+    } finally {
+      cli.child.kill('SIGKILL');
+      await held.close();
+    }
   });
 
   it('closes requests still open at the end of the grace period and exits 0', async () => {
@@ -120,7 +126,7 @@ describe('gateway start', () => {
         )
         .on('error', () => resolve('closed'));
     });
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await expect.poll(() => hung.requests.length).toBe(1);
     cli.child.kill('SIGTERM');
     const result = await cli.exited;
     expect(result.code).toBe(0);

@@ -66,10 +66,13 @@ describe.each(eachStore)('a concurrency restriction on %s', (_storeName, store) 
 
     upstream.answerOne();
     expect((await held[0]!).status).toBe(200);
-    // The slot is free the moment the request ends: the next one takes it, and says one is left.
+    // The slot is free once the request has ended: the next one takes it, and says none is left (it and
+    // the second hold both); the one after it is refused again.
     await expect.poll(() => inFlightOf(gateway)).toBe(1);
     const next = get(gateway);
     await expect.poll(() => upstream.held()).toBe(2);
+    expect(await inFlightOf(gateway)).toBe(2);
+    expect((await get(gateway)).status).toBe(429);
     upstream.answerAll();
     const [second, third] = await Promise.all([held[1]!, next]);
     expect([second.status, third.status]).toEqual([200, 200]);

@@ -88,15 +88,20 @@ describe('an open WebSocket across a reload and a shutdown', () => {
   });
 
   it('lets an open WebSocket run through the shutdown grace period, then closes it with 1001', async () => {
-    const { gateway } = await gatewayWith({ shutdownTimeout: 300 });
+    const { gateway, timers } = await gatewayWith({ shutdownTimeout: 300 });
     const { ws } = await mustOpen(wsUrl(gateway.url, '/pets/1'), withKey);
     const ended = closed(ws);
     let stopped = false;
     const stopping = gateway.running.close().then(() => {
       stopped = true;
     });
+    // The grace period has begun: its timer is set, the tick's (every second) beside it.
+    await expect.poll(() => timers.waiting()).toContain(300);
+    timers.advance(299);
     expect(await echo(ws, 'during the grace period')).toBe('during the grace period');
     expect(stopped).toBe(false);
+    expect(ws.readyState).toBe(ws.OPEN);
+    timers.advance(1);
     expect(await ended).toEqual({ code: 1001, reason: 'gateway shutting down' });
     await stopping;
     expect(accessLines(gateway).find((line) => line.status === 101)).toMatchObject({ webSocket: 'shutdown' });

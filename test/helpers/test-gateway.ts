@@ -241,7 +241,7 @@ export const adminCall = (gateway: TestGateway, method: string, path: string, bo
 
 /** Sets a quota through the admin API, as an administrator would: PUT for a well-known id, else POST. */
 export async function setQuota(
-  gateway: TestGateway,
+  gateway: Pick<TestGateway, 'adminUrl'>,
   quota: Record<string, unknown>,
   id?: string,
 ): Promise<string> {

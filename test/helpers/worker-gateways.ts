@@ -57,17 +57,13 @@ export function processesOf(dir: string): number[] {
     .map(Number);
 }
 
-/** Registers a workers suite's hooks: its upstream (slow on paths naming `slow`), and stops every gateway after each test. */
+/** Registers a workers suite's hooks: its upstream, and stops every gateway after each test. */
 export function useWorkerGateways() {
   let upstream: TestUpstream;
   beforeAll(async () => {
-    upstream = await startUpstream((req, res) => {
-      const answer = () => {
-        res.writeHead(200, { 'content-type': 'text/plain' });
-        res.end('ok');
-      };
-      if (req.url?.includes('slow')) setTimeout(answer, 600);
-      else answer();
+    upstream = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end('ok');
     });
   });
   afterAll(() => upstream.close());

@@ -14,6 +14,7 @@ import {
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import { suiteRedis } from '../helpers/redis-clients.js';
 import { useWorkerGateways } from '../helpers/worker-gateways.js';
 
 /**
@@ -28,6 +29,28 @@ const setSystem = (gateway: TestGateway, connections: number) =>
 
 const inFlightOf = async (adminUrl: string) =>
   (await quotaUsage(adminUrl, systemQuotaId)).restrictions[0]!.used;
+
+const redis = suiteRedis();
+
+/** The Redis server's time, in milliseconds: the clock the slots of a gateway on its own clock live by. */
+async function redisTime(): Promise<number> {
+  const [seconds, microseconds] = await redis().time();
+  return Number(seconds) * 1_000 + Math.floor(Number(microseconds) / 1_000);
+}
+
+/** The holders' entries of the concurrency counters under `prefix`: slots held, and until when. */
+async function slotEntries(prefix: string): Promise<Array<{ slots: number; expiresAt: number }>> {
+  const connection = redis();
+  const entries = [];
+  for (const key of await connection.keys(`${prefix}*`)) {
+    if ((await connection.type(key)) !== 'hash') continue;
+    for (const value of Object.values(await connection.hgetall(key))) {
+      const [, slots, expiresAt] = /^(\d+):(\d+)$/.exec(value) ?? [];
+      if (slots) entries.push({ slots: Number(slots), expiresAt: Number(expiresAt) });
+    }
+  }
+  return entries;
+}
 
 describe('a concurrency restriction on a fleet of 2 (Redis)', () => {
   it('admits N requests in flight across the fleet, wherever they arrive', async () => {
@@ -57,8 +80,16 @@ describe('a concurrency restriction on a fleet of 2 (Redis)', () => {
   it('frees the slots of a gateway killed while it held them, within its heartbeat time to live', async () => {
     const upstream = await startHoldingUpstream();
     defer(() => upstream.close());
-    const store = { type: 'redis', url: inject('redisUrl'), prefix: `test:killed:${randomUUID()}:` };
-    const survivor = await startTestGateway(petsConfig(upstream.url, { store }));
+    const prefix = `test:killed:${randomUUID()}:`;
+    const store = { type: 'redis', url: inject('redisUrl'), prefix };
+    // The survivor reads the slots at a time the test sets, from the Redis server's time: the victim's
+    // entry lives until a time of that clock.
+    const clock = { now: await redisTime() };
+    const survivor = await startTestGateway(
+      petsConfig(upstream.url, { store }),
+      {},
+      { clock: () => clock.now },
+    );
     defer(() => survivor.close());
     await setSystem(survivor, 2);
     const victim = await startGateway({ apis: petsConfig(upstream.url).apis, store });
@@ -70,8 +101,18 @@ describe('a concurrency restriction on a fleet of 2 (Redis)', () => {
 
     victim.cli.child.kill('SIGKILL');
     await victim.cli.exited;
+    const diedBy = await redisTime();
     await Promise.all(held);
-    await expect.poll(() => inFlightOf(survivor.adminUrl), { timeout: 10_000, interval: 250 }).toBe(0);
+    // What its last heartbeat wrote: 2 slots, alive at most one time to live (3 s) past its death.
+    const entries = await slotEntries(prefix);
+    expect(entries).toHaveLength(1);
+    const [entry] = entries;
+    expect(entry?.slots).toBe(2);
+    expect(entry!.expiresAt - diedBy).toBeLessThanOrEqual(3_000);
+    clock.now = entry!.expiresAt - 1;
+    expect(await inFlightOf(survivor.adminUrl)).toBe(2);
+    clock.now = entry!.expiresAt;
+    expect(await inFlightOf(survivor.adminUrl)).toBe(0);
     const next = get(survivor);
     await expect.poll(() => upstream.held()).toBe(1);
     upstream.answerAll();

@@ -42,7 +42,7 @@ describe('the data-plane thread of workers: 1', () => {
     expect(usage.rejected).toBe(11);
   }, 60_000);
 
-  it("reports the process's CPU once, and the thread's requests and heap", async () => {
+  it("reports the process's CPU once, the thread's requests, and the Node.js figures of both threads added up", async () => {
     const gateway = await startGateway({ workers: 1 });
     const pid = gateway.cli.child.pid!;
     const cpu = /^quotagate_process_cpu_seconds_total ([\d.e+-]+)$/m;
@@ -58,7 +58,14 @@ describe('the data-plane thread of workers: 1', () => {
     const text = await (await fetch(`${gateway.admin}/metrics`)).text();
     expect(text.match(/^quotagate_process_cpu_seconds_total /gm)).toHaveLength(1);
     expect(await metricValue(gateway, /^quotagate_requests_total\{[^}]*status="200"\} (\d+)$/m)).toBe(1000);
-    expect(await metricValue(gateway, /^quotagate_nodejs_heap_size_used_bytes (\d+)$/m)).toBeGreaterThan(0);
+    // Each thread is an isolate with its heap and handles: the figures are of both, the listening
+    // servers those of the admin listener (this thread) and of the data plane (the thread).
+    expect(await metricValue(gateway, /^quotagate_nodejs_active_handles\{type="Server"\} (\d+)$/m)).toBe(2);
+    const heapUsed = await metricValue(gateway, /^quotagate_nodejs_heap_size_used_bytes (\d+)$/m);
+    expect(heapUsed).toBeGreaterThan(0);
+    expect(heapUsed).toBeLessThanOrEqual(
+      await metricValue(gateway, /^quotagate_nodejs_heap_size_total_bytes (\d+)$/m),
+    );
     // The event loop's delay is the thread's: the admin listener's loop is not sampled.
     expect(text.match(/^quotagate_nodejs_eventloop_lag_p99_seconds /gm)).toHaveLength(1);
     expect(

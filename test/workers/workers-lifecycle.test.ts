@@ -2,6 +2,8 @@ import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import net, { type AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { startHoldingUpstream } from '../helpers/holding-upstream.js';
 import { spawnCli } from '../helpers/run-cli.js';
 import { petsConfig, writeSeedConfigDir } from '../helpers/test-gateway.js';
 import {
@@ -16,6 +18,7 @@ import {
 } from '../helpers/worker-gateways.js';
 
 const { startGateway, stopAfterTest, upstream } = useWorkerGateways();
+const defer = cleanupAfterEach();
 
 describe('workers: 2', () => {
   it('replaces a killed worker; the gateway keeps answering, and the counts the primary holds survive', async () => {
@@ -64,19 +67,22 @@ describe('workers: 2', () => {
   }, 60_000);
 
   it('SIGTERM: readiness says draining, requests in flight finish, every worker stops, and the primary exits 0', async () => {
-    const gateway = await startGateway({ workers: 2 });
+    const held = await startHoldingUpstream();
+    defer(() => held.close());
+    const gateway = await startGateway({ workers: 2, apis: petsConfig(held.url).apis });
     const ready = await fetch(`${gateway.admin}/readyz`);
     expect(await ready.json()).toEqual({ status: 'ready', checks: { workers: 'ok' } });
     const pids = gateway.workerPids();
-    const seen = upstream().requests.length;
-    const slow = get(gateway, '/pets/slow');
-    await expect.poll(() => upstream().requests.length).toBe(seen + 1);
+    // In flight until readiness has been read during the drain: the upstream answers only then.
+    const inFlight = get(gateway, '/pets/1');
+    await expect.poll(() => held.held()).toBe(1);
     gateway.cli.child.kill('SIGTERM');
     await gateway.cli.waitFor('"msg":"worker draining"');
     const draining = await fetch(`${gateway.admin}/readyz`);
     expect(draining.status).toBe(503);
     expect(await draining.json()).toMatchObject({ status: 'draining' });
-    expect(await slow).toBe(200);
+    held.answerAll();
+    expect(await inFlight).toBe(200);
     const result = await gateway.cli.exited;
     expect(result.code).toBe(0);
     const messages = gateway.logs().map((line) => line.msg);

@@ -3,6 +3,7 @@ import http2, { type Http2Server, type ServerHttp2Session, type ServerHttp2Strea
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { systemClock, type Clock } from '../../kit/clock.js';
 import type { Logger } from '../../observe/log.js';
 import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
 
@@ -31,6 +32,8 @@ export interface Http2TransportOptions {
   logger: Logger;
   /** The clock of the reset bound, in milliseconds. */
   now?: () => number;
+  /** The timers of headersTimeout, keepAliveTimeout and requestTimeout (tests move them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 }
 
 /**
@@ -39,10 +42,11 @@ export interface Http2TransportOptions {
  */
 interface SessionState {
   streams: number;
-  idle: NodeJS.Timeout | null;
+  idle: unknown;
   resetsSince: number;
   resets: number;
   readonly aborted: () => void;
+  readonly arrived: (this: TrackedStream) => void;
   readonly closed: (this: TrackedStream) => void;
 }
 
@@ -50,7 +54,7 @@ const stateKey = Symbol('quotagate.http2Session');
 type TrackedSession = ServerHttp2Session & { [stateKey]?: SessionState };
 /** The timer that resets a stream whose request has not arrived whole within requestTimeout. */
 const slowKey = Symbol('quotagate.slowRequest');
-type TrackedStream = ServerHttp2Stream & { [slowKey]?: NodeJS.Timeout };
+type TrackedStream = ServerHttp2Stream & { [slowKey]?: unknown };
 
 /**
  * HTTP/2 at the edge of the data plane: the listeners stay Node's HTTP/1.1 servers (their ports, timeouts,
@@ -65,9 +69,11 @@ export class Http2Transport {
   private readonly undecided = new Set<Socket>();
   private closing = false;
   private readonly now: () => number;
+  private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
   constructor(private readonly options: Http2TransportOptions) {
     this.now = options.now ?? Date.now;
+    this.timers = options.timers ?? systemClock;
     this.engine = http2.createServer({
       settings: { maxConcurrentStreams, maxHeaderListSize: options.limits.maxHeaderSize },
       Http2ServerRequest: Http2GatewayRequest,
@@ -166,10 +172,13 @@ export class Http2Transport {
       resetsSince: 0,
       resets: 0,
       aborted: () => this.reset(session, state),
+      arrived: ((timers: Pick<Clock, 'clearTimeout'>) =>
+        function (this: TrackedStream): void {
+          timers.clearTimeout(this[slowKey]);
+        })(this.timers),
       closed: ((transport: Http2Transport) =>
         function (this: TrackedStream): void {
-          const slow = this[slowKey];
-          if (slow) clearTimeout(slow);
+          transport.timers.clearTimeout(this[slowKey]);
           transport.closed(session, state);
         })(this),
     };
@@ -179,14 +188,14 @@ export class Http2Transport {
     // its first head; between streams it may stay idle for keepAliveTimeout.
     this.idleFor(session, state, this.options.limits.headersTimeout);
     session.once('close', () => {
-      if (state.idle) clearTimeout(state.idle);
+      this.timers.clearTimeout(state.idle);
       this.sessions.delete(session);
     });
   }
 
   private idleFor(session: TrackedSession, state: SessionState, ms: number): void {
-    if (state.idle) clearTimeout(state.idle);
-    state.idle = setTimeout(closeSession, ms, session).unref();
+    this.timers.clearTimeout(state.idle);
+    state.idle = this.timers.setTimeout(() => closeSession(session), ms);
   }
 
   private opened(stream: TrackedStream): void {
@@ -194,15 +203,18 @@ export class Http2Transport {
     const state = session?.[stateKey];
     if (!session || !state) return;
     state.streams += 1;
-    if (state.idle) {
-      clearTimeout(state.idle);
+    if (state.idle !== null) {
+      this.timers.clearTimeout(state.idle);
       state.idle = null;
     }
     // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
     // request whose HEADERS ended the stream has arrived, however long its answer then runs.
     if (!stream.endAfterHeaders) {
-      stream[slowKey] = setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
-      stream.once('end', requestArrived);
+      stream[slowKey] = this.timers.setTimeout(
+        () => cancelStream(stream),
+        this.options.limits.requestTimeout,
+      );
+      stream.once('end', state.arrived);
     }
     stream.once('aborted', state.aborted);
     stream.once('close', state.closed);
@@ -234,11 +246,6 @@ export class Http2Transport {
 }
 
 const ignore = () => undefined;
-
-function requestArrived(this: TrackedStream): void {
-  const slow = this[slowKey];
-  if (slow) clearTimeout(slow);
-}
 
 function closeSession(session: ServerHttp2Session): void {
   if (!session.closed) session.close();

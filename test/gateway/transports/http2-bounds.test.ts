@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../helpers/fake-clock.js';
+import { FakeTimers } from '../../helpers/fake-timers.js';
 import {
   dataFrame,
   errorCode,
@@ -12,6 +13,7 @@ import {
   requestFields,
   rstStreamFrame,
   type RawHttp2Connection,
+  type ReceivedFrame,
 } from '../../helpers/http2-frames.js';
 import { http2Request, http2Session } from '../../helpers/http2-client.js';
 import {
@@ -117,6 +119,12 @@ describe('the server timeouts on HTTP/2', () => {
   let timed: TestGateway;
   let upstream: TestUpstream;
   const held: ServerResponse[] = [];
+  // The bounds run on timers the tests move: each is passed exactly, however slow the machine. Three
+  // values apart, so that the timer each test waits for is its own.
+  const timers = new FakeTimers();
+  const headersTimeout = 5_000;
+  const keepAliveTimeout = 6_000;
+  const requestTimeout = 7_000;
 
   beforeAll(async () => {
     // Answers /pets/held with its head and holds the rest until `release`; answers the rest at once.
@@ -127,9 +135,9 @@ describe('the server timeouts on HTTP/2', () => {
       held.push(res);
     });
     timed = await startTestGateway(
-      petsConfig(`${upstream.url}/pets`, {
-        server: { headersTimeout: 300, requestTimeout: 300, keepAliveTimeout: 300 },
-      }),
+      petsConfig(`${upstream.url}/pets`, { server: { headersTimeout, requestTimeout, keepAliveTimeout } }),
+      {},
+      { timers },
     );
   });
 
@@ -138,18 +146,33 @@ describe('the server timeouts on HTTP/2', () => {
     await upstream.close();
   });
 
+  const isGoaway = (received: ReceivedFrame) => received.type === frameType.goaway;
+
   it('closes a connection that opens no stream within headersTimeout', async () => {
     const connection = await connect(timed);
-    const goaway = await connection.frame((received) => received.type === frameType.goaway);
+    await expect.poll(() => timers.waiting()).toContain(headersTimeout);
+    timers.advance(headersTimeout - 1);
+    // What the gateway sent before the PING's answer is all it sent: no GOAWAY yet.
+    await pinged(connection);
+    expect(connection.frames.filter(isGoaway)).toEqual([]);
+    timers.advance(1);
+    const goaway = await connection.frame(isGoaway);
     expect(errorOf(goaway)).toBe(0);
     await connection.closed;
   });
 
   it('closes a connection idle for keepAliveTimeout after its last stream', async () => {
     const session = await http2Session(timed.url);
+    const sessionClosed = new Promise((resolve) => session.once('close', resolve));
     const answer = await http2Request(session, { path: '/pets/1', headers: { authorization: auth[1] } });
     expect(answer.status).toBe(200);
-    await new Promise((resolve) => session.once('close', resolve));
+    // The gateway's side of the stream has closed: the connection is idle from now on.
+    await expect.poll(() => timers.waiting()).toContain(keepAliveTimeout);
+    timers.advance(keepAliveTimeout - 1);
+    await new Promise((resolve) => session.ping(resolve));
+    expect(session.closed).toBe(false);
+    timers.advance(1);
+    await sessionClosed;
     expect(session.closed).toBe(true);
   });
 
@@ -160,6 +183,11 @@ describe('the server timeouts on HTTP/2', () => {
       headersFrame(1, requestFields(host, '/pets', [auth, ['content-length', '10']], 'POST')),
       dataFrame(1, 'slow'),
     );
+    await expect.poll(() => timers.waiting()).toContain(requestTimeout);
+    timers.advance(requestTimeout - 1);
+    await pinged(connection);
+    expect(connection.frames.filter((received) => received.type === frameType.rstStream)).toEqual([]);
+    timers.advance(1);
     const reset = await connection.frame((received) => received.type === frameType.rstStream);
     expect([reset.streamId, errorOf(reset)]).toEqual([1, errorCode.cancel]);
   });
@@ -167,11 +195,8 @@ describe('the server timeouts on HTTP/2', () => {
   it('leaves a request that has arrived whole open past requestTimeout while its answer runs', async () => {
     const session = await http2Session(timed.url);
     const long = http2Request(session, { path: '/pets/held', headers: { authorization: auth[1] } });
-    await new Promise<void>((resolve) => {
-      const check = () => (held.length > 0 ? resolve() : setImmediate(check));
-      check();
-    });
-    // A slow request opened after it is reset at requestTimeout: the held one has outlived it.
+    await expect.poll(() => held.length).toBe(1);
+    // A slow request opened after it is reset at requestTimeout: the held one outlives it.
     const slow = session.request({
       ':method': 'POST',
       ':path': '/pets',
@@ -179,10 +204,10 @@ describe('the server timeouts on HTTP/2', () => {
       ...{ authorization: auth[1] },
     });
     slow.write('slow');
-    const code = await new Promise<number>((resolve) =>
-      slow.once('close', () => resolve(slow.rstCode ?? -1)),
-    );
-    expect(code).toBe(errorCode.cancel);
+    await expect.poll(() => timers.waiting()).toContain(requestTimeout);
+    const code = new Promise<number>((resolve) => slow.once('close', () => resolve(slow.rstCode ?? -1)));
+    timers.advance(requestTimeout);
+    expect(await code).toBe(errorCode.cancel);
     held.shift()!.end('and tail');
     expect(await long).toMatchObject({ status: 200, body: 'head and tail' });
     session.close();
