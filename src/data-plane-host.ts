@@ -116,7 +116,10 @@ export interface StartOptions {
   now?: () => number;
   /** Clock of the counters, memory or Redis, in milliseconds (tests move it; Redis keeps its own otherwise). */
   clock?: () => number;
-  /** Timers of the open WebSockets' once-a-second tick and of the JWKS fetch timeout (tests move them). */
+  /**
+   * Timers of the open WebSockets' once-a-second tick, of the JWKS fetch timeout and of the HTTP/2
+   * connections' bounds (tests move them).
+   */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**
    * Set in a worker process of `workers: N` (src/workers/): the primary owns the quota definitions, the
@@ -358,6 +361,7 @@ export async function startDataPlaneHost(
         limits: config.server,
         logger: logger.child({ component: 'http2' }),
         ...(options.now ? { now: options.now } : {}),
+        ...(options.timers ? { timers: options.timers } : {}),
       })
     : null;
   if (http2 && plainServer) http2.acceptPriorKnowledge(plainServer);

@@ -3,6 +3,7 @@ import http2, { type Http2Server, type ServerHttp2Session, type ServerHttp2Strea
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import { systemClock, type Clock } from '../../kit/clock.js';
 import type { Logger } from '../../observe/log.js';
 import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
 
@@ -31,26 +32,33 @@ export interface Http2TransportOptions {
   logger: Logger;
   /** The clock of the reset bound, in milliseconds. */
   now?: () => number;
+  /** The timers of the sessions' and streams' bounds (the system's unless a test moves them). */
+  timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 }
 
 /**
- * What the transport knows of one session: its open streams, its idle timer, its recent resets, and the
- * listeners its streams share (made once per session, not per stream).
+ * What the transport knows of one session: its open streams, its one timer (idle while no stream is
+ * open, the liveness check while some are), whether its last PING is unanswered, its recent resets, and
+ * the listeners its streams share (made once per session, not per stream).
  */
 interface SessionState {
   streams: number;
-  idle: NodeJS.Timeout | null;
+  timer: unknown;
+  pingUnanswered: boolean;
   resetsSince: number;
   resets: number;
   readonly aborted: () => void;
   readonly closed: (this: TrackedStream) => void;
+  readonly idle: () => void;
+  readonly checkAlive: () => void;
+  readonly pong: (error: Error | null) => void;
 }
 
 const stateKey = Symbol('quotagate.http2Session');
 type TrackedSession = ServerHttp2Session & { [stateKey]?: SessionState };
 /** The timer that resets a stream whose request has not arrived whole within requestTimeout. */
 const slowKey = Symbol('quotagate.slowRequest');
-type TrackedStream = ServerHttp2Stream & { [slowKey]?: NodeJS.Timeout };
+type TrackedStream = ServerHttp2Stream & { [slowKey]?: unknown };
 
 /**
  * HTTP/2 at the edge of the data plane: the listeners stay Node's HTTP/1.1 servers (their ports, timeouts,
@@ -65,9 +73,11 @@ export class Http2Transport {
   private readonly undecided = new Set<Socket>();
   private closing = false;
   private readonly now: () => number;
+  private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
   constructor(private readonly options: Http2TransportOptions) {
     this.now = options.now ?? Date.now;
+    this.timers = options.timers ?? systemClock;
     this.engine = http2.createServer({
       settings: { maxConcurrentStreams, maxHeaderListSize: options.limits.maxHeaderSize },
       Http2ServerRequest: Http2GatewayRequest,
@@ -101,9 +111,23 @@ export class Http2Transport {
   acceptAlpn(server: HttpsServer): void {
     const http1 = takeListener(server, 'secureConnection');
     server.on('secureConnection', (socket: TLSSocket) => {
-      if (socket.alpnProtocol === 'h2') this.engine.emit('connection', socket);
+      if (socket.alpnProtocol === 'h2') this.speakHttp2(socket);
       else http1.call(server, socket);
     });
+  }
+
+  /**
+   * Hands a connection to the HTTP/2 engine. HTTP/2 ends a stream, a request or a connection in frames
+   * (END_STREAM, RST_STREAM, GOAWAY: RFC 9113 §5.1, §6.8), never by half-closing TCP, so a client that
+   * shuts its side has left. The listeners are HTTP/1.1 servers, whose sockets stay half-open at the
+   * client's FIN (to answer a request that ends so), and Node's engine ends a session's streams only when
+   * its socket closes: every stream whose RST_STREAM did not come before the FIN would run on, upstream
+   * and in its slot, for as long as its answer lasts (Node's client, destroying a session, resets its
+   * first stream only; a killed client resets none).
+   */
+  private speakHttp2(socket: Socket): void {
+    socket.allowHalfOpen = false;
+    this.engine.emit('connection', socket);
   }
 
   /** Asks every session to end (GOAWAY): the streams they have go on, no new one is taken. */
@@ -131,7 +155,7 @@ export class Http2Transport {
       socket.pause();
       if (seen) socket.unshift(seen);
       if (http2) {
-        this.engine.emit('connection', socket);
+        this.speakHttp2(socket);
         return;
       }
       http1.call(server, socket);
@@ -162,31 +186,41 @@ export class Http2Transport {
     }
     const state: SessionState = {
       streams: 0,
-      idle: null,
+      timer: null,
+      pingUnanswered: false,
       resetsSince: 0,
       resets: 0,
       aborted: () => this.reset(session, state),
       closed: ((transport: Http2Transport) =>
         function (this: TrackedStream): void {
           const slow = this[slowKey];
-          if (slow) clearTimeout(slow);
+          if (slow !== undefined) transport.timers.clearTimeout(slow);
           transport.closed(session, state);
         })(this),
+      idle: () => {
+        state.timer = null;
+        if (!session.closed) session.close();
+      },
+      checkAlive: () => this.checkAlive(session, state),
+      pong: (error) => {
+        if (error === null) state.pingUnanswered = false;
+      },
     };
     session[stateKey] = state;
     this.sessions.add(session);
     // A session must open its first stream within headersTimeout, as an HTTP/1.1 connection must send
     // its first head; between streams it may stay idle for keepAliveTimeout.
-    this.idleFor(session, state, this.options.limits.headersTimeout);
+    this.rearm(state, state.idle, this.options.limits.headersTimeout);
     session.once('close', () => {
-      if (state.idle) clearTimeout(state.idle);
+      this.rearm(state, null, 0);
       this.sessions.delete(session);
     });
   }
 
-  private idleFor(session: TrackedSession, state: SessionState, ms: number): void {
-    if (state.idle) clearTimeout(state.idle);
-    state.idle = setTimeout(closeSession, ms, session).unref();
+  /** Sets the session's one timer to `then` in `ms` (none when null), in place of the one it had. */
+  private rearm(state: SessionState, then: (() => void) | null, ms: number): void {
+    if (state.timer !== null) this.timers.clearTimeout(state.timer);
+    state.timer = then === null ? null : this.timers.setTimeout(then, ms);
   }
 
   private opened(stream: TrackedStream): void {
@@ -194,24 +228,60 @@ export class Http2Transport {
     const state = session?.[stateKey];
     if (!session || !state) return;
     state.streams += 1;
-    if (state.idle) {
-      clearTimeout(state.idle);
-      state.idle = null;
+    // While streams are open the session is not idle, but its client may vanish without a word (no FIN,
+    // no RST: a network gone, a machine asleep), leaving them running: it is asked for a PING.
+    if (state.streams === 1) {
+      state.pingUnanswered = false;
+      this.rearm(state, state.checkAlive, this.options.limits.keepAliveTimeout);
     }
-    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
-    // request whose HEADERS ended the stream has arrived, however long its answer then runs.
+    // The request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a request whose
+    // HEADERS ended the stream has arrived, however long its answer then runs.
     if (!stream.endAfterHeaders) {
-      stream[slowKey] = setTimeout(cancelStream, this.options.limits.requestTimeout, stream).unref();
-      stream.once('end', requestArrived);
+      stream[slowKey] = this.timers.setTimeout(
+        () => cancelStream(stream),
+        this.options.limits.requestTimeout,
+      );
+      stream.once('end', this.requestArrived);
     }
     stream.once('aborted', state.aborted);
     stream.once('close', state.closed);
   }
 
+  /** The listener of a stream's 'end': its request has arrived whole. */
+  private readonly requestArrived = ((transport: Http2Transport) =>
+    function (this: TrackedStream): void {
+      const slow = this[slowKey];
+      if (slow === undefined) return;
+      transport.timers.clearTimeout(slow);
+      this[slowKey] = undefined;
+    })(this);
+
+  /**
+   * Every keepAliveTimeout while streams are open: the session's client is asked for a PING (RFC 9113
+   * §6.7), and one that has not answered the last by now has gone, and its session with it.
+   */
+  private checkAlive(session: TrackedSession, state: SessionState): void {
+    state.timer = null;
+    if (session.destroyed) return;
+    if (state.pingUnanswered) {
+      this.options.logger.debug(
+        { client: session.socket?.remoteAddress, keepAliveTimeout: this.options.limits.keepAliveTimeout },
+        'HTTP/2 client answered no PING; closing its connection',
+      );
+      // CANCEL: each stream is ended as one its client gave up, as when its connection closes.
+      session.destroy(undefined, http2.constants.NGHTTP2_CANCEL);
+      return;
+    }
+    state.pingUnanswered = true;
+    session.ping(state.pong);
+    this.rearm(state, state.checkAlive, this.options.limits.keepAliveTimeout);
+  }
+
   private closed(session: TrackedSession, state: SessionState): void {
     state.streams -= 1;
-    if (state.streams === 0 && !session.closed)
-      this.idleFor(session, state, this.options.limits.keepAliveTimeout);
+    // A session told to go (GOAWAY) ends with its last stream: no idle timer for it.
+    if (state.streams === 0)
+      this.rearm(state, session.closed ? null : state.idle, this.options.limits.keepAliveTimeout);
   }
 
   /** A client reset a stream before its answer ended: too many in a second close the session. */
@@ -234,15 +304,6 @@ export class Http2Transport {
 }
 
 const ignore = () => undefined;
-
-function requestArrived(this: TrackedStream): void {
-  const slow = this[slowKey];
-  if (slow) clearTimeout(slow);
-}
-
-function closeSession(session: ServerHttp2Session): void {
-  if (!session.closed) session.close();
-}
 
 function cancelStream(stream: ServerHttp2Stream): void {
   if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
