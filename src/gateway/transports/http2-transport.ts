@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { systemClock, type Clock } from '../../kit/clock.js';
 import type { Logger } from '../../observe/log.js';
+import { exchangeOf } from '../proxy/upstream-proxy.js';
 import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
 
 /** RFC 9113 §3.4: the first bytes of every HTTP/2 connection; no HTTP/1.1 request begins so. */
@@ -86,10 +87,14 @@ export class Http2Transport {
     // A stream reset before Node handed it over (a malformed body in the same read as its head) has no
     // one to answer: it never enters the pipeline, as an HTTP/1.1 request cut off in its head does not.
     this.engine.on('request', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
-      if (!req.stream.destroyed) options.onRequest(req as never, res as never);
+      if (req.stream.destroyed) return;
+      this.awaitRequest(req);
+      options.onRequest(req as never, res as never);
     });
     this.engine.on('checkContinue', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
-      if (!req.stream.destroyed) options.onCheckContinue(req as never, res as never);
+      if (req.stream.destroyed) return;
+      this.awaitRequest(req);
+      options.onCheckContinue(req as never, res as never);
     });
     this.engine.on('session', (session: TrackedSession) => this.track(session));
     this.engine.on('stream', (stream: TrackedStream) => this.opened(stream));
@@ -234,17 +239,19 @@ export class Http2Transport {
       state.pingUnanswered = false;
       this.rearm(state, state.checkAlive, this.options.limits.keepAliveTimeout);
     }
-    // The request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a request whose
-    // HEADERS ended the stream has arrived, however long its answer then runs.
-    if (!stream.endAfterHeaders) {
-      stream[slowKey] = this.timers.setTimeout(
-        () => cancelStream(stream),
-        this.options.limits.requestTimeout,
-      );
-      stream.once('end', this.requestArrived);
-    }
     stream.once('aborted', state.aborted);
     stream.once('close', state.closed);
+  }
+
+  /**
+   * The request, its body included, must arrive within requestTimeout, as on HTTP/1.1 (`requestOverdue`
+   * says what then); a request whose HEADERS ended the stream has arrived, however long its answer runs.
+   */
+  private awaitRequest(req: Http2GatewayRequest): void {
+    const stream = req.stream as TrackedStream;
+    if (stream.endAfterHeaders) return;
+    stream[slowKey] = this.timers.setTimeout(() => requestOverdue(req), this.options.limits.requestTimeout);
+    stream.once('end', this.requestArrived);
   }
 
   /** The listener of a stream's 'end': its request has arrived whole. */
@@ -304,6 +311,27 @@ export class Http2Transport {
 }
 
 const ignore = () => undefined;
+
+/**
+ * requestTimeout has passed, and the request has not arrived whole. An ordinary body is too slow: the
+ * stream is reset. A request that is a stream of messages goes on while its answer does, bounded as the
+ * answer is (by proxyTimeout between messages and by its grpc-timeout): one whose answer has begun (a
+ * bidirectional call, a request body beside the event stream that answers it), and a gRPC call forwarded
+ * to its API's upstream (a client-streaming call, answered at its end; undici's HTTP/2 stream to the
+ * upstream times out after proxyTimeout with no frame either way). Its request still coming once the
+ * answer has ended, it is reset then.
+ */
+function requestOverdue(req: Http2GatewayRequest): void {
+  const stream = req.stream as TrackedStream;
+  stream[slowKey] = undefined;
+  const streaming = !stream.writableEnded && (stream.headersSent || exchangeOf(req)?.grpc === true);
+  if (streaming) stream.once('finish', cancelUnlessArrived);
+  else cancelStream(stream);
+}
+
+function cancelUnlessArrived(this: ServerHttp2Stream): void {
+  if (!this.readableEnded) cancelStream(this);
+}
 
 function cancelStream(stream: ServerHttp2Stream): void {
   if (!stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
