@@ -49,9 +49,14 @@ const pets = useSuiteUpstream(async () => {
   };
 });
 
-async function gatewayWithTimers(): Promise<{ gateway: TestGateway; clock: FakeClock }> {
+async function gatewayWithTimers(
+  overrides: Record<string, unknown> = {},
+): Promise<{ gateway: TestGateway; clock: FakeClock }> {
   const clock = new FakeClock();
-  const config = petsConfig(`${pets().url}/pets`, { server: { headersTimeout: 1_000, requestTimeout } });
+  const config = petsConfig(`${pets().url}/pets`, {
+    server: { headersTimeout: 1_000, requestTimeout },
+    ...overrides,
+  });
   config.apis = [...(config.apis as unknown[]), greeterApi(`http://${greeter().address}`)];
   const gateway = await startTestGateway(config, {}, { timers: clock });
   defer(() => gateway.close());
@@ -101,6 +106,20 @@ describe('gRPC calls whose requests stream past requestTimeout', () => {
     expect(ended.code).toBe(status.OK);
     expect(replies).toEqual([{ message: 'Hello ann, bob' }]);
   });
+
+  it('ends a client-streaming call with 4 DEADLINE_EXCEEDED once nothing has passed either way for proxyTimeout', async () => {
+    // proxyTimeout is undici's own timer (real time), far below requestTimeout (the gateway's, moved by hand).
+    const { gateway } = await gatewayWithTimers({ proxyTimeout: 300 });
+    const client = greeterClient(new URL(gateway.url).host);
+    defer(() => client.close());
+    const gather = client.openGather(credentials());
+    gather.say('ann');
+    const { status: ended } = await gather.outcome;
+    expect(ended.code).toBe(status.DEADLINE_EXCEEDED);
+    await expect
+      .poll(() => lineOf(gateway, '/helloworld.Greeter/GatherHellos'))
+      .toMatchObject({ status: 504, outcome: 'timeout' });
+  });
 });
 
 describe('plain HTTP/2 requests and requestTimeout', () => {
@@ -127,7 +146,7 @@ describe('plain HTTP/2 requests and requestTimeout', () => {
     ['an ordinary body', 'application/json'],
     ['a body that says it is gRPC, to an API that is not', 'application/grpc'],
   ])(
-    'still resets with CANCEL a stream with %s that has not arrived whole within requestTimeout',
+    'still resets with CANCEL at requestTimeout a stream whose body has not arrived whole: %s',
     async (_body, type) => {
       const { gateway, clock } = await gatewayWithTimers();
       const session = await http2Session(gateway.url);

@@ -110,16 +110,19 @@ async function expectBothEnded(setup: Setup, kind: HeldKind, tag: string): Promi
   expect(await next.text()).toBe('ok');
 }
 
+/** A client opens two answers of `kind` on one session, then destroys the session. */
+async function destroySessionOfTwo(setup: Setup, kind: HeldKind, tag: string): Promise<void> {
+  const session = await http2Session(setup.gateway.url);
+  defer(() => session.destroy());
+  await openHeldStreams(session, twoOf(kind, tag));
+  await expectBothHeld(setup);
+  session.destroy();
+  await expectBothEnded(setup, kind, tag);
+}
+
 describe.each(heldKinds)('an HTTP/2 session with two %s answers open', (kind) => {
   it('ends both exchanges when its client destroys the session', async () => {
-    const setup = await setUp();
-    const session = await http2Session(setup.gateway.url);
-    defer(() => session.destroy());
-    const tag = `destroyed-${kind}`;
-    await openHeldStreams(session, twoOf(kind, tag));
-    await expectBothHeld(setup);
-    session.destroy();
-    await expectBothEnded(setup, kind, tag);
+    await destroySessionOfTwo(await setUp(), kind, `destroyed-${kind}`);
   });
 
   it('ends both exchanges when the client process is killed (SIGKILL)', async () => {
@@ -175,13 +178,6 @@ describe('an HTTP/2 client that answers the PING', () => {
 
 describe.each(heldKinds)('a fleet of 2 on Redis, with two %s answers open on one gateway', (kind) => {
   it('frees both slots for the whole fleet when the client destroys its session', async () => {
-    const setup = await setUp(true);
-    const session = await http2Session(setup.gateway.url);
-    defer(() => session.destroy());
-    const tag = `fleet-${kind}`;
-    await openHeldStreams(session, twoOf(kind, tag));
-    await expectBothHeld(setup);
-    session.destroy();
-    await expectBothEnded(setup, kind, tag);
+    await destroySessionOfTwo(await setUp(true), kind, `fleet-${kind}`);
   });
 });
