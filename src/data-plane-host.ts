@@ -118,7 +118,7 @@ export interface StartOptions {
   clock?: () => number;
   /**
    * Timers of the open exchanges' once-a-second tick, the JWKS fetch timeout, the shutdown's grace period
-   * and HTTP/2's idle and request bounds (tests move them).
+   * and HTTP/2 connections' idle, keepalive and request bounds (tests move them).
    */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /**

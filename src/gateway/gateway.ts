@@ -12,7 +12,7 @@ import { sendJson } from './answers/json-answer.js';
 import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
-import { appendForwardedFields, clientAddress } from './proxy/forwarded-headers.js';
+import { appendForwardedFields, clientAddress, notePeer, peerAddress } from './proxy/forwarded-headers.js';
 import { callerOf, countedFields, repeatedCallerField } from './proxy/caller-keys.js';
 import { CallerBook } from '../quota/caller-book.js';
 import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
@@ -282,6 +282,7 @@ export class Gateway {
     waitsForContinue: boolean,
     head: Buffer | null = null,
   ): void {
+    notePeer(req);
     const record = new RequestRecord(req, res, requestIdOf(req), waitsForContinue, this.plane);
     record.plane.enter();
     this.inFlight += 1;
@@ -671,7 +672,7 @@ export class Gateway {
   /** The upstream request's fields (the proxy adds its Host), and whether a body follows them. */
   private prepareUpstreamHeaders(record: RequestRecord): void {
     const { req, plane, upstreamFields } = record;
-    const peerTrusted = plane.trustedPeers.trusts(req.socket.remoteAddress);
+    const peerTrusted = plane.trustedPeers.trusts(peerAddress(req));
     const { headers } = req;
     appendEndToEndRequestFields(
       headers,

@@ -171,6 +171,18 @@ export function greeterClient(address: string, credentials = grpc.credentials.cr
       call.end();
       return outcomeOf(call, replies);
     },
+    /** A GatherHellos left open: each `say` sends a name while it runs, and `end` asks for the answer. */
+    openGather(metadata = new grpc.Metadata()) {
+      const replies: HelloReply[] = [];
+      const call = client.GatherHellos!(metadata, (_error: unknown, reply?: HelloReply) => {
+        if (reply) replies.push(reply);
+      }) as grpc.ClientWritableStream<HelloRequest>;
+      return {
+        outcome: outcomeOf(call, replies),
+        say: (name: string) => call.write({ name }),
+        end: () => call.end(),
+      };
+    },
     listHellos(name: string, metadata = new grpc.Metadata()): Promise<CallOutcome> {
       return outcomeOf(client.ListHellos!({ name }, metadata), []);
     },

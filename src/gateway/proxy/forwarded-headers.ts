@@ -5,6 +5,24 @@ import type { forwardedFields } from '../../kit/gateway-owned-fields.js';
 import { namedInConnection } from './hop-by-hop.js';
 import { plainAddress, type TrustedPeers } from './trust-proxy.js';
 
+/** Where the address of a request's peer is kept, from its arrival on. */
+const peerKey = Symbol('quotagate.peer');
+type NotedPeer = IncomingMessage & { [peerKey]?: string };
+
+/**
+ * Notes the address of the peer `req` came from, as it arrives, for the rest of its exchange: its socket
+ * may be gone by the time the exchange is logged (an HTTP/2 stream's, a refused upgrade's, a client's
+ * that left), and then says no address.
+ */
+export function notePeer(req: IncomingMessage): void {
+  (req as NotedPeer)[peerKey] = plainAddress(req.socket.remoteAddress ?? '');
+}
+
+/** The address of the peer `req` came from: as noted at its arrival, else as its socket says now. */
+export function peerAddress(req: IncomingMessage): string {
+  return (req as NotedPeer)[peerKey] ?? plainAddress(req.socket.remoteAddress ?? '');
+}
+
 /**
  * Appends X-Forwarded-For/-Proto/-Host for the upstream request to `fields` (name, value pairs), from
  * `req`'s socket. A trusted peer's values are kept and extended; anyone else's are replaced, so clients
@@ -16,7 +34,7 @@ export function appendForwardedFields(
   fields: Array<string | string[]>,
   peerTrusted: boolean,
 ): void {
-  const peer = plainAddress(req.socket.remoteAddress ?? '');
+  const peer = peerAddress(req);
   const proto = (req.socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http';
   const host = req.headers.host ?? '';
   if (!peerTrusted) {
@@ -44,7 +62,7 @@ export function appendForwardedFields(
  * so addresses left of the first untrusted one may be anything the client wrote).
  */
 export function clientAddress(req: IncomingMessage, trusted: TrustedPeers): string {
-  let client = plainAddress(req.socket.remoteAddress ?? '');
+  let client = peerAddress(req);
   if (!trusted.trusts(client)) return client;
   // As the client sent it: req.headers may hold the upstream's copy, with the peer appended.
   const chain = (req.headersDistinct['x-forwarded-for'] ?? []).join(',').split(',');

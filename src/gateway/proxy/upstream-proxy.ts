@@ -510,7 +510,8 @@ export class UpstreamProxy {
   fail(error: Error, exchange: Exchange): void {
     const { req, res } = exchange;
     const timedOut = timeoutCodes.has((error as NodeJS.ErrnoException).code ?? '');
-    if (req.socket.destroyed) {
+    // The client has gone (an HTTP/2 stream reset before Node destroys it has a live socket).
+    if (req.socket.destroyed || res.destroyed) {
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }

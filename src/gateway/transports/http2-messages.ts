@@ -114,11 +114,13 @@ export class Http2GatewayResponse extends http2.Http2ServerResponse {
 
 // What the pipeline reads of a response as of a ServerResponse: Node's compatibility response has no
 // `destroyed` (its types name one), and calls itself `writableFinished` once its stream has closed,
-// even when a reset cut it short: it is finished once ended and its stream closed without an error.
+// even when a reset cut it short: it is finished once ended and its stream closed without an error. It
+// is destroyed once its stream is closed: a stream reset (by the client, or by the gateway at
+// requestTimeout) takes no frame more, though Node destroys it only once nghttp2 has sent the reset.
 Object.defineProperties(Http2GatewayResponse.prototype, {
   destroyed: {
     get(this: Http2GatewayResponse): boolean {
-      return this.stream.destroyed;
+      return this.stream.closed || this.stream.destroyed;
     },
   },
   writableFinished: {

@@ -5,6 +5,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { systemClock, type Clock } from '../../kit/clock.js';
 import type { Logger } from '../../observe/log.js';
+import { exchangeOf } from '../proxy/upstream-proxy.js';
 import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
 
 /** RFC 9113 §3.4: the first bytes of every HTTP/2 connection; no HTTP/1.1 request begins so. */
@@ -32,22 +33,26 @@ export interface Http2TransportOptions {
   logger: Logger;
   /** The clock of the reset bound, in milliseconds. */
   now?: () => number;
-  /** The timers of headersTimeout, keepAliveTimeout and requestTimeout (tests move them). */
+  /** The timers of the sessions' and streams' bounds (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 }
 
 /**
- * What the transport knows of one session: its open streams, its idle timer, its recent resets, and the
- * listeners its streams share (made once per session, not per stream).
+ * What the transport knows of one session: its open streams, its one timer (idle while no stream is
+ * open, the liveness check while some are), whether its last PING is unanswered, its recent resets, and
+ * the listeners its streams share (made once per session, not per stream).
  */
 interface SessionState {
   streams: number;
-  idle: unknown;
+  timer: unknown;
+  pingUnanswered: boolean;
   resetsSince: number;
   resets: number;
   readonly aborted: () => void;
-  readonly arrived: (this: TrackedStream) => void;
   readonly closed: (this: TrackedStream) => void;
+  readonly idle: () => void;
+  readonly checkAlive: () => void;
+  readonly pong: (error: Error | null) => void;
 }
 
 const stateKey = Symbol('quotagate.http2Session');
@@ -82,10 +87,14 @@ export class Http2Transport {
     // A stream reset before Node handed it over (a malformed body in the same read as its head) has no
     // one to answer: it never enters the pipeline, as an HTTP/1.1 request cut off in its head does not.
     this.engine.on('request', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
-      if (!req.stream.destroyed) options.onRequest(req as never, res as never);
+      if (req.stream.destroyed) return;
+      this.awaitRequest(req);
+      options.onRequest(req as never, res as never);
     });
     this.engine.on('checkContinue', (req: Http2GatewayRequest, res: Http2GatewayResponse) => {
-      if (!req.stream.destroyed) options.onCheckContinue(req as never, res as never);
+      if (req.stream.destroyed) return;
+      this.awaitRequest(req);
+      options.onCheckContinue(req as never, res as never);
     });
     this.engine.on('session', (session: TrackedSession) => this.track(session));
     this.engine.on('stream', (stream: TrackedStream) => this.opened(stream));
@@ -107,9 +116,23 @@ export class Http2Transport {
   acceptAlpn(server: HttpsServer): void {
     const http1 = takeListener(server, 'secureConnection');
     server.on('secureConnection', (socket: TLSSocket) => {
-      if (socket.alpnProtocol === 'h2') this.engine.emit('connection', socket);
+      if (socket.alpnProtocol === 'h2') this.speakHttp2(socket);
       else http1.call(server, socket);
     });
+  }
+
+  /**
+   * Hands a connection to the HTTP/2 engine. HTTP/2 ends a stream, a request or a connection in frames
+   * (END_STREAM, RST_STREAM, GOAWAY: RFC 9113 §5.1, §6.8), never by half-closing TCP, so a client that
+   * shuts its side has left. The listeners are HTTP/1.1 servers, whose sockets stay half-open at the
+   * client's FIN (to answer a request that ends so), and Node's engine ends a session's streams only when
+   * its socket closes: every stream whose RST_STREAM did not come before the FIN would run on, upstream
+   * and in its slot, for as long as its answer lasts (Node's client, destroying a session, resets its
+   * first stream only; a killed client resets none).
+   */
+  private speakHttp2(socket: Socket): void {
+    socket.allowHalfOpen = false;
+    this.engine.emit('connection', socket);
   }
 
   /** Asks every session to end (GOAWAY): the streams they have go on, no new one is taken. */
@@ -137,7 +160,7 @@ export class Http2Transport {
       socket.pause();
       if (seen) socket.unshift(seen);
       if (http2) {
-        this.engine.emit('connection', socket);
+        this.speakHttp2(socket);
         return;
       }
       http1.call(server, socket);
@@ -168,34 +191,41 @@ export class Http2Transport {
     }
     const state: SessionState = {
       streams: 0,
-      idle: null,
+      timer: null,
+      pingUnanswered: false,
       resetsSince: 0,
       resets: 0,
       aborted: () => this.reset(session, state),
-      arrived: ((timers: Pick<Clock, 'clearTimeout'>) =>
-        function (this: TrackedStream): void {
-          timers.clearTimeout(this[slowKey]);
-        })(this.timers),
       closed: ((transport: Http2Transport) =>
         function (this: TrackedStream): void {
-          transport.timers.clearTimeout(this[slowKey]);
+          const slow = this[slowKey];
+          if (slow !== undefined) transport.timers.clearTimeout(slow);
           transport.closed(session, state);
         })(this),
+      idle: () => {
+        state.timer = null;
+        if (!session.closed) session.close();
+      },
+      checkAlive: () => this.checkAlive(session, state),
+      pong: (error) => {
+        if (error === null) state.pingUnanswered = false;
+      },
     };
     session[stateKey] = state;
     this.sessions.add(session);
     // A session must open its first stream within headersTimeout, as an HTTP/1.1 connection must send
     // its first head; between streams it may stay idle for keepAliveTimeout.
-    this.idleFor(session, state, this.options.limits.headersTimeout);
+    this.rearm(state, state.idle, this.options.limits.headersTimeout);
     session.once('close', () => {
-      this.timers.clearTimeout(state.idle);
+      this.rearm(state, null, 0);
       this.sessions.delete(session);
     });
   }
 
-  private idleFor(session: TrackedSession, state: SessionState, ms: number): void {
-    this.timers.clearTimeout(state.idle);
-    state.idle = this.timers.setTimeout(() => closeSession(session), ms);
+  /** Sets the session's one timer to `then` in `ms` (none when null), in place of the one it had. */
+  private rearm(state: SessionState, then: (() => void) | null, ms: number): void {
+    if (state.timer !== null) this.timers.clearTimeout(state.timer);
+    state.timer = then === null ? null : this.timers.setTimeout(then, ms);
   }
 
   private opened(stream: TrackedStream): void {
@@ -203,27 +233,62 @@ export class Http2Transport {
     const state = session?.[stateKey];
     if (!session || !state) return;
     state.streams += 1;
-    if (state.idle !== null) {
-      this.timers.clearTimeout(state.idle);
-      state.idle = null;
-    }
-    // The whole request, its body included, must arrive within requestTimeout, as on HTTP/1.1; a
-    // request whose HEADERS ended the stream has arrived, however long its answer then runs.
-    if (!stream.endAfterHeaders) {
-      stream[slowKey] = this.timers.setTimeout(
-        () => cancelStream(stream),
-        this.options.limits.requestTimeout,
-      );
-      stream.once('end', state.arrived);
+    // While streams are open the session is not idle, but its client may vanish without a word (no FIN,
+    // no RST: a network gone, a machine asleep), leaving them running: it is asked for a PING.
+    if (state.streams === 1) {
+      state.pingUnanswered = false;
+      this.rearm(state, state.checkAlive, this.options.limits.keepAliveTimeout);
     }
     stream.once('aborted', state.aborted);
     stream.once('close', state.closed);
   }
 
+  /**
+   * The request, its body included, must arrive within requestTimeout, as on HTTP/1.1 (`requestOverdue`
+   * says what then); a request whose HEADERS ended the stream has arrived, however long its answer runs.
+   */
+  private awaitRequest(req: Http2GatewayRequest): void {
+    const stream = req.stream as TrackedStream;
+    if (stream.endAfterHeaders) return;
+    stream[slowKey] = this.timers.setTimeout(() => requestOverdue(req), this.options.limits.requestTimeout);
+    stream.once('end', this.requestArrived);
+  }
+
+  /** The listener of a stream's 'end': its request has arrived whole. */
+  private readonly requestArrived = ((transport: Http2Transport) =>
+    function (this: TrackedStream): void {
+      const slow = this[slowKey];
+      if (slow === undefined) return;
+      transport.timers.clearTimeout(slow);
+      this[slowKey] = undefined;
+    })(this);
+
+  /**
+   * Every keepAliveTimeout while streams are open: the session's client is asked for a PING (RFC 9113
+   * §6.7), and one that has not answered the last by now has gone, and its session with it.
+   */
+  private checkAlive(session: TrackedSession, state: SessionState): void {
+    state.timer = null;
+    if (session.destroyed) return;
+    if (state.pingUnanswered) {
+      this.options.logger.debug(
+        { client: session.socket?.remoteAddress, keepAliveTimeout: this.options.limits.keepAliveTimeout },
+        'HTTP/2 client answered no PING; closing its connection',
+      );
+      // CANCEL: each stream is ended as one its client gave up, as when its connection closes.
+      session.destroy(undefined, http2.constants.NGHTTP2_CANCEL);
+      return;
+    }
+    state.pingUnanswered = true;
+    session.ping(state.pong);
+    this.rearm(state, state.checkAlive, this.options.limits.keepAliveTimeout);
+  }
+
   private closed(session: TrackedSession, state: SessionState): void {
     state.streams -= 1;
-    if (state.streams === 0 && !session.closed)
-      this.idleFor(session, state, this.options.limits.keepAliveTimeout);
+    // A session told to go (GOAWAY) ends with its last stream: no idle timer for it.
+    if (state.streams === 0)
+      this.rearm(state, session.closed ? null : state.idle, this.options.limits.keepAliveTimeout);
   }
 
   /** A client reset a stream before its answer ended: too many in a second close the session. */
@@ -247,8 +312,25 @@ export class Http2Transport {
 
 const ignore = () => undefined;
 
-function closeSession(session: ServerHttp2Session): void {
-  if (!session.closed) session.close();
+/**
+ * requestTimeout has passed, and the request has not arrived whole. An ordinary body is too slow: the
+ * stream is reset. A request that is a stream of messages goes on while its answer does, bounded as the
+ * answer is (by proxyTimeout between messages and by its grpc-timeout): one whose answer has begun (a
+ * bidirectional call, a request body beside the event stream that answers it), and a gRPC call forwarded
+ * to its API's upstream (a client-streaming call, answered at its end; undici's HTTP/2 stream to the
+ * upstream times out after proxyTimeout with no frame either way). Its request still coming once the
+ * answer has ended, it is reset then.
+ */
+function requestOverdue(req: Http2GatewayRequest): void {
+  const stream = req.stream as TrackedStream;
+  stream[slowKey] = undefined;
+  const streaming = !stream.writableEnded && (stream.headersSent || exchangeOf(req)?.grpc === true);
+  if (streaming) stream.once('finish', cancelUnlessArrived);
+  else cancelStream(stream);
+}
+
+function cancelUnlessArrived(this: ServerHttp2Stream): void {
+  if (!this.readableEnded) cancelStream(this);
 }
 
 function cancelStream(stream: ServerHttp2Stream): void {
