@@ -208,6 +208,8 @@ export async function startDataPlaneHost(
     logger: logger.child({ component: 'proxy' }),
     latency,
     ...(options.timers ? { timers: options.timers } : {}),
+    drainLimit: config.upstreamDrainLimit,
+    onDrainCut: () => metrics.upstreamDrainsCut.inc(),
   });
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
@@ -389,6 +391,7 @@ export async function startDataPlaneHost(
           if (certificates) tlsServer!.setSecureContext(certificates);
           commitAdmin?.();
           proxy.proxyTimeout = next.config.proxyTimeout;
+          proxy.drains.limit = next.config.upstreamDrainLimit;
           // After logrotate has moved the file: the lines that follow go to a new one.
           if (accessLog) {
             accessLog.flushMs = next.config.accessLog.flushMs;

@@ -23,6 +23,7 @@ import {
   namedInConnection,
 } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { AnswerDrains } from './answer-drains.js';
 import { WebSocketLink } from './websocket-link.js';
 
 /** How an exchange with the upstream ended. */
@@ -154,6 +155,11 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
   private drained: ((exchange: Exchange) => void) | null = null;
   /** The timer of `upstreamDrainCapMs` while the rest of the answer is read. */
   private drainCap: unknown = null;
+  /**
+   * The rest of the answer was cut to make room for newer ones (`upstreamDrainLimit`): what it said
+   * before the cut is what it says.
+   */
+  drainCut = false;
 
   constructor(
     readonly req: IncomingMessage,
@@ -182,8 +188,9 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
    * Reads the rest of the upstream's answer once the client has gone, discarding it, so that what it
    * says the exchange cost can be charged: `then` is told once the answer has ended (its trailers are
    * then in `responseTrailers`) or cannot be read to its end (they stay null). Bounded by `proxyTimeout`
-   * between chunks (undici's body timeout) and by `upstreamDrainCapMs` in all. False, and nothing read,
-   * when there is nothing left to read: the answer is over, the request never went upstream, or it is a
+   * between chunks (undici's body timeout), by `upstreamDrainCapMs` in all, and by the proxy's
+   * `upstreamDrainLimit` of such reads at once (`drainCut` says when that cut it). False, and nothing
+   * read, when there is nothing left to read: the answer is over, the request never went upstream, or it is a
    * WebSocket opening (relayed by http-proxy-3, not read here).
    */
   readRestOfAnswer(then: (exchange: Exchange) => void): boolean {
@@ -194,7 +201,18 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.drainCap = proxy.timers.setTimeout(() => this.giveUpReading(), upstreamDrainCapMs);
     // Paused while the client could not take more: nothing is written from now on.
     this.controller?.resume();
+    proxy.drains.add(this);
     return true;
+  }
+
+  /**
+   * Too many answers are read after their clients left (`AnswerDrains`), and this is the oldest: the
+   * upstream exchange is aborted, and what the answer said so far is what it says (`drainCut`).
+   */
+  cutReading(): void {
+    this.drainCut = true;
+    this.settle();
+    this.controller?.abort(new Error('too many answers read after their clients left'));
   }
 
   /** The rest of the answer took longer than `upstreamDrainCapMs`: the upstream exchange is aborted. */
@@ -236,6 +254,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     if (then === null) return;
     this.drained = null;
     if (this.drainCap !== null) this.proxy!.timers.clearTimeout(this.drainCap);
+    this.proxy!.drains.delete(this);
     then(this);
   }
 
@@ -388,6 +407,10 @@ export interface UpstreamProxyOptions {
   latency?: AddedLatencySink;
   /** The timers of `upstreamDrainCapMs` (the system's unless a test moves them). */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** Answers read after their clients left at once (`upstreamDrainLimit`); 256 unless said. */
+  drainLimit?: number;
+  /** Told of each of those reads cut to make room for a newer one. */
+  onDrainCut?: () => void;
 }
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -424,10 +447,13 @@ export class UpstreamProxy {
   proxyTimeout: number;
   /** The timers of `upstreamDrainCapMs`. */
   readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** The answers read after their clients left; a reload changes its limit. */
+  readonly drains: AnswerDrains<Exchange>;
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
     this.timers = options.timers ?? systemClock;
+    this.drains = new AnswerDrains(options.drainLimit ?? 256, options.onDrainCut);
   }
 
   /**
