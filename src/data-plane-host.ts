@@ -215,6 +215,8 @@ export async function startDataPlaneHost(
       pingIntervalMs: config.server.webSocketPingInterval,
       maxFrameBytes: config.server.webSocketMaxFrame,
     },
+    drainLimit: config.upstreamDrainLimit,
+    onDrainCut: () => metrics.upstreamDrainsCut.inc(),
   });
   const readiness: ReadinessCheck[] = [];
   const redis = await openStoreRedis(config.store, logger);
@@ -397,6 +399,7 @@ export async function startDataPlaneHost(
           if (certificates) tlsServer!.setSecureContext(certificates);
           commitAdmin?.();
           proxy.proxyTimeout = next.config.proxyTimeout;
+          proxy.drains.limit = next.config.upstreamDrainLimit;
           // After logrotate has moved the file: the lines that follow go to a new one.
           if (accessLog) {
             accessLog.flushMs = next.config.accessLog.flushMs;

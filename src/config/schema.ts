@@ -565,6 +565,15 @@ const commonSchema = z.object({
   apis: z.array(apiSchema, { error: msg('must be an array') }).default([]),
   applications: z.array(applicationSchema, { error: msg('must be an array') }).default([]),
   proxyTimeout: milliseconds.default(30_000),
+  /**
+   * Answers read to their end after their clients left, for what a `throttleunits` restriction charges
+   * (docs/quotas.md), at once in this gateway: past it the oldest is cut, and charged what its body said
+   * so far or its `default`.
+   */
+  upstreamDrainLimit: z
+    .int({ error: msg('must be a whole number of at least 1') })
+    .min(1, { error: msg('must be a whole number of at least 1') })
+    .default(256),
   pluginTimeout: milliseconds.default(5_000),
   shutdownTimeout: milliseconds.default(10_000),
   trustProxy: z.array(cidrOrAddress, { error: msg('must be an array of IP addresses or CIDRs') }).default([]),

@@ -32,9 +32,15 @@ export class AnswerBodyUnits implements AnswerBodyWatch {
     for (const reader of this.readers.values()) reader?.push(chunk);
   }
 
-  /** The units `paths` say in an answer read to its end; null when they say none, or it is unreadable. */
-  unitsAt(paths: UnitPaths): number | null {
-    if (!this.said.has(paths)) this.said.set(paths, this.readers.get(paths)?.end() ?? null);
+  /**
+   * The units `paths` say in an answer read to its end, or (`whole` false) in what came of one cut before
+   * its end; null when they say none, or it is unreadable.
+   */
+  unitsAt(paths: UnitPaths, whole = true): number | null {
+    if (!this.said.has(paths)) {
+      const reader = this.readers.get(paths);
+      this.said.set(paths, (whole ? reader?.end() : reader?.saidSoFar()) ?? null);
+    }
     return this.said.get(paths)!;
   }
 }

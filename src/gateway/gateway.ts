@@ -843,14 +843,17 @@ const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef
 /**
  * What the answer says an exchange cost for `restriction`: the whole number in its trailer, else in its
  * header (the field wins when it holds one); else what its body paths say, when the answer was read to
- * its end; else null.
+ * its end, or what they said before the gateway cut its reading to make room for newer ones
+ * (`drainCut`: the cut is the gateway's, and a client must not trade what its answers said for
+ * `default` by leaving many calls at once); else null.
  */
 function unitsSaid(record: RequestRecord, restriction: ApplicableRestriction): number | null {
   const field = restriction.unitHeader;
   const inField =
     field === null ? null : wholeUnits(record.responseTrailers?.[field] ?? record.responseHeaders?.[field]);
-  if (inField !== null || restriction.unitBody === null || record.responseTrailers === null) return inField;
-  return record.bodyWatch!.unitsAt(restriction.unitBody);
+  if (inField !== null || restriction.unitBody === null) return inField;
+  if (record.responseTrailers !== null) return record.bodyWatch!.unitsAt(restriction.unitBody);
+  return record.drainCut ? record.bodyWatch!.unitsAt(restriction.unitBody, false) : null;
 }
 
 /** A field's value as whole units: digits alone (at most 15, RFC 8941's integers), once; else null. */

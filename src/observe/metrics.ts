@@ -17,6 +17,8 @@ export interface Metrics {
   logLinesDropped: Counter;
   /** Shadow counts dropped to make room for an enforced restriction's new counter (store.maxCounterMemoryMb). */
   shadowCountsDropped: Counter;
+  /** Answers read after their clients left that were cut to make room for newer ones (upstreamDrainLimit). */
+  upstreamDrainsCut: Counter;
   /** Reloads of conf/ by result: applied, or refused (the running config stayed). */
   configReloads: Counter<'result'>;
   /** 1 when the last reload was applied (or none was asked for), 0 when it was refused. */
@@ -347,6 +349,11 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     shadowCountsDropped: new Counter({
       name: 'quotagate_shadow_counts_dropped_total',
       help: "Counts of shadow restrictions dropped to make room for an enforced restriction's new counter under this gateway's store.maxCounterMemoryMb",
+      registers: [registry],
+    }),
+    upstreamDrainsCut: new Counter({
+      name: 'quotagate_upstream_drains_cut_total',
+      help: 'Answers read to their end after their clients left (for their throttleunits charge) that were cut, oldest first, because upstreamDrainLimit of them were read at once; each is charged what its body said so far, else its default',
       registers: [registry],
     }),
     logLinesDropped: new Counter({

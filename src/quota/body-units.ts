@@ -10,17 +10,15 @@
  */
 import { TextDecoder } from 'node:util';
 import { EventStreamParser } from '../kit/event-stream.js';
+import { JsonUnitReader } from './json-unit-reader.js';
 import { mayHoldUnits, UnitTally, type UnitPaths } from './unit-paths.js';
 
 /** How much of an answer is looked into. */
 export interface BodyBounds {
-  /** A JSON answer longer than this is unreadable. */
-  jsonBytes: number;
   /** An event of a stream with more data than this is skipped (a later one may still say the units). */
   eventBytes: number;
 }
 export const defaultBodyBounds: Readonly<BodyBounds> = Object.freeze({
-  jsonBytes: 1_048_576,
   eventBytes: 65_536,
 });
 
@@ -32,17 +30,23 @@ export interface AnswerHead {
 
 export interface BodyUnitsReader {
   /**
-   * Sees the next chunk of the answer as it goes to the client. A JSON answer's chunks are kept by
-   * reference, up to the bound (the caller must not change a chunk it pushed); a stream's are not kept.
-   * Never throws: a fault makes the answer unreadable instead.
+   * Sees the next chunk of the answer as it goes to the client, and keeps none of it (a JSON answer is
+   * read as it streams, whatever its size). Never throws: a fault makes the answer unreadable instead.
    */
   push(chunk: Buffer): void;
   /**
    * The answer ended whole: the units it says, the sum of the paths' last values (those of the paths
    * that said one); or null when it is unreadable: no path said a value, a path's last value is not a
-   * whole number from 0 to 999999999999999, a JSON answer is malformed or past its bound. Call it once.
+   * whole number from 0 to 999999999999999, a JSON answer is malformed or nested past its bound. Call
+   * it once (or `saidSoFar`).
    */
   end(): number | null;
+  /**
+   * The answer was cut before its end: the units it said in what came, read as `end` reads them (a JSON
+   * answer's values read whole, a stream's events read whole); null when it said none, or what came was
+   * not JSON. Call it once (or `end`).
+   */
+  saidSoFar(): number | null;
 }
 
 /**
@@ -59,9 +63,8 @@ export function bodyUnitsReader(
   if (coding !== undefined && coding !== '' && coding !== 'identity') return null;
   const type = mediaType(head.contentType);
   if (type === 'text/event-stream') return guarded(eventStreamUnits(paths, bounds.eventBytes));
-  if (type === 'application/json' || /^[^/]+\/[^/]+\+json$/.test(type)) {
-    return guarded(jsonUnits(paths, bounds.jsonBytes));
-  }
+  if (type === 'application/json' || /^[^/]+\/[^/]+\+json$/.test(type))
+    return guarded(new JsonUnitReader(paths));
   return null;
 }
 
@@ -69,52 +72,28 @@ export function bodyUnitsReader(
 const mediaType = (contentType: string | undefined): string =>
   (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
 
-/** A JSON answer: kept up to `maxBytes`, parsed once at its end. */
-function jsonUnits(paths: UnitPaths, maxBytes: number): BodyUnitsReader {
-  let chunks: Buffer[] = [];
-  let bytes = 0;
-  return {
-    push(chunk) {
-      bytes += chunk.length;
-      if (bytes <= maxBytes) chunks.push(chunk);
-      else chunks = [];
-    },
-    end() {
-      if (bytes > maxBytes) return null;
-      const body = Buffer.concat(chunks, bytes);
-      if (!mayHoldUnits(paths, body)) return null;
-      const json = parsedJson(strictUtf8, body);
-      if (json === undefined) return null;
-      const tally = new UnitTally(paths);
-      tally.read(json);
-      return tally.total();
-    },
-  };
-}
-
 /** A stream of events: each event's data read as JSON as it ends, when it may hold units. */
 function eventStreamUnits(paths: UnitPaths, maxEventBytes: number): BodyUnitsReader {
   const tally = new UnitTally(paths);
   const parser = new EventStreamParser((data) => {
     if (!mayHoldUnits(paths, data)) return;
-    const json = parsedJson(lenientUtf8, data);
+    const json = parsedJson(data);
     if (json !== undefined) tally.read(json);
   }, maxEventBytes);
-  return { push: (chunk) => parser.push(chunk), end: () => tally.total() };
+  // An event cut midway was never handed on: what the stream said is in the events read whole.
+  return { push: (chunk) => parser.push(chunk), end: () => tally.total(), saidSoFar: () => tally.total() };
 }
 
 /**
- * JSON (RFC 8259) is UTF-8, and a parser may drop a byte order mark: a JSON answer that is not UTF-8 is
- * malformed. An event's data is decoded as the SSE standard says: bad bytes replaced, and a mark kept
+ * An event's data is decoded as the SSE standard says: bad bytes replaced, and a byte order mark kept
  * (the stream's own was dropped before).
  */
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 const lenientUtf8 = new TextDecoder('utf-8', { ignoreBOM: true });
 
 /** The value of the JSON in `bytes`, or undefined when they are not JSON (`[DONE]` among them). */
-function parsedJson(decoder: TextDecoder, bytes: Buffer): unknown {
+function parsedJson(bytes: Buffer): unknown {
   try {
-    return JSON.parse(decoder.decode(bytes)) as unknown;
+    return JSON.parse(lenientUtf8.decode(bytes)) as unknown;
   } catch {
     return undefined;
   }
@@ -140,6 +119,11 @@ function guarded(reader: BodyUnitsReader): BodyUnitsReader {
       if (faulty || ended) return null;
       ended = true;
       return reader.end();
+    },
+    saidSoFar() {
+      if (faulty || ended) return null;
+      ended = true;
+      return reader.saidSoFar();
     },
   };
 }

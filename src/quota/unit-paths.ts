@@ -89,13 +89,35 @@ function skipSpace(json: Buffer, at: number): number {
 }
 
 /**
+ * What a path has said: a whole number of units, a value that is none (`'wrong'`: a fraction, a string,
+ * a negative, an object), or nothing (undefined: its value was absent or `null`).
+ */
+export type PathValue = number | 'wrong' | undefined;
+
+/**
+ * The sum of what the paths said, at most 999999999999999; null when no path said a value, or one said
+ * a wrong one.
+ */
+export function unitsTotal(values: readonly PathValue[]): number | null {
+  let sum = 0;
+  let said = false;
+  for (const value of values) {
+    if (value === 'wrong') return null;
+    if (value === undefined) continue;
+    sum += value;
+    said = true;
+  }
+  return said ? Math.min(sum, largestUnits) : null;
+}
+
+/**
  * The values the paths have said so far, the last of each winning. A path whose value is absent or
  * `null` has said nothing; any other value that is not a whole number from 0 to 999999999999999 (a
  * fraction, a string, a negative) is a wrong value, and while it is a path's last, the answer is
  * unreadable.
  */
 export class UnitTally {
-  private readonly last: Array<number | 'wrong' | undefined>;
+  private readonly last: PathValue[];
 
   constructor(private readonly paths: UnitPaths) {
     this.last = paths.names.map(() => undefined);
@@ -115,15 +137,7 @@ export class UnitTally {
    * said one, or one's last value is wrong.
    */
   total(): number | null {
-    let sum = 0;
-    let said = false;
-    for (const value of this.last) {
-      if (value === 'wrong') return null;
-      if (value === undefined) continue;
-      sum += value;
-      said = true;
-    }
-    return said ? Math.min(sum, largestUnits) : null;
+    return unitsTotal(this.last);
   }
 }
 
@@ -139,5 +153,6 @@ function valueAt(json: unknown, names: readonly string[]): unknown {
   return value;
 }
 
-const isUnits = (value: unknown): value is number =>
+/** Whether `value` is a whole number of units: from 0 to 999999999999999. */
+export const isUnits = (value: unknown): value is number =>
   typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= largestUnits;

@@ -136,6 +136,7 @@ const rules: Array<[string, string]> = [
   ['plugin-path-missing', "APIKeyAuthPlugin: required when APIKeyAuthType is 'plugin'"],
   ['trust-proxy-bad-cidr', 'trustProxy[0]: must be an IP address or CIDR'],
   ['proxy-timeout-negative', 'proxyTimeout: must be a positive number of milliseconds'],
+  ['upstream-drain-limit-zero', 'upstreamDrainLimit: must be a whole number of at least 1'],
   ['headers-timeout-too-long', 'server.headersTimeout: must not exceed server.requestTimeout'],
   ['websocket-max-frame-too-small', 'server.webSocketMaxFrame: must be at least 1024 bytes'],
   ['forward-credentials-not-boolean', 'forwardCredentials: must be true or false'],

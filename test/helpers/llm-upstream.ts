@@ -33,7 +33,7 @@ export const openAiStreamTokens = 21;
 /** `message_start`'s input tokens and the last `message_delta`'s output tokens. */
 export const anthropicTokens = 25 + 15;
 
-/** A JSON answer of 5 MB whose usage comes last, past any bound on what is read of it. */
+/** A JSON answer of 5 MB whose usage comes last, after the 1 MiB a reader that held the answer could keep. */
 export const largeAnswer = Buffer.from(
   JSON.stringify({
     choices: [

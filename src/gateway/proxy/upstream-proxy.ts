@@ -16,6 +16,7 @@ import {
   namedInConnection,
 } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { AnswerDrains } from './answer-drains.js';
 import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
 
@@ -148,6 +149,11 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
   private drained: ((exchange: Exchange) => void) | null = null;
   /** The timer of `upstreamDrainCapMs` while the rest of the answer is read. */
   private drainCap: unknown = null;
+  /**
+   * The rest of the answer was cut to make room for newer ones (`upstreamDrainLimit`): what it said
+   * before the cut is what it says.
+   */
+  drainCut = false;
 
   constructor(
     readonly req: IncomingMessage,
@@ -176,9 +182,10 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
    * Reads the rest of the upstream's answer once the client has gone, discarding it, so that what it
    * says the exchange cost can be charged: `then` is told once the answer has ended (its trailers are
    * then in `responseTrailers`) or cannot be read to its end (they stay null). Bounded by `proxyTimeout`
-   * between chunks (undici's body timeout) and by `upstreamDrainCapMs` in all. False, and nothing read,
-   * when there is nothing left to read: the answer is over, the request never went upstream, or it is a
-   * WebSocket opening (relayed by its link, not read here).
+   * between chunks (undici's body timeout), by `upstreamDrainCapMs` in all, and by the proxy's
+   * `upstreamDrainLimit` of such reads at once (`drainCut` says when that cut it). False, and nothing
+   * read, when there is nothing left to read: the answer is over, the request never went upstream, or it
+   * is a WebSocket opening (relayed by its link, not read here).
    */
   readRestOfAnswer(then: (exchange: Exchange) => void): boolean {
     const proxy = this.proxy;
@@ -188,7 +195,18 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.drainCap = proxy.timers.setTimeout(() => this.giveUpReading(), upstreamDrainCapMs);
     // Paused while the client could not take more: nothing is written from now on.
     this.controller?.resume();
+    proxy.drains.add(this);
     return true;
+  }
+
+  /**
+   * Too many answers are read after their clients left (`AnswerDrains`), and this is the oldest: the
+   * upstream exchange is aborted, and what the answer said so far is what it says (`drainCut`).
+   */
+  cutReading(): void {
+    this.drainCut = true;
+    this.settle();
+    this.controller?.abort(new Error('too many answers read after their clients left'));
   }
 
   /** The rest of the answer took longer than `upstreamDrainCapMs`: the upstream exchange is aborted. */
@@ -230,6 +248,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     if (then === null) return;
     this.drained = null;
     if (this.drainCap !== null) this.proxy!.timers.clearTimeout(this.drainCap);
+    this.proxy!.drains.delete(this);
     then(this);
   }
 
@@ -384,6 +403,10 @@ export interface UpstreamProxyOptions {
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /** `server.webSocketPingInterval` and `server.webSocketMaxFrame`. */
   webSocket: Omit<WebSocketLimits, 'timers'>;
+  /** Answers read after their clients left at once (`upstreamDrainLimit`); 256 unless said. */
+  drainLimit?: number;
+  /** Told of each of those reads cut to make room for a newer one. */
+  onDrainCut?: () => void;
 }
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -424,11 +447,14 @@ export class UpstreamProxy {
   readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /** How each open WebSocket is kept in check. */
   private readonly webSocketLimits: WebSocketLimits;
+  /** The answers read after their clients left; a reload changes its limit. */
+  readonly drains: AnswerDrains<Exchange>;
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
     this.timers = options.timers ?? systemClock;
     this.webSocketLimits = { ...options.webSocket, timers: this.timers };
+    this.drains = new AnswerDrains(options.drainLimit ?? 256, options.onDrainCut);
   }
 
   /**
