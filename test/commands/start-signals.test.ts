@@ -2,10 +2,11 @@ import { existsSync, readFileSync, renameSync } from 'node:fs';
 import type { ClientHttp2Stream } from 'node:http2';
 import type { ServerResponse } from 'node:http';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { startCliGateway, type CliGateway } from '../helpers/cli-gateway.js';
 import { http2Session } from '../helpers/http2-client.js';
+import { listeningAddresses } from '../helpers/listening-addresses.js';
 import { chatStream, llmApis, openAiTokens, post } from '../helpers/llm-gateway.js';
 import { startLlmUpstream } from '../helpers/llm-upstream.js';
 import { request } from '../helpers/raw-http.js';
@@ -140,7 +141,12 @@ describe.each([1, 2])('SIGTERM to gateway start with workers: %i', (workers) => 
     await gateway.until(
       () => gateway.logs().filter((line) => line.msg === 'worker draining').length === workers,
     );
-    // Draining: new connections are refused, what is open goes on.
+    // Draining: the data-plane port stops listening, new connections are refused, what is open goes on.
+    // With workers: N the primary holds the port for its workers and closes it once the last of them
+    // closed its listener: a connection made before that may be handed to a worker in the very instant
+    // it closes, and node:cluster then holds it until the gateway exits (nodejs/node#21746).
+    const port = Number(new URL(gateway.url).port);
+    await vi.waitFor(() => expect(listeningAddresses(port)).toEqual([]), { timeout: 10_000, interval: 20 });
     await expect(request(gateway.url, { path: '/pets/1', headers: withKey })).rejects.toThrow();
     expect(await echo(ws, 'during the drain')).toBe('during the drain');
     held.held[0]!.end('tail');
