@@ -391,20 +391,34 @@ const isEventStream = (type: string | undefined): boolean =>
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
 
 /**
+ * The most of a request body a meter is told of at once: a read of the body hands on all it has
+ * buffered, which may be far more than one read of the socket.
+ */
+const meteredPieceBytes = 65_536;
+
+/**
  * The request body as undici reads it, counted on the way. undici pulls a chunk only when it has a
- * connection to write it to, so none is read before then (a 'data' listener would start the flow). A
- * chunk its meter finds no room for is not sent: the body fails, so that the upstream never takes the
+ * connection to write it to, so none is read before then (a 'data' listener would start the flow).
+ * Under a meter it goes in pieces of at most `meteredPieceBytes`, each told before it is sent: a piece
+ * the meter finds no room for is not sent, and the body fails, so that the upstream never takes the
  * bytes before it for a whole body (the exchange has been ended already).
  */
 async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
   for await (const chunk of exchange.req as AsyncIterable<Buffer>) {
-    exchange.bytesIn += chunk.length;
-    if (exchange.meter !== null) {
-      const flows = exchange.meter.moved();
+    if (exchange.meter === null) {
+      exchange.bytesIn += chunk.length;
+      yield chunk;
+      continue;
+    }
+    for (let at = 0; at < chunk.length; at += meteredPieceBytes) {
+      const piece = chunk.length <= meteredPieceBytes ? chunk : chunk.subarray(at, at + meteredPieceBytes);
+      exchange.bytesIn += piece.length;
+      // The exchange may have ended while the piece before was sent: its meter is gone then.
+      const flows = exchange.meter?.moved() ?? true;
       if (!(typeof flows === 'boolean' ? flows : await flows))
         throw new Error('the request body passed its byte restriction');
+      yield piece;
     }
-    yield chunk;
   }
 }
 
