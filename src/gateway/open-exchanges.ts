@@ -239,14 +239,16 @@ export class OpenExchanges {
         for (const room of rooms) this.rooms.answered(room, moved, null, room.limit);
         return true;
       }
+      // A refused charge is counted all the same, by an addition: its bytes stay unanswered until the
+      // store has it, lest an answer sent before it (which knows nothing of them) make room of them.
+      const answered = verdict.allowed ? moved : 0;
       rooms.forEach((room, i) => {
-        const used = verdict.states[i]?.used;
-        // A refused charge is counted all the same, below.
-        const total = used === undefined ? null : verdict.allowed ? used : used + moved;
-        this.rooms.answered(room, moved, total, enforced[i]!.limit);
+        this.rooms.answered(room, answered, verdict.states[i]?.used ?? null, enforced[i]!.limit);
       });
       if (verdict.allowed) return true;
-      this.count(exchange, additionsOf(enforced, moved));
+      this.count(exchange, additionsOf(enforced, moved), () => {
+        for (const room of rooms) this.rooms.answered(room, moved, null, room.limit);
+      });
       exchange.quota = 'rejected';
       enforced.forEach((restriction, i) => {
         if ((verdict.states[i]?.used ?? 0) + moved > restriction.limit) exchange.addRefusal(restriction);
@@ -263,9 +265,11 @@ export class OpenExchanges {
     });
   }
 
-  /** Adds bytes the exchange moved to counters: a failure is logged. */
-  private count(exchange: OpenExchange, additions: CounterAddition[]): void {
-    this.parts.limiter.add(additions)?.catch((error: unknown) => this.failed(exchange, error));
+  /** Adds bytes the exchange moved to counters, then calls `then` (when given): a failure is logged. */
+  private count(exchange: OpenExchange, additions: CounterAddition[], then?: () => void): void {
+    const added = this.parts.limiter.add(additions);
+    if (added === undefined) return then?.();
+    added.catch((error: unknown) => this.failed(exchange, error)).finally(then);
   }
 
   private failed(exchange: OpenExchange, error: unknown): void {
