@@ -328,6 +328,11 @@ export async function startDataPlaneHost(
     ...(options.timers ? { timers: options.timers } : {}),
     ...(options.now ? { credentialsNow: options.now } : {}),
     credentialsGeneration: () => applications.generation,
+    ...(heartbeat
+      ? { liveGateways: () => heartbeat.live() }
+      : primaryCounters
+        ? { liveGateways: primaryCounters.live }
+        : {}),
   });
 
   let draining = false;

@@ -19,7 +19,13 @@ import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
 import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut-answer.js';
-import type { CounterAddition, CounterRef, CounterSpec, SlotRelease } from '../limiter/counter-store.js';
+import type {
+  CounterAddition,
+  CounterRef,
+  CounterSpec,
+  CounterState,
+  SlotRelease,
+} from '../limiter/counter-store.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import { appendRateLimitFields } from './rate-limit-headers.js';
 import type {
@@ -31,7 +37,13 @@ import type {
 import { onCallerCounters } from '../quota/quota-index.js';
 import { requestIdOf } from './request-id.js';
 import { announcesBody, screeningProblem } from './request-screening.js';
-import { additionsOf, OpenExchanges, type OpenExchange, type QuotaOutcome } from './open-exchanges.js';
+import {
+  additionsOf,
+  OpenExchanges,
+  type MeteredBytes,
+  type OpenExchange,
+  type QuotaOutcome,
+} from './open-exchanges.js';
 import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 import { AnswerBodyUnits, askForIdentity } from './answer-units.js';
@@ -61,13 +73,18 @@ export interface GatewayParts {
    * the open exchanges' credentials are checked again on the tick after it changed.
    */
   credentialsGeneration?: () => number;
+  /**
+   * The gateways that share the counters (1 alone): an open exchange's bytes pass uncharged up to this
+   * gateway's share of the room it knows of.
+   */
+  liveGateways?: () => number;
 }
 
 /**
  * One request through the pipeline: the exchange with the upstream, and what each step decided, for the
  * access log and the metrics. The only object the gateway makes per request.
  */
-class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
+class RequestRecord extends Exchange<AnswerBodyUnits, MeteredBytes> implements OpenExchange {
   /** The catalog, authenticator and header rules in force when the request came: it keeps them. */
   plane: DataPlane;
   route: RouteMatch | null = null;
@@ -83,6 +100,8 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
   refusedBy: string | null = null;
   /** The byte restrictions that admitted it: charged with what the exchange moved beyond the declared body. */
   byteCounters: readonly ApplicableRestriction[] = noRestrictions;
+  /** The states its admission left its enforced byte counters in: the rooms it starts from. */
+  byteStates: ReadonlyArray<CounterState | undefined> = noStates;
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
   declaredBytes = 0;
@@ -181,6 +200,7 @@ class RequestRecord extends Exchange<AnswerBodyUnits> implements OpenExchange {
 const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value instanceof Promise;
 
 const noRestrictions: readonly ApplicableRestriction[] = [];
+const noStates: readonly CounterState[] = [];
 const noFields: readonly string[] = [];
 const grpcOverHttp2Only = 'a gRPC API is called over HTTP/2 (h2c or TLS with ALPN h2)';
 const malformedGrpcTimeout = 'grpc-timeout must be 1 to 8 digits and a unit (H, M, S, m, u or n)';
@@ -225,6 +245,7 @@ export class Gateway {
       limiter: parts.limiter,
       logger: parts.logger,
       ...(parts.credentialsGeneration ? { credentialsGeneration: parts.credentialsGeneration } : {}),
+      ...(parts.liveGateways ? { liveGateways: parts.liveGateways } : {}),
     });
   }
 
@@ -641,6 +662,7 @@ export class Gateway {
     record.quota = verdict.allowed ? 'allowed' : 'rejected';
     if (verdict.allowed) {
       record.byteCounters = checks.byteRestrictions;
+      if (checks.byteRestrictions.length > 0) record.byteStates = checks.byteStatesOf(verdict.states);
       record.unitCounters = checks.unitRestrictions;
       record.holdSlots(verdict.slotsFreedBy, checks.slotKeys);
     }

@@ -96,6 +96,8 @@ export class QuotaChecks {
   readonly counterOf: readonly number[];
   /** The enforced throttlemb counters: charged the declared body up front and the measured bytes at the end. */
   readonly byteRestrictions: readonly ApplicableRestriction[];
+  /** The position of each of `byteRestrictions` among the checks of `specs`. */
+  private readonly bytePositions: readonly number[];
   /** The enforced throttleunits counters: charged, at the end, what the upstream's answer says it cost. */
   readonly unitRestrictions: readonly ApplicableRestriction[];
   /** The keys of the enforced concurrency counters: a slot each while an admitted request is in flight. */
@@ -129,6 +131,7 @@ export class QuotaChecks {
     });
     this.counters = counters;
     this.byteRestrictions = counters.filter((counter) => counter.type === 'throttlemb');
+    this.bytePositions = this.byteRestrictions.map((restriction) => counters.indexOf(restriction));
     this.unitRestrictions = counters.filter((counter) => counter.type === 'throttleunits');
     this.slotKeys = counters
       .filter((counter) => counter.type === 'concurrency')
@@ -159,6 +162,14 @@ export class QuotaChecks {
     return this.counters.length === this.restrictions.length
       ? states
       : this.counterOf.map((position) => states[position]!);
+  }
+
+  /**
+   * The states of a decision on `specs`, one per counter of `byteRestrictions`, in their order (none
+   * where the decision said nothing of them: a policy admitted it).
+   */
+  byteStatesOf(states: readonly CounterState[]): ReadonlyArray<CounterState | undefined> {
+    return this.bytePositions.map((position) => states[position]);
   }
 
   /** The counter checks of the shadow restrictions, each alone in its list, as `specs` makes them. */

@@ -38,13 +38,14 @@ describe('quota enforcement: sliding windows on the gateway clock', () => {
 describe('quota enforcement: throttlemb', () => {
   it('rejects up front a declared body larger than what is left, before the upstream sees it', async () => {
     const gateway = await gatewayWith();
-    // 0.01 MB = 10,485 bytes: after a first body of 6,000, a second of 5,000 does not fit (and would alone).
+    // 0.01 MB = 10,485 bytes: after a first body of 4,000 and its echo, a second of 5,000 does not fit
+    // (and would alone).
     await setQuota(
       gateway,
       { type: 'API', name: 'System', restrictions: [mb(0.01, 1, 'minute')] },
       systemQuotaId,
     );
-    expect((await post(gateway, 6000)).status).toBe(200);
+    expect((await post(gateway, 4000)).status).toBe(200);
     const before = upstream().requests.length;
     const res = await post(gateway, 5000);
     expect(res.status).toBe(429);
@@ -52,7 +53,7 @@ describe('quota enforcement: throttlemb', () => {
     expect(upstream().requests.length).toBe(before);
   });
 
-  it('counts chunked request bodies and response bodies from the streams, after the exchange', async () => {
+  it('counts chunked request bodies and response bodies from the streams, and cuts the body that passes what is left', async () => {
     const gateway = await gatewayWith();
     // 0.01 MB = 10,485 bytes.
     await setQuota(
@@ -71,8 +72,8 @@ describe('quota enforcement: throttlemb', () => {
           },
         );
         req.on('error', reject);
-        req.write('y'.repeat(3000));
-        setImmediate(() => req.end('y'.repeat(3000)));
+        req.write('y'.repeat(2000));
+        setImmediate(() => req.end('y'.repeat(2000)));
       });
     expect(await chunked()).toBe(200);
     const usage = (await (
@@ -80,9 +81,13 @@ describe('quota enforcement: throttlemb', () => {
         headers: { authorization: userAuth(adminUser) },
       })
     ).json()) as { restrictions: Array<{ used: number; unit: string; limit: number }> };
-    // 6000 request bytes plus the echo of them (the upstream answers with the request as JSON).
+    // 4000 request bytes plus the echo of them (the upstream answers with the request as JSON).
     expect(usage.restrictions[0]).toMatchObject({ unit: 'bytes', limit: 10_485 });
-    expect(usage.restrictions[0]!.used).toBeGreaterThan(12_000);
+    expect(usage.restrictions[0]!.used).toBeGreaterThan(8_000);
+    // About 2,000 bytes are left: the next body is admitted, and cut as it passes them.
+    const before = upstream().requests.length;
+    await expect(chunked()).rejects.toThrow();
+    expect(upstream().requests.length).toBe(before);
     expect(await chunked()).toBe(429);
   });
 });

@@ -57,7 +57,8 @@ export interface GreeterUpstream {
  * `missing` is NOT_FOUND with details and `grpc-status-details-bin`; a name `silent` is never
  * answered (until the call is cancelled). GatherHellos greets every name it was sent, ListHellos sends
  * three greetings (and to a name beginning `held`, holds the call open after them until it is
- * cancelled), Chat answers each message as it comes.
+ * cancelled; to one beginning `flood`, sends 500 as fast as it can, then holds it open), Chat answers
+ * each message as it comes.
  */
 export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }): Promise<GreeterUpstream> {
   const calls: grpc.Metadata[] = [];
@@ -94,8 +95,10 @@ export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }):
     },
     ListHellos(call: grpc.ServerWritableStream<HelloRequest, HelloReply>) {
       calls.push(call.metadata);
-      for (let i = 1; i <= 3; i += 1) call.write({ message: `Hello ${call.request.name} #${i}` });
-      if (!call.request.name.startsWith('held')) call.end(trailer());
+      const { name } = call.request;
+      const flood = name.startsWith('flood');
+      for (let i = 1; i <= (flood ? 500 : 3); i += 1) call.write({ message: `Hello ${name} #${i}` });
+      if (!name.startsWith('held') && !flood) call.end(trailer());
     },
     Chat(call: grpc.ServerDuplexStream<HelloRequest, HelloReply>) {
       calls.push(call.metadata);

@@ -215,3 +215,74 @@ export function closeCodeOf(bytes: Buffer): number | null {
   if (bytes.length < 4 || bytes[0] !== 0x88) return null;
   return bytes.readUInt16BE(2);
 }
+
+/** What a flooding WebSocket upstream moved: payload bytes it received from its clients. */
+export interface FloodingUpstream {
+  url: string;
+  /** Payload bytes received so far, from every client. */
+  receivedBytes(): number;
+  /** The upstream's side of every WebSocket it accepted, in order. */
+  sockets: WebSocket[];
+  close(): Promise<void>;
+}
+
+/**
+ * A real `ws` upstream that speaks first (`welcome`), echoes every message, and on a WebSocket opened
+ * on a path ending `/flood` sends `frames` messages of `frameBytes` at once (as fast as its socket
+ * takes them), as a server pushing a feed does. It accepts permessage-deflate when offered.
+ */
+export async function startFloodingUpstream(frames: number, frameBytes: number): Promise<FloodingUpstream> {
+  const sockets: WebSocket[] = [];
+  let received = 0;
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: true });
+  const payload = 'u'.repeat(frameBytes);
+  wss.on('connection', (ws, req) => {
+    sockets.push(ws);
+    ws.on('error', () => undefined);
+    ws.send('welcome');
+    ws.on('message', (data: Buffer) => {
+      received += data.length;
+      if (ws.readyState === WebSocket.OPEN) ws.send(data);
+    });
+    if (req.url?.endsWith('/flood')) for (let i = 0; i < frames; i += 1) ws.send(payload);
+  });
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+  const { port } = wss.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    receivedBytes: () => received,
+    sockets,
+    async close() {
+      for (const ws of sockets) ws.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}
+
+/** A `ws` client opened for a flood: what it received, in payload bytes, and how it closed. */
+export interface FloodingClient {
+  ws: WebSocket;
+  received(): number;
+  closed: Promise<{ code: number; reason: string }>;
+  /** Sends `frames` messages of `frameBytes` as fast as it can, while it is open. */
+  flood(frames: number, frameBytes: number): void;
+}
+
+/** Opens a WebSocket with the `ws` client (which offers permessage-deflate), ready to flood. */
+export async function floodingClient(url: string, headers: Record<string, string>): Promise<FloodingClient> {
+  const { ws } = await mustOpen(url, headers);
+  let received = 0;
+  ws.on('message', (data: Buffer) => {
+    received += data.length;
+  });
+  ws.on('error', () => undefined);
+  return {
+    ws,
+    received: () => received,
+    closed: closed(ws),
+    flood(frames, frameBytes) {
+      const payload = 'c'.repeat(frameBytes);
+      for (let i = 0; i < frames && ws.readyState === WebSocket.OPEN; i += 1) ws.send(payload);
+    },
+  };
+}

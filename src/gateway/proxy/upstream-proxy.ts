@@ -17,6 +17,7 @@ import {
 } from './hop-by-hop.js';
 import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
 import { AnswerDrains } from './answer-drains.js';
+import type { ByteMeter } from './byte-meter.js';
 import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
 
@@ -84,7 +85,9 @@ function isInvalidAnswer(error: Error): boolean {
  * by all exchanges that find theirs through the emitter. Read it once the client response has closed,
  * through `outcome()`.
  */
-export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implements Dispatcher.DispatchHandler {
+export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter extends ByteMeter = ByteMeter>
+  implements Dispatcher.DispatchHandler
+{
   /** When the request arrived (`performance.now()`, milliseconds). */
   readonly arrivedAt = performance.now();
   status = 0;
@@ -134,8 +137,14 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
   upgradeHead: Buffer | null = null;
   /** The WebSocket the upstream accepted (it answered 101), open until the client response closes. */
   webSocket: WebSocketLink | null = null;
-  /** Bytes of a WebSocket charged to its byte restrictions while it was open. */
+  /** Bytes charged to its byte restrictions while it ran (on the tick, or as they passed). */
   chargedBytes = 0;
+  /** Told of its bytes as they pass, while an enforced byte restriction counts them; else null. */
+  meter: Meter | null = null;
+  /** Charges its meter waits for: the upstream's answer is paused until none is left. */
+  private heldForCharges = 0;
+  /** The client could not take the last chunk written: the upstream's answer waits for its 'drain'. */
+  private awaitingDrain = false;
   /** undici's control of the upstream exchange: pause, resume, abort. */
   private controller: Dispatcher.DispatchController | null = null;
   /** Ended, one way or another: the upstream has nothing more to say. */
@@ -252,9 +261,10 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     then(this);
   }
 
-  /** The client is ready for more: the upstream may send again. */
+  /** The client is ready for more: the upstream may send again, unless a charge holds it. */
   resumeUpstream(): void {
-    this.controller?.resume();
+    this.awaitingDrain = false;
+    if (this.heldForCharges === 0) this.controller?.resume();
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -311,7 +321,27 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.bodyWatch?.push(chunk);
     if (this.drained !== null) return;
     this.bytesOut += chunk.length;
-    if (!this.res.write(chunk)) controller.pause();
+    const flowing = this.res.write(chunk);
+    if (this.meter !== null && !this.meteredFlows(this.meter, controller)) return;
+    if (flowing) return;
+    this.awaitingDrain = true;
+    controller.pause();
+  }
+
+  /**
+   * Tells the meter of the chunk that passed: false when the answer may not flow on now (the exchange
+   * was ended for it, or a charge holds it: the answer is paused until the charge is decided).
+   */
+  private meteredFlows(meter: Meter, controller: Dispatcher.DispatchController): boolean {
+    const flows = meter.moved();
+    if (typeof flows === 'boolean') return flows;
+    this.heldForCharges += 1;
+    controller.pause();
+    void flows.then(() => {
+      this.heldForCharges -= 1;
+      if (this.heldForCharges === 0 && !this.awaitingDrain && !this.settled) controller.resume();
+    });
+    return false;
   }
 
   onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
@@ -361,13 +391,34 @@ const isEventStream = (type: string | undefined): boolean =>
 export const exchangeOf = (emitter: object): Exchange | undefined => (emitter as Linked<object>)[exchangeKey];
 
 /**
+ * The most of a request body a meter is told of at once: a read of the body hands on all it has
+ * buffered, which may be far more than one read of the socket.
+ */
+const meteredPieceBytes = 65_536;
+
+/**
  * The request body as undici reads it, counted on the way. undici pulls a chunk only when it has a
  * connection to write it to, so none is read before then (a 'data' listener would start the flow).
+ * Under a meter it goes in pieces of at most `meteredPieceBytes`, each told before it is sent: a piece
+ * the meter finds no room for is not sent, and the body fails, so that the upstream never takes the
+ * bytes before it for a whole body (the exchange has been ended already).
  */
 async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
   for await (const chunk of exchange.req as AsyncIterable<Buffer>) {
-    exchange.bytesIn += chunk.length;
-    yield chunk;
+    if (exchange.meter === null) {
+      exchange.bytesIn += chunk.length;
+      yield chunk;
+      continue;
+    }
+    for (let at = 0; at < chunk.length; at += meteredPieceBytes) {
+      const piece = chunk.length <= meteredPieceBytes ? chunk : chunk.subarray(at, at + meteredPieceBytes);
+      exchange.bytesIn += piece.length;
+      // The exchange may have ended while the piece before was sent: its meter is gone then.
+      const flows = exchange.meter?.moved() ?? true;
+      if (!(typeof flows === 'boolean' ? flows : await flows))
+        throw new Error('the request body passed its byte restriction');
+      yield piece;
+    }
   }
 }
 

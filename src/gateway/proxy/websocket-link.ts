@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Clock } from '../../kit/clock.js';
+import type { ByteMeter } from './byte-meter.js';
 import {
   answersPing,
   closeFrame,
@@ -18,6 +19,8 @@ export interface RelayedBytes {
   bytesIn: number;
   /** Bytes from the upstream to the client. */
   bytesOut: number;
+  /** Told after each count grew, while an enforced byte restriction counts them. */
+  readonly meter: ByteMeter | null;
 }
 
 /** How the gateway keeps its open WebSockets in check (`server.webSocket*`). */
@@ -55,6 +58,8 @@ export class WebSocketLink {
   private unanswered = false;
   /** The bytes of a client's pong read so far, held back until it is whole and known to be whose. */
   private pong: Buffer[] | null = null;
+  /** Charges of its bytes the link waits for: neither side is read until none is left. */
+  private heldForCharges = 0;
 
   constructor(
     private readonly bytes: RelayedBytes,
@@ -70,8 +75,12 @@ export class WebSocketLink {
     // holds the other back until it drains.
     client.on('end', () => upstream.end());
     upstream.on('end', () => client.end());
-    client.on('drain', () => upstream.resume());
-    upstream.on('drain', () => client.resume());
+    client.on('drain', () => {
+      if (this.heldForCharges === 0) upstream.resume();
+    });
+    upstream.on('drain', () => {
+      if (this.heldForCharges === 0) client.resume();
+    });
     client.once('close', () => this.stopPinging());
     this.pingTimer = limits.timers.setTimeout(this.pingTick, limits.pingIntervalMs);
     client.resume();
@@ -151,6 +160,7 @@ export class WebSocketLink {
     this.bytes.bytesIn += bytes.length;
     this.upstreamAtBoundary = atBoundary;
     if (!this.upstream.write(bytes)) this.client.pause();
+    if (this.bytes.meter !== null) this.metered(this.bytes.meter);
   }
 
   private toClient(bytes: Buffer, atBoundary: boolean): void {
@@ -158,6 +168,25 @@ export class WebSocketLink {
     this.bytes.bytesOut += bytes.length;
     this.clientAtBoundary = atBoundary;
     if (!this.client.write(bytes)) this.upstream.pause();
+    if (this.bytes.meter !== null) this.metered(this.bytes.meter);
+  }
+
+  /**
+   * Tells the meter of the bytes just relayed. A charge they set off that waits for the store holds
+   * both sides (neither is read) until it is decided; a refusal ends the link through the exchange.
+   */
+  private metered(meter: ByteMeter): void {
+    const flows = meter.moved();
+    if (typeof flows === 'boolean') return;
+    this.heldForCharges += 1;
+    this.client.pause();
+    this.upstream.pause();
+    void flows.then(() => {
+      this.heldForCharges -= 1;
+      if (this.heldForCharges > 0 || this.endedBy !== null) return;
+      if (!this.upstream.writableNeedDrain) this.client.resume();
+      if (!this.client.writableNeedDrain) this.upstream.resume();
+    });
   }
 
   /**

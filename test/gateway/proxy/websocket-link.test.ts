@@ -31,7 +31,7 @@ async function linked() {
   defer(() => clientSide.close());
   defer(() => upstreamSide.close());
   const timers = new FakeTimers();
-  const bytes = { bytesIn: 0, bytesOut: 0 };
+  const bytes = { bytesIn: 0, bytesOut: 0, meter: null };
   const link = new WebSocketLink(bytes, clientSide.accepted, upstreamSide.dialed, {
     pingIntervalMs: interval,
     maxFrameBytes: 1_024,
