@@ -105,6 +105,20 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
   });
 
+  it("passes messages larger than a stream's buffer: every one reaches the client before the status", async () => {
+    const client = clientOf(await gatewayWith());
+    // Each reply is more than the client's stream takes at once: the upstream is paused while it waits.
+    const name = 'n'.repeat(100_000);
+    const streamed = await client.listHellos(name, credentials());
+    expect(streamed.status.code).toBe(status.OK);
+    expect(streamed.replies.map((reply) => reply.message)).toEqual(
+      [1, 2, 3].map((i) => `Hello ${name} #${i}`),
+    );
+    const unary = await client.sayHello(name, credentials());
+    expect(unary.status.code).toBe(status.OK);
+    expect(unary.replies).toEqual([{ message: `Hello ${name}` }]);
+  });
+
   it('passes a bidirectional call: each message is answered while the call stays open', async () => {
     const client = clientOf(await gatewayWith());
     // Each name is sent only once the answer to the one before it has come back through the gateway.

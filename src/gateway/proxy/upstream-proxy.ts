@@ -15,7 +15,7 @@ import {
   endToEndTrailers,
   namedInConnection,
 } from './hop-by-hop.js';
-import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { Http2Upstream, spokeNoHttp2, type UpstreamDispatcher } from './http2-upstream.js';
 import { AnswerDrains } from './answer-drains.js';
 import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
@@ -217,7 +217,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
   }
 
   /** Starts the upstream exchange on `pool`, and the call's deadline when it has one. */
-  dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
+  dispatch(proxy: UpstreamProxy, pool: UpstreamDispatcher, options: Dispatcher.DispatchOptions): void {
     this.proxy = proxy;
     if (this.deadlineMs !== null) {
       const left = this.deadlineMs - (performance.now() - this.arrivedAt);
@@ -314,8 +314,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     if (!this.res.write(chunk)) controller.pause();
   }
 
-  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    trailers = http2Trailers(controller) ?? trailers;
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.responseTrailers = trailers;
     const reading = this.drained !== null;
     this.settle();
@@ -337,20 +336,6 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.settle();
     if (!reading) this.proxy?.fail(error, this);
   }
-}
-
-/**
- * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
- * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
- * (undici 7.30.2); the controller keeps what it was handed, which this reads. Null for a list (HTTP/1.1),
- * which the adapter has read right.
- */
-function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpHeaders | null {
-  const raw = (controller as { rawTrailers?: unknown }).rawTrailers;
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return null;
-  const trailers: IncomingHttpHeaders = {};
-  for (const name in raw) trailers[name] = (raw as IncomingHttpHeaders)[name];
-  return trailers;
 }
 
 /** Whether a Content-Type names an event stream (text/event-stream, the WHATWG HTML standard §9.2). */
@@ -412,7 +397,7 @@ export interface UpstreamProxyOptions {
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
 interface Upstream {
   readonly server: ProxyServer;
-  readonly pool: Pool;
+  readonly pool: UpstreamDispatcher;
   /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
   readonly host: string;
   /** Opens a WebSocket through `server`. */
@@ -653,7 +638,7 @@ export class UpstreamProxy {
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
       protocol === 'grpc'
-        ? http2Pool(api.upstreamOrigin, this.proxyTimeout)
+        ? new Http2Upstream(api.upstreamOrigin, this.proxyTimeout, this.timers)
         : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
     const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
