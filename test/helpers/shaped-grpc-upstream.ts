@@ -6,6 +6,27 @@ import http2, {
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 
+/**
+ * A gRPC message as gRPC over HTTP/2 frames one (a compression flag, a 4-byte length, the bytes), of a
+ * protobuf whose field 1 is `text` (HelloRequest.name, HelloReply.message), of any length.
+ */
+export function helloMessage(text: string): Buffer {
+  const bytes = Buffer.from(text);
+  const length: number[] = [];
+  // The field's length as a protobuf varint: 7 bits a byte, the high bit set on all but the last.
+  for (let left = bytes.length; ; left >>>= 7) {
+    if (left < 0x80) {
+      length.push(left);
+      break;
+    }
+    length.push((left & 0x7f) | 0x80);
+  }
+  const body = Buffer.concat([Buffer.from([0x0a, ...length]), bytes]);
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(body.length, 1);
+  return Buffer.concat([prefix, body]);
+}
+
 /** The head of a gRPC answer (HTTP 200, `application/grpc`) with `more` fields. */
 export const grpcHead = (more: OutgoingHttpHeaders = {}): OutgoingHttpHeaders => ({
   ':status': 200,

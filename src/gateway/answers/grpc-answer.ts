@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
 import { connectionSpecific } from '../transports/http2-messages.js';
 
 /** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
@@ -105,6 +106,26 @@ export function sendGrpcStatus(
   return 0;
 }
 
+/** The fields of a call's status (gRPC over HTTP/2, "Responses": Status), and its details (grpc-go's). */
+const statusFields: readonly string[] = ['grpc-status', 'grpc-message', 'grpc-status-details-bin'];
+
+/** Whether an answer's head carries any field of a call's status. */
+export const carriesGrpcStatus = (headers: IncomingHttpHeaders): boolean =>
+  statusFields.some((name) => headers[name] !== undefined);
+
+/**
+ * `fields` (name, value pairs, lower-case names) without a call's status: of a head that is not the
+ * whole answer, whose status the trailers say.
+ */
+export function withoutGrpcStatus(fields: ReadonlyArray<string | string[]>): Array<string | string[]> {
+  const kept: Array<string | string[]> = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as string;
+    if (!statusFields.includes(name)) kept.push(name, fields[i + 1]!);
+  }
+  return kept;
+}
+
 /**
  * Ends `res` with status 200 and `fields` (name, value pairs, a repeated name as a list) in the one
  * HEADERS frame that ends an HTTP/2 stream: set one by one and then `end()`, for `writeHead` would send
@@ -137,4 +158,13 @@ export function endWithGrpcStatus(res: ServerResponse, code: number, message: st
   }
   res.addTrailers({ 'grpc-status': String(code), 'grpc-message': grpcMessage(message) });
   res.end();
+}
+
+/**
+ * Resets a call's HTTP/2 stream with CANCEL (RFC 9113 §7), which its client reads as 1 CANCELLED (gRPC
+ * over HTTP/2, "Errors"): for a call that cannot be told its status.
+ */
+export function cancelCall(res: ServerResponse): void {
+  const { stream } = res as unknown as Http2ServerResponse;
+  if (!stream.closed) stream.close(http2Constants.NGHTTP2_CANCEL);
 }

@@ -170,6 +170,8 @@ class Http2Call implements Dispatcher.DispatchController {
   aborted = false;
   reason: Error | null = null;
   paused = false;
+  /** The answer's head came in a HEADERS frame that ended the stream: nothing follows it. */
+  headEndedStream = false;
   private stream: ClientHttp2Stream | null = null;
   /** The handler has been told the call's end, its failure or its abort: nothing more is told. */
   private done = false;
@@ -213,8 +215,9 @@ class Http2Call implements Dispatcher.DispatchController {
     const stream = session.request(this.requestHeaders(), { endStream: body === null || body === undefined });
     this.stream = stream;
     stream.setTimeout(headersTimeout ?? 300_000);
-    stream.once('response', (headers) => {
+    stream.once('response', (headers, flags) => {
       this.responded = true;
+      this.headEndedStream = (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0;
       stream.setTimeout(bodyTimeout ?? 300_000);
       if (this.done) return;
       this.handler.onResponseStart?.(this, Number(headers[':status']), fieldsOf(headers), '');
@@ -297,6 +300,14 @@ class Http2Call implements Dispatcher.DispatchController {
     }
   }
 }
+
+/**
+ * Whether the answer `controller` runs ended with its head: a HEADERS frame with END_STREAM (RFC 9113
+ * §8.1), which for a gRPC call is a trailers-only answer. Told once its head is; false for an answer
+ * not over HTTP/2.
+ */
+export const headEndedStream = (controller: Dispatcher.DispatchController): boolean =>
+  controller instanceof Http2Call && controller.headEndedStream;
 
 /** Resolves once `stream` takes more, or has closed. */
 function drained(stream: ClientHttp2Stream): Promise<void> {

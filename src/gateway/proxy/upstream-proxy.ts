@@ -6,7 +6,15 @@ import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
 import { systemClock, type Clock } from '../../kit/clock.js';
 import type { CompiledApi } from '../../catalog/router.js';
-import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcCall } from '../answers/grpc-answer.js';
+import {
+  cancelCall,
+  carriesGrpcStatus,
+  endTrailersOnly,
+  endWithGrpcStatus,
+  grpcStatus,
+  isGrpcCall,
+  withoutGrpcStatus,
+} from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import {
@@ -15,7 +23,7 @@ import {
   endToEndTrailers,
   namedInConnection,
 } from './hop-by-hop.js';
-import { Http2Upstream, spokeNoHttp2, type UpstreamDispatcher } from './http2-upstream.js';
+import { headEndedStream, Http2Upstream, spokeNoHttp2, type UpstreamDispatcher } from './http2-upstream.js';
 import { AnswerDrains } from './answer-drains.js';
 import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
@@ -123,8 +131,8 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
   /** The deadline's timer while it runs. */
   private deadline: NodeJS.Timeout | null = null;
   /**
-   * The upstream's head, held back: a gRPC status in the head is a trailers-only answer (gRPC over
-   * HTTP/2, "Responses"), relayed as one once the upstream has ended it.
+   * The head of a gRPC call's trailers-only answer (a head that ended the stream: gRPC over HTTP/2,
+   * "Responses"), relayed as one HEADERS frame that ends the client's stream as the upstream's end is told.
    */
   private heldHead: Array<string | string[]> | null = null;
   /**
@@ -288,14 +296,19 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.status = statusCode;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
-    const fields = appendEndToEndResponseFields(
+    let fields = appendEndToEndResponseFields(
       headers,
       this.fields,
       res.getHeaderNames().length > 0 ? res : null,
     );
-    if (this.grpc && statusCode === 200 && headers['grpc-status'] !== undefined) {
-      this.heldHead = fields;
-      return;
+    if (this.grpc && statusCode === 200) {
+      if (headEndedStream(controller)) {
+        this.heldHead = fields;
+        return;
+      }
+      // Messages or trailers follow this head, and the trailers say the call's status, as they do to a
+      // client of the upstream itself: a status in the head is no client's to take for it.
+      if (carriesGrpcStatus(headers)) fields = withoutGrpcStatus(fields);
     }
     if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
@@ -550,7 +563,7 @@ export class UpstreamProxy {
     // a gRPC client is told the call's status in trailers, as a gRPC server would.
     if (res.headersSent) {
       if (isGrpcCall(req))
-        endWithGrpcStatus(
+        this.endCall(
           res,
           timedOut ? grpcStatus.DEADLINE_EXCEEDED : grpcStatus.UNAVAILABLE,
           timedOut ? 'Gateway Timeout' : 'Bad Gateway',
@@ -560,6 +573,20 @@ export class UpstreamProxy {
     }
     exchange.status = timedOut ? 504 : 502;
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
+  }
+
+  /**
+   * Ends a gRPC call whose answer has begun with a status of the gateway's own, in its trailers. They
+   * wait behind what the client has not read: one that has not taken them within proxyTimeout is
+   * taking nothing (undici's stream was paused on it for as long already when the upstream timed out),
+   * and its stream is reset, so that the exchange, and its slot, end.
+   */
+  private endCall(res: ServerResponse, code: number, message: string): void {
+    endWithGrpcStatus(res, code, message);
+    // Destroyed once its stream has closed: all of it was sent, or the client reset it.
+    if (res.destroyed) return;
+    const unread = this.timers.setTimeout(() => cancelCall(res), this.proxyTimeout);
+    res.once('close', () => this.timers.clearTimeout(unread));
   }
 
   /**

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ServerHttp2Stream } from 'node:http2';
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { Http2Upstream, idleSessionMs } from '../../../src/gateway/proxy/http2-upstream.js';
+import { headEndedStream, Http2Upstream, idleSessionMs } from '../../../src/gateway/proxy/http2-upstream.js';
 import { cleanupAfterEach } from '../../helpers/cleanups.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import {
@@ -17,7 +17,9 @@ import {
  */
 const defer = cleanupAfterEach();
 
-async function shapedUpstream(answer: (stream: ServerHttp2Stream) => void): Promise<ShapedGrpcUpstream> {
+async function shapedUpstream(
+  answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
+): Promise<ShapedGrpcUpstream> {
   const upstream = await startShapedGrpcUpstream(answer);
   defer(() => upstream.close());
   return upstream;
@@ -93,6 +95,33 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
       trailers: { 'grpc-status': '0', 'x-served-by': 'shaped' },
       error: null,
     });
+  });
+
+  it('says whether the head ended the stream: a trailers-only answer, not a head with an empty end', async () => {
+    const target = await shapedUpstream((stream, headers) => {
+      if (headers['x-answer'] === 'trailers-only') {
+        stream.respond(grpcHead({ 'grpc-status': '5' }), { endStream: true });
+        return;
+      }
+      // The same head, and the stream ended by an empty DATA frame after it.
+      stream.respond(grpcHead({ 'grpc-status': '5' }));
+      stream.end();
+    });
+    const connections = upstreamOf(target);
+    const ended = (answer: string) =>
+      new Promise<boolean>((resolve) => {
+        let atHead = false;
+        connections.dispatch(
+          { method: 'POST', path: '/a', headers: ['x-answer', answer], body: null },
+          {
+            onRequestStart: () => undefined,
+            onResponseStart: (controller) => (atHead = headEndedStream(controller)),
+            onResponseEnd: () => resolve(atHead),
+          },
+        );
+      });
+    expect(await ended('trailers-only')).toBe(true);
+    expect(await ended('head then end')).toBe(false);
   });
 
   it('gives each call in flight a connection of its own, and keeps it for the next call', async () => {
