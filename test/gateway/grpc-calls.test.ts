@@ -82,7 +82,9 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
     await expect
       .poll(() => accessLines(gateway))
-      .toMatchObject([{ status: 200, method: 'SayHello', outcome: 'completed' }]);
+      .toMatchObject([
+        { status: 200, method: 'SayHello', outcome: 'completed', grpcStatus: status.NOT_FOUND },
+      ]);
   });
 
   it('passes a client-streaming call: every message reaches the upstream', async () => {
@@ -169,11 +171,11 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(trailers.get('ratelimit-policy')[0]).toBe(`"${systemQuotaId}/0";q=1;w=60`);
     expect((await client.listHellos('ann', credentials())).status.code).toBe(status.OK);
     await expect
-      .poll(() => accessLines(gateway).map((line) => [line.method, line.status]))
+      .poll(() => accessLines(gateway).map((line) => [line.method, line.status, line.grpcStatus]))
       .toEqual([
-        ['SayHello', 200],
-        ['SayHello', 429],
-        ['ListHellos', 200],
+        ['SayHello', 200, status.OK],
+        ['SayHello', 429, status.RESOURCE_EXHAUSTED],
+        ['ListHellos', 200, status.OK],
       ]);
   });
 

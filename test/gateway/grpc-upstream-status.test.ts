@@ -85,7 +85,9 @@ describe("a grpc-status in the upstream's head", () => {
     expect(outcome.headers?.get('x-head')).toEqual(['head']);
     // The head's status is not relayed as metadata a client could take for the call's.
     expect(outcome.headers?.get('grpc-status')).toEqual([]);
-    await expect.poll(() => accessLines(gateway)).toMatchObject([{ status: 200, outcome: 'completed' }]);
+    await expect
+      .poll(() => accessLines(gateway))
+      .toMatchObject([{ status: 200, outcome: 'completed', grpcStatus: status.PERMISSION_DENIED }]);
   });
 
   it('is not the status when a message follows: the message reaches the client, then the trailers', async () => {
@@ -164,7 +166,9 @@ describe('a call whose client stops reading', () => {
     await upstream.closedStreams(1);
     // Its status cannot reach a client that reads nothing: its stream is reset.
     expect(await reset).toBe(http2.constants.NGHTTP2_CANCEL);
-    await expect.poll(() => accessLines(gateway)).toMatchObject([{ status: 200, outcome: 'timeout' }]);
+    await expect
+      .poll(() => accessLines(gateway))
+      .toMatchObject([{ status: 200, outcome: 'timeout', grpcStatus: status.CANCELLED }]);
     expect((await gatewayClient(gateway).sayHello('bob', credentials())).status.code).toBe(status.OK);
   });
 });

@@ -10,7 +10,7 @@ class UpstreamNotHttp2 extends Error {
   readonly code = 'UPSTREAM_NOT_HTTP2';
 }
 
-/** The upstream's stream closed (a reset, its connection lost) before its answer was whole. */
+/** The upstream's stream closed (reset, its connection lost) before its answer was whole. */
 class StreamClosedEarly extends Error {
   readonly code = 'UPSTREAM_STREAM_CLOSED';
 }
@@ -233,6 +233,12 @@ class Http2Call implements Dispatcher.DispatchController {
       if (this.done) return;
       if (!this.responded) {
         this.fail(new StreamClosedEarly('the upstream ended its stream without an answer'));
+        return;
+      }
+      // Node ends the readable side of a stream its peer reset with CANCEL as if it had ended: the
+      // answer was cut, not whole.
+      if (stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) {
+        this.fail(new StreamClosedEarly(`the upstream reset its stream (code ${stream.rstCode})`));
         return;
       }
       this.done = true;

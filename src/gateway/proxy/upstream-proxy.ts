@@ -9,10 +9,15 @@ import type { CompiledApi } from '../../catalog/router.js';
 import {
   cancelCall,
   carriesGrpcStatus,
+  clientGrpcStatusOf,
   endTrailersOnly,
   endWithGrpcStatus,
+  grpcMessage,
   grpcStatus,
   isGrpcCall,
+  noStatusAnswer,
+  noteGrpcStatus,
+  readGrpcStatus,
   withoutGrpcStatus,
 } from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
@@ -309,6 +314,9 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
       // Messages or trailers follow this head, and the trailers say the call's status, as they do to a
       // client of the upstream itself: a status in the head is no client's to take for it.
       if (carriesGrpcStatus(headers)) fields = withoutGrpcStatus(fields);
+    } else if (this.grpc && isGrpcCall(this.req)) {
+      // Another HTTP status: the client reads the call's from it, unless trailers say one.
+      noteGrpcStatus(res, clientGrpcStatusOf(statusCode));
     }
     if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
@@ -332,15 +340,29 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     const reading = this.drained !== null;
     this.settle();
     if (reading) return;
+    const { res } = this;
+    // A gRPC call answered 200 ends with its status: the head's of a trailers-only answer, or the
+    // trailers'. Without one the upstream broke gRPC, and the client is given the gateway's.
+    const call = this.grpc && this.status === 200 && isGrpcCall(this.req);
+    const status = this.heldHead ? this.responseHeaders!['grpc-status'] : trailers['grpc-status'];
+    const noStatus = call && status === undefined;
+    if (noStatus) this.proxy?.answeredWithoutStatus(this);
+    else if (call) noteGrpcStatus(res, readGrpcStatus(status));
     if (this.heldHead) {
-      endTrailersOnly(this.res, this.heldHead as string[]);
+      const head = this.heldHead as string[];
+      endTrailersOnly(res, noStatus ? [...head, ...noStatusFields()] : head);
+      if (noStatus) noteGrpcStatus(res, noStatusAnswer.code);
       return;
     }
-    if (this.relaysTrailers) {
-      const relayed = endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers));
-      if (relayed) this.res.addTrailers(relayed);
+    let relayed = this.relaysTrailers
+      ? endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers))
+      : null;
+    if (noStatus) {
+      relayed = { ...relayed, ...fieldsObject(noStatusFields()) };
+      noteGrpcStatus(res, noStatusAnswer.code);
     }
-    this.res.end();
+    if (relayed) res.addTrailers(relayed);
+    res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -349,6 +371,21 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch> implement
     this.settle();
     if (!reading) this.proxy?.fail(error, this);
   }
+}
+
+/** The status fields the gateway gives a call whose upstream ended it without a status. */
+const noStatusFields = (): string[] => [
+  'grpc-status',
+  String(noStatusAnswer.code),
+  'grpc-message',
+  grpcMessage(noStatusAnswer.message),
+];
+
+/** Name, value pairs as an object of fields. */
+function fieldsObject(pairs: readonly string[]): OutgoingHttpHeaders {
+  const fields: OutgoingHttpHeaders = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) fields[pairs[i]!] = pairs[i + 1]!;
+  return fields;
 }
 
 /** Whether a Content-Type names an event stream (text/event-stream, the WHATWG HTML standard §9.2). */
@@ -573,6 +610,18 @@ export class UpstreamProxy {
     }
     exchange.status = timedOut ? 504 : 502;
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
+  }
+
+  /**
+   * The upstream ended a gRPC call (HTTP 200) without a `grpc-status`, in its head or its trailers:
+   * its answer breaks gRPC (outcome `invalid`), and the client is given the gateway's status.
+   */
+  answeredWithoutStatus(exchange: Exchange): void {
+    exchange.upstreamOutcome = 'invalid';
+    this.options.logger.warn(
+      { outcome: exchange.upstreamOutcome },
+      'the upstream ended a gRPC call without a grpc-status',
+    );
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { ServerHttp2Stream } from 'node:http2';
+import http2, { type ServerHttp2Stream } from 'node:http2';
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { headEndedStream, Http2Upstream, idleSessionMs } from '../../../src/gateway/proxy/http2-upstream.js';
@@ -122,6 +122,17 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
       });
     expect(await ended('trailers-only')).toBe(true);
     expect(await ended('head then end')).toBe(false);
+  });
+
+  it('tells a stream its upstream reset with CANCEL mid-answer as a failure, not as its end', async () => {
+    const target = await shapedUpstream((stream) => {
+      // Waiting for trailers, the stream's end sends no END_STREAM: the reset is all that comes.
+      stream.respond(grpcHead(), { waitForTrailers: true });
+      stream.write(Buffer.alloc(10), () => setImmediate(() => stream.close(http2.constants.NGHTTP2_CANCEL)));
+    });
+    const told = await call(upstreamOf(target));
+    expect(told).toMatchObject({ status: 200, bytes: 10, trailers: null });
+    expect(told.error?.message).toBe('the upstream reset its stream (code 8)');
   });
 
   it('gives each call in flight a connection of its own, and keeps it for the next call', async () => {
