@@ -8,6 +8,14 @@ import { freePort } from '../helpers/free-port.js';
 import { greeterApi, greeterClient, startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { http2Fetch } from '../helpers/http2-client.js';
 import {
+  dataFrame,
+  frameType,
+  headersFrame,
+  openRawHttp2,
+  requestFields,
+  statusOf,
+} from '../helpers/http2-frames.js';
+import {
   accessLines,
   basicAuth,
   devKey,
@@ -215,6 +223,51 @@ describe('grpc-timeout', () => {
       .poll(() => accessLines(gateway))
       .toMatchObject([{ status: 400, grpcStatus: status.INTERNAL }]);
   });
+
+  it.each([' 1S', '1S ', '\t1S', '1S\t'])(
+    'never sees a grpc-timeout padded with whitespace (%j): Node drops the field, and the call goes on without one',
+    async (padded) => {
+      const received: Array<string | string[] | undefined> = [];
+      const upstream = await startShapedGrpcUpstream((stream, headers) => {
+        received.push(headers['grpc-timeout']);
+        stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+      });
+      defer(() => upstream.close());
+      const gateway = await gatewayOver(upstream.url);
+      const { host, port } = new URL(gateway.url);
+      // Raw frames: the value goes on the wire exactly as written, as no gRPC library would write it.
+      const raw = await openRawHttp2(Number(port));
+      defer(() => raw.close());
+      const call = (id: number, timeout: string) =>
+        raw.send(
+          headersFrame(
+            id,
+            requestFields(
+              host,
+              '/helloworld.Greeter/SayHello',
+              [
+                ['content-type', 'application/grpc'],
+                ['te', 'trailers'],
+                ['authorization', basicAuth(devKey)],
+                ['grpc-timeout', timeout],
+              ],
+              'POST',
+            ),
+          ),
+          dataFrame(id, sayHelloMessage('ann'), { endStream: true }),
+        );
+      call(1, padded);
+      const answer = await raw.frame((sent) => sent.streamId === 1 && sent.type === frameType.headers);
+      expect(statusOf(answer)).toBe(200);
+      await expect
+        .poll(() => accessLines(gateway))
+        .toMatchObject([{ status: 200, outcome: 'completed', grpcStatus: status.OK }]);
+      // The same value unpadded reaches the gateway, and goes upstream as it came.
+      call(3, padded.trim());
+      await raw.frame((sent) => sent.streamId === 3 && sent.type === frameType.headers);
+      expect(received).toEqual([undefined, '1S']);
+    },
+  );
 
   it('leaves a call within its grpc-timeout alone', async () => {
     const gateway = await gatewayOver(`http://${greeter().address}`);
