@@ -36,9 +36,8 @@ export interface UpstreamDispatcher {
 /** Milliseconds a connection with no call is kept for the next one (undici's keep-alive without a hint). */
 export const idleSessionMs = 4_000;
 
-/** What is known of one connection: the call on it, if any, and how it failed, if it did. */
+/** What is known of one connection: whether it may take a call, how it failed, its idle timer. */
 interface SessionState {
-  busy: boolean;
   /** The upstream sent GOAWAY: no new call goes on it. */
   leaving: boolean;
   error: Error | null;
@@ -106,7 +105,6 @@ export class Http2Upstream implements UpstreamDispatcher {
       const state = this.sessions.get(session);
       if (!state || session.closed || session.destroyed || state.leaving) continue;
       this.timers.clearTimeout(state.idleTimer);
-      state.busy = true;
       session.ref();
       then(null, session);
       return;
@@ -133,7 +131,7 @@ export class Http2Upstream implements UpstreamDispatcher {
       createConnection: () => socket,
       settings: { enablePush: false },
     });
-    const state: SessionState = { busy: true, leaving: false, error: null, idleTimer: null };
+    const state: SessionState = { leaving: false, error: null, idleTimer: null };
     this.sessions.set(session, state);
     session.on('error', (error: Error) => (state.error = error));
     session.on('goaway', () => (state.leaving = true));
@@ -150,7 +148,6 @@ export class Http2Upstream implements UpstreamDispatcher {
   private release(session: ClientHttp2Session): void {
     const state = this.sessions.get(session);
     if (!state) return;
-    state.busy = false;
     if (this.destroyed || state.leaving || session.closed || session.destroyed) {
       session.close();
       return;
@@ -177,7 +174,6 @@ class Http2Call implements Dispatcher.DispatchController {
   private done = false;
   private responded = false;
   private trailers: IncomingHttpHeaders = {};
-  private session: SessionState | null = null;
 
   constructor(
     private readonly options: Dispatcher.DispatchOptions,
@@ -210,9 +206,16 @@ class Http2Call implements Dispatcher.DispatchController {
       this.released(session);
       return;
     }
-    this.session = state;
     const { body, headersTimeout, bodyTimeout } = this.options;
-    const stream = session.request(this.requestHeaders(), { endStream: body === null || body === undefined });
+    let stream: ClientHttp2Stream;
+    try {
+      stream = session.request(this.requestHeaders(), { endStream: body === null || body === undefined });
+    } catch (error) {
+      // A field HTTP/2 does not carry, or a connection closing as it was taken: nothing was sent.
+      this.fail(error as Error);
+      this.released(session);
+      return;
+    }
     this.stream = stream;
     stream.setTimeout(headersTimeout ?? 300_000);
     stream.once('response', (headers, flags) => {
