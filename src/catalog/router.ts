@@ -99,9 +99,10 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
       label,
       methodLabels: uniqueLabels(config.methods),
       upstreamOrigin: upstream.origin,
-      // A gRPC call's path is `/<package.Service>/<Method>` wherever the service runs (gRPC over HTTP/2,
-      // "Path"): the service that basePath names goes upstream with it.
-      upstreamPrefix: config.protocol === 'grpc' ? prefix + basePath : prefix,
+      // A gRPC call's path is `/<package.Service>/<Method>` from the server's root (gRPC over HTTP/2,
+      // "Path"): the service that basePath names goes upstream with it, and the config refuses a path
+      // in the upstream URL of a gRPC API.
+      upstreamPrefix: config.protocol === 'grpc' ? basePath : prefix,
     },
     base,
     basePath,

@@ -90,8 +90,28 @@ function catalogProblems(config: Config): Problem[] {
     ...firstSeen(methodIds),
     ...firstSeen(routes),
     ...grpcVerbProblems(config),
+    ...grpcUpstreamProblems(config),
     ...webSocketMethodProblems(config),
   ];
+}
+
+/**
+ * A gRPC call's path is `/<package.Service>/<Method>` from the server's root (gRPC over HTTP/2,
+ * "Path"), and the API's basePath is the service: a path in its upstream URL, as a REST API's names its
+ * base path, would go before it and find no method (12 UNIMPLEMENTED). The URL names the server only.
+ */
+function grpcUpstreamProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i) => {
+    if (api.protocol !== 'grpc' || !URL.canParse(api.upstream)) return [];
+    const { pathname } = new URL(api.upstream);
+    if (pathname === '' || pathname === '/') return [];
+    return [
+      {
+        path: ['apis', i, 'upstream'],
+        message: `must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove ${pathname})`,
+      },
+    ];
+  });
 }
 
 /** Every gRPC call is a POST (gRPC over HTTP/2, "Requests"): a method of another verb would never match. */

@@ -8,6 +8,7 @@ import { normalizeTarget } from '../kit/normalize-path.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { DataPlane } from './data-plane.js';
+import { grpcStatusGiven, isGrpcCall } from './answers/grpc-answer.js';
 import { sendJson } from './answers/json-answer.js';
 import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
 import type { Logger } from '../observe/log.js';
@@ -776,6 +777,7 @@ export class Gateway {
         sampled: status === 429 ? record.plane.sample429 : 1,
         webSocket: record.webSocket ? (record.webSocket.endedBy ?? 'closed') : null,
         endedBy: record.cutBy,
+        grpcStatus: isGrpcCall(req) ? grpcStatusGiven(res) : null,
       });
     }
     const api = route?.api.label ?? 'none';

@@ -47,6 +47,11 @@ export interface AccessEntry {
   webSocket: string | null;
   /** Of any other exchange the gateway ended while it ran: `quota`, `revoked` or `expired`; else null. */
   endedBy: string | null;
+  /**
+   * Of a gRPC call: the gRPC status its client was given (the upstream's, or the gateway's own); null
+   * for any other request, and for a call whose client left before it was given one.
+   */
+  grpcStatus: number | null;
 }
 
 export interface AccessLogOptions {
@@ -259,6 +264,7 @@ export class AccessLog {
       (entry.sampled > 1 ? `,"sampled":${entry.sampled}` : '') +
       (entry.webSocket === null ? '' : `,"webSocket":${jsonText(entry.webSocket)}`) +
       (entry.endedBy === null ? '' : `,"endedBy":"${entry.endedBy}"`) +
+      (entry.grpcStatus === null ? '' : `,"grpcStatus":${entry.grpcStatus}`) +
       ',"msg":"request"}\n'
     );
   }

@@ -37,6 +37,10 @@ describe('gateway check-config', () => {
       /^APIKeyAuthPlugin: constructing '\.\/test\/fixtures\/plugins\/failing-constructor\.js' failed: missing settings\n$/,
     ],
     [
+      'grpc-upstream-with-path',
+      /^test\/fixtures\/bad-config\/grpc-upstream-with-path\/default\.mjs: apis\[1\]\.upstream: must have no path in an API of protocol 'grpc': a gRPC call's path is \/<package\.Service>\/<Method> from the server's root \(remove \/helloworld\.Greeter\)\n$/,
+    ],
+    [
       'usage-path-in-catalog',
       /^usagePath: '\/store\/inventory' is a path of API 'Store' \(GET, its method 'getInventory'\): choose another path, or false\n$/,
     ],

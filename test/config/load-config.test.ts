@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { gatewayOwnedFields } from '../../src/kit/gateway-owned-fields.js';
+import { greeterApi } from '../helpers/grpc-greeter.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
 
@@ -98,6 +99,10 @@ const rules: Array<[string, string]> = [
   [
     'grpc-method-not-post',
     "apis[1].methods[0].verb: must be POST in an API of protocol 'grpc' (every gRPC call is a POST)",
+  ],
+  [
+    'grpc-upstream-with-path',
+    "apis[1].upstream: must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove /helloworld.Greeter)",
   ],
   [
     'websocket-method-without-upgrades',
@@ -330,6 +335,37 @@ describe('loadConfig: valid configs', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
       rmSync(certificate.dir, { recursive: true, force: true });
+    }
+  });
+
+  it("takes a gRPC API's upstream URL with no path or a bare /, the server's root", async () => {
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9', {
+        apis: [
+          { ...greeterApi('http://127.0.0.1:50051'), id: '0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e' },
+          {
+            ...greeterApi('https://greeter.test/'),
+            basePath: '/helloworld.Other',
+            methods: [
+              {
+                id: '5d6e7f8a-9b0c-4d1e-8f2a-3b4c5d6e7f8a',
+                name: 'SayHello',
+                verb: 'POST',
+                path: '/SayHello',
+              },
+            ],
+          },
+        ],
+      }),
+    );
+    try {
+      const { config } = await loadConfig({ configDir: dir, env: {} });
+      expect(config.apis.map((api) => api.upstream)).toEqual([
+        'http://127.0.0.1:50051',
+        'https://greeter.test/',
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -82,7 +82,9 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
     await expect
       .poll(() => accessLines(gateway))
-      .toMatchObject([{ status: 200, method: 'SayHello', outcome: 'completed' }]);
+      .toMatchObject([
+        { status: 200, method: 'SayHello', outcome: 'completed', grpcStatus: status.NOT_FOUND },
+      ]);
   });
 
   it('passes a client-streaming call: every message reaches the upstream', async () => {
@@ -103,6 +105,20 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
       'Hello ann #3',
     ]);
     expect(outcome.status.metadata.get('x-served-by')).toEqual(['greeter']);
+  });
+
+  it("passes messages larger than a stream's buffer: every one reaches the client before the status", async () => {
+    const client = clientOf(await gatewayWith());
+    // Each reply is more than the client's stream takes at once: the upstream is paused while it waits.
+    const name = 'n'.repeat(100_000);
+    const streamed = await client.listHellos(name, credentials());
+    expect(streamed.status.code).toBe(status.OK);
+    expect(streamed.replies.map((reply) => reply.message)).toEqual(
+      [1, 2, 3].map((i) => `Hello ${name} #${i}`),
+    );
+    const unary = await client.sayHello(name, credentials());
+    expect(unary.status.code).toBe(status.OK);
+    expect(unary.replies).toEqual([{ message: `Hello ${name}` }]);
   });
 
   it('passes a bidirectional call: each message is answered while the call stays open', async () => {
@@ -155,11 +171,11 @@ describe.each(eachStore)('gRPC calls through the gateway, on %s', (_store, store
     expect(trailers.get('ratelimit-policy')[0]).toBe(`"${systemQuotaId}/0";q=1;w=60`);
     expect((await client.listHellos('ann', credentials())).status.code).toBe(status.OK);
     await expect
-      .poll(() => accessLines(gateway).map((line) => [line.method, line.status]))
+      .poll(() => accessLines(gateway).map((line) => [line.method, line.status, line.grpcStatus]))
       .toEqual([
-        ['SayHello', 200],
-        ['SayHello', 429],
-        ['ListHellos', 200],
+        ['SayHello', 200, status.OK],
+        ['SayHello', 429, status.RESOURCE_EXHAUSTED],
+        ['ListHellos', 200, status.OK],
       ]);
   });
 

@@ -30,6 +30,7 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   sampled: 1,
   webSocket: null,
   endedBy: null,
+  grpcStatus: null,
   ...overrides,
 });
 
@@ -128,6 +129,18 @@ describe('access log', () => {
     expect(webSocket).toMatchObject({ status: 101, bytesIn: 1_206, bytesOut: 1_102, webSocket: 'quota' });
     expect(Object.keys(webSocket!).at(-2)).toBe('webSocket');
     expect(plain).not.toHaveProperty('webSocket');
+  });
+
+  it("says the gRPC status a call's client was given on its line, and nothing of the kind on others", () => {
+    const { log, out } = accessLog({ flushMs: 0 });
+    log.write(entry({ protocol: 'HTTP/2', outcome: 'invalid', grpcStatus: 13 }));
+    log.write(entry({ protocol: 'HTTP/2', grpcStatus: 0 }));
+    log.write(entry());
+    const [failed, ok, plain] = out.lines().map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(failed).toMatchObject({ status: 200, outcome: 'invalid', grpcStatus: 13 });
+    expect(Object.keys(failed!).at(-2)).toBe('grpcStatus');
+    expect(ok).toMatchObject({ grpcStatus: 0 });
+    expect(plain).not.toHaveProperty('grpcStatus');
   });
 
   it('escapes what a client put in a path, and names with quotes or control characters', () => {

@@ -1,9 +1,11 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
 import { connectionSpecific } from '../transports/http2-messages.js';
 
 /** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
 export const grpcStatus = {
   OK: 0,
+  CANCELLED: 1,
   UNKNOWN: 2,
   DEADLINE_EXCEEDED: 4,
   PERMISSION_DENIED: 7,
@@ -36,6 +38,57 @@ const statusOfHttp: ReadonlyMap<number, number> = new Map([
 /** The gRPC status a gRPC client is given for an HTTP status of the gateway's own. */
 export const grpcStatusOf = (httpStatus: number): number =>
   statusOfHttp.get(httpStatus) ?? grpcStatus.UNKNOWN;
+
+/**
+ * The gRPC status a client reads from an answer's HTTP status when it carries no `grpc-status`
+ * (grpc/doc/http-grpc-status-mapping.md, as grpc-js and grpc-go read it): not the gateway's own mapping
+ * (`grpcStatusOf`), which says what the gateway answers, and which gRPC says a server must not take
+ * from this one.
+ */
+const clientStatusOfHttp: ReadonlyMap<number, number> = new Map([
+  [400, grpcStatus.INTERNAL],
+  [401, grpcStatus.UNAUTHENTICATED],
+  [403, grpcStatus.PERMISSION_DENIED],
+  [404, grpcStatus.UNIMPLEMENTED],
+  [429, grpcStatus.UNAVAILABLE],
+  [502, grpcStatus.UNAVAILABLE],
+  [503, grpcStatus.UNAVAILABLE],
+  [504, grpcStatus.UNAVAILABLE],
+]);
+
+/** The status a client reads from an upstream's answer of `httpStatus` (not 200) without `grpc-status`. */
+export const clientGrpcStatusOf = (httpStatus: number): number =>
+  clientStatusOfHttp.get(httpStatus) ?? grpcStatus.UNKNOWN;
+
+/** The highest gRPC status code (16 UNAUTHENTICATED): a client reads any other number as UNKNOWN. */
+const lastStatusCode = 16;
+
+/** The status a client reads from a `grpc-status` field: its number, or UNKNOWN for any other value. */
+export function readGrpcStatus(value: string | string[] | undefined): number {
+  const code = typeof value === 'string' && /^\d{1,2}$/.test(value) ? Number(value) : Number.NaN;
+  return code <= lastStatusCode ? code : grpcStatus.UNKNOWN;
+}
+
+/** Links a response to the gRPC status its client was given, for the access line. */
+const statusKey = Symbol('quotagate.grpcStatus');
+type Told = ServerResponse & { [statusKey]?: number };
+
+/** Notes the gRPC status `res`'s client is given (the last one noted is the one it saw). */
+export function noteGrpcStatus(res: ServerResponse, code: number): void {
+  (res as Told)[statusKey] = code;
+}
+
+/** The gRPC status `res`'s client was given, or null when it was given none (it left before). */
+export const grpcStatusGiven = (res: ServerResponse): number | null => (res as Told)[statusKey] ?? null;
+
+/**
+ * What the gateway gives a call whose upstream ended its answer (HTTP 200) without a `grpc-status`: a
+ * client of the upstream itself reads such an end as INTERNAL (grpc-go, grpc-js).
+ */
+export const noStatusAnswer = {
+  code: grpcStatus.INTERNAL,
+  message: 'Bad Gateway: the upstream ended the call without a grpc-status',
+} as const;
 
 /**
  * Whether the request is a gRPC call: its content type is `application/grpc`, alone, with a message
@@ -93,6 +146,7 @@ export function sendGrpcStatus(
   fields: readonly string[],
   message: string,
 ): number {
+  noteGrpcStatus(res, grpcStatusOf(httpStatus));
   endTrailersOnly(res, [
     ...fields,
     'content-type',
@@ -103,6 +157,26 @@ export function sendGrpcStatus(
     grpcMessage(message),
   ]);
   return 0;
+}
+
+/** The fields of a call's status (gRPC over HTTP/2, "Responses": Status), and its details (grpc-go's). */
+const statusFields: readonly string[] = ['grpc-status', 'grpc-message', 'grpc-status-details-bin'];
+
+/** Whether an answer's head carries any field of a call's status. */
+export const carriesGrpcStatus = (headers: IncomingHttpHeaders): boolean =>
+  statusFields.some((name) => headers[name] !== undefined);
+
+/**
+ * `fields` (name, value pairs, lower-case names) without a call's status: of a head that is not the
+ * whole answer, whose status the trailers say.
+ */
+export function withoutGrpcStatus(fields: ReadonlyArray<string | string[]>): Array<string | string[]> {
+  const kept: Array<string | string[]> = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i] as string;
+    if (!statusFields.includes(name)) kept.push(name, fields[i + 1]!);
+  }
+  return kept;
 }
 
 /**
@@ -135,6 +209,18 @@ export function endWithGrpcStatus(res: ServerResponse, code: number, message: st
     res.destroy();
     return;
   }
+  noteGrpcStatus(res, code);
   res.addTrailers({ 'grpc-status': String(code), 'grpc-message': grpcMessage(message) });
   res.end();
+}
+
+/**
+ * Resets a call's HTTP/2 stream with CANCEL (RFC 9113 §7), which its client reads as 1 CANCELLED (gRPC
+ * over HTTP/2, "Errors"): for a call that cannot be told its status.
+ */
+export function cancelCall(res: ServerResponse): void {
+  const { stream } = res as unknown as Http2ServerResponse;
+  if (stream.closed) return;
+  noteGrpcStatus(res, grpcStatus.CANCELLED);
+  stream.close(http2Constants.NGHTTP2_CANCEL);
 }

@@ -6,7 +6,20 @@ import { Pool, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../../observe/added-latency.js';
 import { systemClock, type Clock } from '../../kit/clock.js';
 import type { CompiledApi } from '../../catalog/router.js';
-import { endTrailersOnly, endWithGrpcStatus, grpcStatus, isGrpcCall } from '../answers/grpc-answer.js';
+import {
+  cancelCall,
+  carriesGrpcStatus,
+  clientGrpcStatusOf,
+  endTrailersOnly,
+  endWithGrpcStatus,
+  grpcMessage,
+  grpcStatus,
+  isGrpcCall,
+  noStatusAnswer,
+  noteGrpcStatus,
+  readGrpcStatus,
+  withoutGrpcStatus,
+} from '../answers/grpc-answer.js';
 import { sendError } from '../errors.js';
 import type { Logger } from '../../observe/log.js';
 import {
@@ -15,7 +28,7 @@ import {
   endToEndTrailers,
   namedInConnection,
 } from './hop-by-hop.js';
-import { http2Pool, spokeNoHttp2 } from './http2-upstream.js';
+import { headEndedStream, Http2Upstream, spokeNoHttp2, type UpstreamDispatcher } from './http2-upstream.js';
 import { AnswerDrains } from './answer-drains.js';
 import type { ByteMeter } from './byte-meter.js';
 import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
@@ -126,8 +139,8 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
   /** The deadline's timer while it runs. */
   private deadline: NodeJS.Timeout | null = null;
   /**
-   * The upstream's head, held back: a gRPC status in the head is a trailers-only answer (gRPC over
-   * HTTP/2, "Responses"), relayed as one once the upstream has ended it.
+   * The head of a gRPC call's trailers-only answer (a head that ended the stream: gRPC over HTTP/2,
+   * "Responses"), relayed as one HEADERS frame that ends the client's stream as the upstream's end is told.
    */
   private heldHead: Array<string | string[]> | null = null;
   /**
@@ -226,7 +239,7 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
   }
 
   /** Starts the upstream exchange on `pool`, and the call's deadline when it has one. */
-  dispatch(proxy: UpstreamProxy, pool: Pool, options: Dispatcher.DispatchOptions): void {
+  dispatch(proxy: UpstreamProxy, pool: UpstreamDispatcher, options: Dispatcher.DispatchOptions): void {
     this.proxy = proxy;
     if (this.deadlineMs !== null) {
       const left = this.deadlineMs - (performance.now() - this.arrivedAt);
@@ -298,14 +311,22 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
     this.status = statusCode;
     // One writeHead with a flat list, and no setHeader: Node then formats the head in one pass. Only an
     // auth plugin that set fields of its own takes the slower merge, and its fields win too.
-    const fields = appendEndToEndResponseFields(
+    let fields = appendEndToEndResponseFields(
       headers,
       this.fields,
       res.getHeaderNames().length > 0 ? res : null,
     );
-    if (this.grpc && statusCode === 200 && headers['grpc-status'] !== undefined) {
-      this.heldHead = fields;
-      return;
+    if (this.grpc && statusCode === 200) {
+      if (headEndedStream(controller)) {
+        this.heldHead = fields;
+        return;
+      }
+      // Messages or trailers follow this head, and the trailers say the call's status, as they do to a
+      // client of the upstream itself: a status in the head is no client's to take for it.
+      if (carriesGrpcStatus(headers)) fields = withoutGrpcStatus(fields);
+    } else if (this.grpc && isGrpcCall(this.req)) {
+      // Another HTTP status: the client reads the call's from it, unless trailers say one.
+      noteGrpcStatus(res, clientGrpcStatusOf(statusCode));
     }
     if (this.relaysTrailers && headers.trailer !== undefined) announceTrailers(fields, headers.trailer);
     res.writeHead(statusCode, fields);
@@ -344,21 +365,34 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
     return false;
   }
 
-  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
-    trailers = http2Trailers(controller) ?? trailers;
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.responseTrailers = trailers;
     const reading = this.drained !== null;
     this.settle();
     if (reading) return;
+    const { res } = this;
+    // A gRPC call answered 200 ends with its status: the head's of a trailers-only answer, or the
+    // trailers'. Without one the upstream broke gRPC, and the client is given the gateway's.
+    const call = this.grpc && this.status === 200 && isGrpcCall(this.req);
+    const status = this.heldHead ? this.responseHeaders!['grpc-status'] : trailers['grpc-status'];
+    const noStatus = call && status === undefined;
+    if (noStatus) this.proxy?.answeredWithoutStatus(this);
+    else if (call) noteGrpcStatus(res, readGrpcStatus(status));
     if (this.heldHead) {
-      endTrailersOnly(this.res, this.heldHead as string[]);
+      const head = this.heldHead as string[];
+      endTrailersOnly(res, noStatus ? [...head, ...noStatusFields()] : head);
+      if (noStatus) noteGrpcStatus(res, noStatusAnswer.code);
       return;
     }
-    if (this.relaysTrailers) {
-      const relayed = endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers));
-      if (relayed) this.res.addTrailers(relayed);
+    let relayed = this.relaysTrailers
+      ? endToEndTrailers(trailers, namedInConnection(this.responseHeaders ?? trailers))
+      : null;
+    if (noStatus) {
+      relayed = { ...relayed, ...fieldsObject(noStatusFields()) };
+      noteGrpcStatus(res, noStatusAnswer.code);
     }
-    this.res.end();
+    if (relayed) res.addTrailers(relayed);
+    res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -369,18 +403,19 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
   }
 }
 
-/**
- * The trailers of an HTTP/2 upstream's answer. undici's HTTP/2 client hands them on as Node's object of
- * fields, where its adapter of the handler API reads a list of names and values, and makes `{}` of them
- * (undici 7.30.2); the controller keeps what it was handed, which this reads. Null for a list (HTTP/1.1),
- * which the adapter has read right.
- */
-function http2Trailers(controller: Dispatcher.DispatchController): IncomingHttpHeaders | null {
-  const raw = (controller as { rawTrailers?: unknown }).rawTrailers;
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return null;
-  const trailers: IncomingHttpHeaders = {};
-  for (const name in raw) trailers[name] = (raw as IncomingHttpHeaders)[name];
-  return trailers;
+/** The status fields the gateway gives a call whose upstream ended it without a status. */
+const noStatusFields = (): string[] => [
+  'grpc-status',
+  String(noStatusAnswer.code),
+  'grpc-message',
+  grpcMessage(noStatusAnswer.message),
+];
+
+/** Name, value pairs as an object of fields. */
+function fieldsObject(pairs: readonly string[]): OutgoingHttpHeaders {
+  const fields: OutgoingHttpHeaders = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) fields[pairs[i]!] = pairs[i + 1]!;
+  return fields;
 }
 
 /** Whether a Content-Type names an event stream (text/event-stream, the WHATWG HTML standard §9.2). */
@@ -463,7 +498,7 @@ export interface UpstreamProxyOptions {
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
 interface Upstream {
   readonly server: ProxyServer;
-  readonly pool: Pool;
+  readonly pool: UpstreamDispatcher;
   /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
   readonly host: string;
   /** Opens a WebSocket through `server`. */
@@ -616,7 +651,7 @@ export class UpstreamProxy {
     // a gRPC client is told the call's status in trailers, as a gRPC server would.
     if (res.headersSent) {
       if (isGrpcCall(req))
-        endWithGrpcStatus(
+        this.endCall(
           res,
           timedOut ? grpcStatus.DEADLINE_EXCEEDED : grpcStatus.UNAVAILABLE,
           timedOut ? 'Gateway Timeout' : 'Bad Gateway',
@@ -626,6 +661,32 @@ export class UpstreamProxy {
     }
     exchange.status = timedOut ? 504 : 502;
     exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
+  }
+
+  /**
+   * The upstream ended a gRPC call (HTTP 200) without a `grpc-status`, in its head or its trailers:
+   * its answer breaks gRPC (outcome `invalid`), and the client is given the gateway's status.
+   */
+  answeredWithoutStatus(exchange: Exchange): void {
+    exchange.upstreamOutcome = 'invalid';
+    this.options.logger.warn(
+      { outcome: exchange.upstreamOutcome },
+      'the upstream ended a gRPC call without a grpc-status',
+    );
+  }
+
+  /**
+   * Ends a gRPC call whose answer has begun with a status of the gateway's own, in its trailers. They
+   * wait behind what the client has not read: one that has not taken them within proxyTimeout is
+   * taking nothing (undici's stream was paused on it for as long already when the upstream timed out),
+   * and its stream is reset, so that the exchange, and its slot, end.
+   */
+  private endCall(res: ServerResponse, code: number, message: string): void {
+    endWithGrpcStatus(res, code, message);
+    // Destroyed once its stream has closed: all of it was sent, or the client reset it.
+    if (res.destroyed) return;
+    const unread = this.timers.setTimeout(() => cancelCall(res), this.proxyTimeout);
+    res.once('close', () => this.timers.clearTimeout(unread));
   }
 
   /**
@@ -704,7 +765,7 @@ export class UpstreamProxy {
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
       protocol === 'grpc'
-        ? http2Pool(api.upstreamOrigin, this.proxyTimeout)
+        ? new Http2Upstream(api.upstreamOrigin, this.proxyTimeout, this.timers)
         : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.proxyTimeout });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
     const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });

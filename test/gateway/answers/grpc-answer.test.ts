@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { IncomingMessage } from 'node:http';
 import {
+  clientGrpcStatusOf,
   grpcMessage,
   grpcStatusOf,
   isGrpcCall,
   isGrpcRequest,
+  readGrpcStatus,
 } from '../../../src/gateway/answers/grpc-answer.js';
 import { dataPlaneErrors } from '../../../src/gateway/errors.js';
 
@@ -67,5 +69,25 @@ describe('grpc-message', () => {
 
   it('percent-encodes %, control characters and the UTF-8 bytes of other characters', () => {
     expect(grpcMessage('100% über\n')).toBe('100%25 %C3%BCber%0A');
+  });
+});
+
+describe('the gRPC status a client reads from an upstream', () => {
+  it.each([
+    ['0', 0],
+    ['7', 7],
+    ['16', 16],
+    ['17', 2],
+    ['-1', 2],
+    ['abc', 2],
+    ['', 2],
+  ])('reads grpc-status %j as %i (any number but 0 to 16 is UNKNOWN)', (value, code) => {
+    expect(readGrpcStatus(value)).toBe(code);
+  });
+
+  it('reads an answer of another HTTP status without grpc-status as gRPC clients map it', () => {
+    expect([400, 401, 403, 404, 429, 502, 503, 504, 500].map(clientGrpcStatusOf)).toEqual([
+      13, 16, 7, 12, 14, 14, 14, 14, 2,
+    ]);
   });
 });

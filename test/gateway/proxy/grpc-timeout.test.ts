@@ -17,7 +17,7 @@ describe('grpc-timeout', () => {
     expect(grpcTimeoutMs(undefined)).toBeNull();
   });
 
-  it.each(['', '10', 'S', '123456789S', '1.5S', '-1S', '10s', ' 10S', '10 S'])(
+  it.each(['', '10', 'S', '123456789S', '1.5S', '-1S', '10s', ' 10S', '10 S', ' 1S', '1S ', '\t1S', '1S\t'])(
     'finds %j malformed',
     (value) => {
       expect(grpcTimeoutMs(value)).toBeNaN();

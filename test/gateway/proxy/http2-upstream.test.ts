@@ -1,0 +1,173 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import http2, { type ServerHttp2Stream } from 'node:http2';
+import type { Dispatcher } from 'undici';
+import { describe, expect, it } from 'vitest';
+import { headEndedStream, Http2Upstream, idleSessionMs } from '../../../src/gateway/proxy/http2-upstream.js';
+import { cleanupAfterEach } from '../../helpers/cleanups.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+import {
+  grpcHead,
+  startShapedGrpcUpstream,
+  type ShapedGrpcUpstream,
+} from '../../helpers/shaped-grpc-upstream.js';
+
+/**
+ * The HTTP/2 connections to a gRPC API's upstream: every byte of an answer before its trailers, one call
+ * per connection, and connections kept between calls for a while.
+ */
+const defer = cleanupAfterEach();
+
+async function shapedUpstream(
+  answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
+): Promise<ShapedGrpcUpstream> {
+  const upstream = await startShapedGrpcUpstream(answer);
+  defer(() => upstream.close());
+  return upstream;
+}
+
+function upstreamOf(target: ShapedGrpcUpstream, clock = new FakeClock()): Http2Upstream {
+  const connections = new Http2Upstream(target.url, 5_000, clock);
+  defer(() => connections.destroy());
+  return connections;
+}
+
+interface Told {
+  status: number;
+  bytes: number;
+  /** The trailers, once the end was told. */
+  trailers: IncomingHttpHeaders | null;
+  error: Error | null;
+}
+
+/**
+ * A handler as the proxy's exchange is one: it pauses after each chunk, as when its client has not
+ * taken it yet, and resumes on the next turn of the event loop.
+ */
+function pausingHandler(told: Told, ended: () => void): Dispatcher.DispatchHandler {
+  return {
+    onRequestStart: () => undefined,
+    onResponseStart: (_controller, status) => (told.status = status),
+    onResponseData(controller, chunk) {
+      told.bytes += chunk.length;
+      controller.pause();
+      setImmediate(() => controller.resume());
+    },
+    onResponseEnd(_controller, trailers) {
+      told.trailers = trailers;
+      ended();
+    },
+    onResponseError(_controller, error) {
+      told.error = error;
+      ended();
+    },
+  };
+}
+
+/** One call (a POST with no body), told to a pausing handler; resolves once it has ended or failed. */
+function call(connections: Http2Upstream): Promise<Told> {
+  const told: Told = { status: 0, bytes: 0, trailers: null, error: null };
+  return new Promise((resolve) => {
+    connections.dispatch(
+      {
+        method: 'POST',
+        path: '/helloworld.Greeter/ListHellos',
+        headers: ['content-type', 'application/grpc'],
+        body: null,
+      },
+      pausingHandler(told, () => resolve(told)),
+    );
+  });
+}
+
+describe('the HTTP/2 connections to a gRPC upstream', () => {
+  it("tells an answer's end, with its trailers, only after every byte before them, however slowly they are taken", async () => {
+    // Much more than a stream's buffer, sent at once, and the trailers right behind it.
+    const body = Buffer.alloc(1_000_000, 7);
+    const target = await shapedUpstream((stream) => {
+      stream.respond(grpcHead(), { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'x-served-by': 'shaped' }));
+      stream.end(body);
+    });
+    const told = await call(upstreamOf(target));
+    expect(told).toEqual({
+      status: 200,
+      bytes: body.length,
+      trailers: { 'grpc-status': '0', 'x-served-by': 'shaped' },
+      error: null,
+    });
+  });
+
+  it('says whether the head ended the stream: a trailers-only answer, not a head with an empty end', async () => {
+    const target = await shapedUpstream((stream, headers) => {
+      if (headers['x-answer'] === 'trailers-only') {
+        stream.respond(grpcHead({ 'grpc-status': '5' }), { endStream: true });
+        return;
+      }
+      // The same head, and the stream ended by an empty DATA frame after it.
+      stream.respond(grpcHead({ 'grpc-status': '5' }));
+      stream.end();
+    });
+    const connections = upstreamOf(target);
+    const ended = (answer: string) =>
+      new Promise<boolean>((resolve) => {
+        let atHead = false;
+        connections.dispatch(
+          { method: 'POST', path: '/a', headers: ['x-answer', answer], body: null },
+          {
+            onRequestStart: () => undefined,
+            onResponseStart: (controller) => (atHead = headEndedStream(controller)),
+            onResponseEnd: () => resolve(atHead),
+          },
+        );
+      });
+    expect(await ended('trailers-only')).toBe(true);
+    expect(await ended('head then end')).toBe(false);
+  });
+
+  it('tells a stream its upstream reset with CANCEL mid-answer as a failure, not as its end', async () => {
+    const target = await shapedUpstream((stream) => {
+      // Waiting for trailers, the stream's end sends no END_STREAM: the reset is all that comes.
+      stream.respond(grpcHead(), { waitForTrailers: true });
+      stream.write(Buffer.alloc(10), () => setImmediate(() => stream.close(http2.constants.NGHTTP2_CANCEL)));
+    });
+    const told = await call(upstreamOf(target));
+    expect(told).toMatchObject({ status: 200, bytes: 10, trailers: null });
+    expect(told.error?.message).toBe('the upstream reset its stream (code 8)');
+  });
+
+  it('gives each call in flight a connection of its own, and keeps it for the next call', async () => {
+    const held: ServerHttp2Stream[] = [];
+    const target = await shapedUpstream((stream) => held.push(stream));
+    const sessions = new Set<object>();
+    const connections = upstreamOf(target);
+    const first = call(connections);
+    const second = call(connections);
+    await expect.poll(() => held.length).toBe(2);
+    for (const stream of held.splice(0)) {
+      sessions.add(stream.session!);
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    }
+    await Promise.all([first, second]);
+    expect(sessions.size).toBe(2);
+    const third = call(connections);
+    await expect.poll(() => held.length).toBe(1);
+    expect(sessions.has(held[0]!.session!)).toBe(true);
+    held[0]!.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    expect((await third).trailers).toEqual({});
+  });
+
+  it('closes a kept connection that no call took for idleSessionMs', async () => {
+    const closed: string[] = [];
+    const target = await shapedUpstream((stream) => {
+      stream.session!.once('close', () => closed.push('session'));
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    });
+    const clock = new FakeClock();
+    const connections = upstreamOf(target, clock);
+    expect((await call(connections)).status).toBe(200);
+    await clock.advance(idleSessionMs - 1);
+    expect(closed).toEqual([]);
+    await clock.advance(1);
+    await expect.poll(() => closed).toEqual(['session']);
+  });
+});
