@@ -117,8 +117,7 @@ describe('gRPC upstream failures', () => {
   ])(
     'ends a call whose upstream gave no status (%s) with INTERNAL, and logs it invalid with that status',
     async (_shape, answer, replies) => {
-      const upstream = await startShapedGrpcUpstream(answer);
-      defer(() => upstream.close());
+      const upstream = await startShapedGrpcUpstream(answer, defer);
       const gateway = await gatewayOver(upstream.url);
       const outcome = await clientOf(gateway).listHellos('ann', credentials());
       expect(outcome.replies).toEqual(replies);
@@ -135,10 +134,10 @@ describe('gRPC upstream failures', () => {
   );
 
   it('relays an upstream answer of another HTTP status as it is, and logs the status its client reads from it', async () => {
-    const upstream = await startShapedGrpcUpstream((stream) =>
-      stream.respond({ ':status': 503, 'content-type': 'text/plain' }, { endStream: true }),
+    const upstream = await startShapedGrpcUpstream(
+      (stream) => stream.respond({ ':status': 503, 'content-type': 'text/plain' }, { endStream: true }),
+      defer,
     );
-    defer(() => upstream.close());
     const gateway = await gatewayOver(upstream.url);
     const outcome = await clientOf(gateway).sayHello('ann', credentials());
     expect(outcome.status.code).toBe(status.UNAVAILABLE);
@@ -158,8 +157,7 @@ describe('gRPC upstream failures', () => {
         // Waiting for trailers, the stream's end sends no END_STREAM: the reset is all the client gets.
         stream.respond(grpcHead(), { waitForTrailers: true });
         stream.write(helloMessage('Hello ann #1'), () => setImmediate(() => stream.close(code)));
-      });
-      defer(() => upstream.close());
+      }, defer);
       const gateway = await gatewayOver(upstream.url);
       const outcome = await clientOf(gateway).listHellos('ann', credentials());
       expect(outcome.replies).toEqual([{ message: 'Hello ann #1' }]);
@@ -231,8 +229,7 @@ describe('grpc-timeout', () => {
       const upstream = await startShapedGrpcUpstream((stream, headers) => {
         received.push(headers['grpc-timeout']);
         stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
-      });
-      defer(() => upstream.close());
+      }, defer);
       const gateway = await gatewayOver(upstream.url);
       const { host, port } = new URL(gateway.url);
       // Raw frames: the value goes on the wire exactly as written, as no gRPC library would write it.

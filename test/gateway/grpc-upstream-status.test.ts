@@ -1,4 +1,4 @@
-import http2, { type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import http2, { type ServerHttp2Stream } from 'node:http2';
 import { status } from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -30,14 +30,6 @@ import {
  */
 const defer = cleanupAfterEach();
 
-async function shapedUpstream(
-  answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
-): Promise<ShapedGrpcUpstream> {
-  const upstream = await startShapedGrpcUpstream(answer);
-  defer(() => upstream.close());
-  return upstream;
-}
-
 async function gatewayOver(
   upstream: ShapedGrpcUpstream,
   overrides: Record<string, unknown> = {},
@@ -68,12 +60,13 @@ const answerWith =
 
 describe("a grpc-status in the upstream's head", () => {
   it('is not the status when trailers follow: they are, as a direct call reads them', async () => {
-    const upstream = await shapedUpstream(
+    const upstream = await startShapedGrpcUpstream(
       answerWith({ 'grpc-status': '0', 'x-head': 'head' }, [], {
         'grpc-status': '7',
         'grpc-message': 'denied',
         'x-trailer': 'trailer',
       }),
+      defer,
     );
     const direct = await clientOf(upstream.address).listHellos('ann');
     expect(direct.status.code).toBe(status.PERMISSION_DENIED);
@@ -93,11 +86,12 @@ describe("a grpc-status in the upstream's head", () => {
   it('is not the status when a message follows: the message reaches the client, then the trailers', async () => {
     // Larger than a stream's write buffer: written while the head was held, its write returned false.
     const reply = 'x'.repeat(100_000);
-    const upstream = await shapedUpstream(
+    const upstream = await startShapedGrpcUpstream(
       answerWith({ 'grpc-status': '0' }, [helloMessage(reply)], {
         'grpc-status': '7',
         'grpc-message': 'denied',
       }),
+      defer,
     );
     const direct = await clientOf(upstream.address).listHellos('ann');
     expect(direct.status.code).toBe(status.PERMISSION_DENIED);
@@ -117,10 +111,12 @@ describe("a grpc-status in the upstream's head", () => {
   });
 
   it('is the status of a head that ends the stream: a trailers-only answer stays one', async () => {
-    const upstream = await shapedUpstream((stream) =>
-      stream.respond(grpcHead({ 'grpc-status': '5', 'grpc-message': 'gone', 'x-served-by': 'shaped' }), {
-        endStream: true,
-      }),
+    const upstream = await startShapedGrpcUpstream(
+      (stream) =>
+        stream.respond(grpcHead({ 'grpc-status': '5', 'grpc-message': 'gone', 'x-served-by': 'shaped' }), {
+          endStream: true,
+        }),
+      defer,
     );
     const gateway = await gatewayOver(upstream);
     const outcome = await gatewayClient(gateway).listHellos('ann', credentials());
@@ -135,7 +131,7 @@ describe("a grpc-status in the upstream's head", () => {
 describe('a call whose client stops reading', () => {
   it('ends once nothing has passed for proxyTimeout: its upstream stream closes, its slot is freed, one line', async () => {
     // ListHellos: messages as fast as the gateway takes them, and no end; SayHello: OK at once.
-    const upstream = await shapedUpstream((stream, headers) => {
+    const upstream = await startShapedGrpcUpstream((stream, headers) => {
       if (headers[':path'] === '/helloworld.Greeter/SayHello') {
         stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
         return;
@@ -147,7 +143,7 @@ describe('a call whose client stops reading', () => {
       };
       stream.on('drain', more);
       more();
-    });
+    }, defer);
     const gateway = await gatewayOver(upstream, { proxyTimeout: 300 });
     await setQuota(gateway, { type: 'API', name: 'System', restrictions: [concurrency(1)] }, systemQuotaId);
     const session = await http2Session(gateway.url);

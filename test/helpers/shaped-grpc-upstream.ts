@@ -52,9 +52,11 @@ export interface ShapedGrpcUpstream {
  * head), frame by frame:
  * heads, messages and trailers no gRPC library would send. It counts the streams that closed, and
  * ends the sessions still open when it closes.
+ * @param defer the test's cleanups, which close it after the test
  */
 export async function startShapedGrpcUpstream(
   answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
+  defer: (cleanup: () => Promise<void>) => void,
 ): Promise<ShapedGrpcUpstream> {
   const server = http2.createServer();
   const sessions = new Set<ServerHttp2Session>();
@@ -81,7 +83,7 @@ export async function startShapedGrpcUpstream(
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return {
+  const upstream: ShapedGrpcUpstream = {
     url: `http://127.0.0.1:${port}`,
     address: `127.0.0.1:${port}`,
     opened: () => opened,
@@ -94,4 +96,6 @@ export async function startShapedGrpcUpstream(
         for (const session of sessions) session.destroy();
       }),
   };
+  defer(() => upstream.close());
+  return upstream;
 }

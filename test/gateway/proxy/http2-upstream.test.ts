@@ -17,14 +17,6 @@ import {
  */
 const defer = cleanupAfterEach();
 
-async function shapedUpstream(
-  answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
-): Promise<ShapedGrpcUpstream> {
-  const upstream = await startShapedGrpcUpstream(answer);
-  defer(() => upstream.close());
-  return upstream;
-}
-
 function upstreamOf(target: ShapedGrpcUpstream, clock = new FakeClock()): Http2Upstream {
   const connections = new Http2Upstream(target.url, 5_000, clock);
   defer(() => connections.destroy());
@@ -83,11 +75,11 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
   it("tells an answer's end, with its trailers, only after every byte before them, however slowly they are taken", async () => {
     // Much more than a stream's buffer, sent at once, and the trailers right behind it.
     const body = Buffer.alloc(1_000_000, 7);
-    const target = await shapedUpstream((stream) => {
+    const target = await startShapedGrpcUpstream((stream) => {
       stream.respond(grpcHead(), { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'x-served-by': 'shaped' }));
       stream.end(body);
-    });
+    }, defer);
     const told = await call(upstreamOf(target));
     expect(told).toEqual({
       status: 200,
@@ -98,7 +90,7 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
   });
 
   it('says whether the head ended the stream: a trailers-only answer, not a head with an empty end', async () => {
-    const target = await shapedUpstream((stream, headers) => {
+    const target = await startShapedGrpcUpstream((stream, headers) => {
       if (headers['x-answer'] === 'trailers-only') {
         stream.respond(grpcHead({ 'grpc-status': '5' }), { endStream: true });
         return;
@@ -106,7 +98,7 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
       // The same head, and the stream ended by an empty DATA frame after it.
       stream.respond(grpcHead({ 'grpc-status': '5' }));
       stream.end();
-    });
+    }, defer);
     const connections = upstreamOf(target);
     const ended = (answer: string) =>
       new Promise<boolean>((resolve) => {
@@ -125,11 +117,11 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
   });
 
   it('tells a stream its upstream reset with CANCEL mid-answer as a failure, not as its end', async () => {
-    const target = await shapedUpstream((stream) => {
+    const target = await startShapedGrpcUpstream((stream) => {
       // Waiting for trailers, the stream's end sends no END_STREAM: the reset is all that comes.
       stream.respond(grpcHead(), { waitForTrailers: true });
       stream.write(Buffer.alloc(10), () => setImmediate(() => stream.close(http2.constants.NGHTTP2_CANCEL)));
-    });
+    }, defer);
     const told = await call(upstreamOf(target));
     expect(told).toMatchObject({ status: 200, bytes: 10, trailers: null });
     expect(told.error?.message).toBe('the upstream reset its stream (code 8)');
@@ -137,7 +129,7 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
 
   it('gives each call in flight a connection of its own, and keeps it for the next call', async () => {
     const held: ServerHttp2Stream[] = [];
-    const target = await shapedUpstream((stream) => held.push(stream));
+    const target = await startShapedGrpcUpstream((stream) => held.push(stream), defer);
     const sessions = new Set<object>();
     const connections = upstreamOf(target);
     const first = call(connections);
@@ -158,10 +150,10 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
 
   it('closes a kept connection that no call took for idleSessionMs', async () => {
     const closed: string[] = [];
-    const target = await shapedUpstream((stream) => {
+    const target = await startShapedGrpcUpstream((stream) => {
       stream.session!.once('close', () => closed.push('session'));
       stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
-    });
+    }, defer);
     const clock = new FakeClock();
     const connections = upstreamOf(target, clock);
     expect((await call(connections)).status).toBe(200);
