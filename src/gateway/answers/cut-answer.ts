@@ -20,17 +20,21 @@ const cutGrpcStatus: Record<ExchangeCut, number> = {
 };
 
 /**
- * Ends a response the gateway will not let run on, in its request's form: a gRPC call (over HTTP/2)
- * with the status in trailers, as a gRPC server ends a call (8 RESOURCE_EXHAUSTED, or 16
- * UNAUTHENTICATED; the whole answer in trailers-only form when none had begun); any other response is
- * cut, its HTTP/2 stream reset with CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken
- * response is.
+ * Ends a response the gateway will not let run on, in its request's form. One that has not begun (an
+ * upload cut while its body passed) is the refusal it would have been at admission: 429, or 401, with
+ * `Connection: close` over HTTP/1.1, since the rest of its body is not read. A gRPC call (over HTTP/2)
+ * whose answer has begun ends with the status in trailers, as a gRPC server ends a call (8
+ * RESOURCE_EXHAUSTED, or 16 UNAUTHENTICATED); any other begun response is cut, its HTTP/2 stream reset
+ * with CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken response is.
  * @param fields the gateway's response fields, for an answer that has not begun
  */
 export function cutResponse(res: ServerResponse, why: ExchangeCut, fields: readonly string[]): void {
-  if (isGrpcCall(res.req)) {
-    if (res.headersSent) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
-    else sendError(res, why === 'quota' ? 'quota_exceeded' : 'unauthorized', fields, cutMessages[why]);
+  if (!res.headersSent) {
+    const closing = res.req.httpVersionMajor < 2 && !fields.includes('connection');
+    const refusal = why === 'quota' ? 'quota_exceeded' : 'unauthorized';
+    sendError(res, refusal, closing ? [...fields, 'connection', 'close'] : fields, cutMessages[why]);
+  } else if (isGrpcCall(res.req)) {
+    endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
   } else if (res.req.httpVersionMajor >= 2) {
     (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
   } else {

@@ -110,6 +110,28 @@ export class Http2GatewayResponse extends http2.Http2ServerResponse {
       (headers === undefined ? headers : withoutConnectionFields(headers)) as OutgoingHttpHeaders,
     );
   }
+
+  /**
+   * Ends the answer. One given while the client still sends its request's body (a refusal, an upload
+   * cut at its byte restriction, a call the upstream ended) discards the rest of the body, as Node's
+   * HTTP/1.1 server dumps it, and asks the client to stop sending with RST_STREAM NO_ERROR, which Node
+   * sends once the answer is (RFC 9113 §8.1). Node otherwise keeps the stream, and the exchange with
+   * it, open while a client held back by flow control waits to send the rest.
+   */
+  override end(...args: unknown[]): this {
+    (super.end as (...rest: unknown[]) => this)(...args);
+    const { stream } = this;
+    if (
+      !this.req.readableEnded &&
+      !stream.endAfterHeaders &&
+      !stream.closed &&
+      stream.state.remoteClose === 0
+    ) {
+      this.req.resume();
+      stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    }
+    return this;
+  }
 }
 
 // What the pipeline reads of a response as of a ServerResponse: Node's compatibility response has no
