@@ -11,7 +11,7 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
  * passed must not bring its old total back for a whole window.
  */
 const executable = await redisServerPath();
-const download = Buffer.alloc(600 * 1024, 'x');
+const download = Buffer.alloc(300 * 1024, 'x');
 
 let upstream: TestUpstream;
 beforeAll(async () => {
@@ -26,7 +26,8 @@ const defer = cleanupAfterEach();
 
 /**
  * A gateway on a Redis of the test's own, with the mobile application on a plan of 0.5 MB a minute,
- * which one download of 600 KB has taken over its limit: the next download is refused.
+ * which two downloads of 300 KB have filled (the second cut as its bytes passed the limit): the next
+ * download is refused.
  */
 async function overItsBytes(clock: { now: number }) {
   const redis = await startRedisProcess(executable!);
@@ -48,7 +49,9 @@ async function overItsBytes(clock: { now: number }) {
     restrictions: [mb(0.5, 1, 'minute')],
   });
   await putOnPlan(gateway, mobileId, plan);
+  // The second download passes the limit: it is cut as its bytes do, and charged all of them.
   expect((await get(gateway, mobileKey)).status).toBe(200);
+  await expect(get(gateway, mobileKey)).rejects.toThrow('aborted');
   expect((await get(gateway, mobileKey)).status).toBe(429);
   return { redis, gateway };
 }
