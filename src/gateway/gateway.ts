@@ -188,7 +188,7 @@ class RequestRecord extends Exchange<AnswerBodyUnits, MeteredBytes> implements O
     }
     this.cutBy = why;
     this.abandonUpstream();
-    cutResponse(this.res, why, this.fields);
+    this.answeredBytes += cutResponse(this.res, why, this.fields);
   }
 
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */

@@ -236,7 +236,7 @@ export class OpenExchanges {
     }));
     const settle = (verdict: LimiterVerdict): boolean => {
       if (verdict === 'unavailable' || verdict.outOfRoom) {
-        for (const room of rooms) this.rooms.answered(room, moved, null, room.limit);
+        for (const room of rooms) this.rooms.undecided(room, moved);
         return true;
       }
       // A refused charge is counted all the same, by an addition: its bytes stay unanswered until the
@@ -260,7 +260,7 @@ export class OpenExchanges {
     if (!isPromise(verdict)) return settle(verdict);
     return verdict.then(settle, (error: unknown) => {
       this.failed(exchange, error);
-      for (const room of rooms) this.rooms.answered(room, moved, null, room.limit);
+      for (const room of rooms) this.rooms.undecided(room, moved);
       return true;
     });
   }

@@ -101,6 +101,16 @@ export class KnownRooms<Member> {
     this.share(room);
   }
 
+  /**
+   * The store could not decide a charge of `amount` (unavailable under `store.onError`, out of its
+   * memory bound, or failed): its bytes are counted nowhere, so the room stays as it was known, and the
+   * next charge waits for another allowance of bytes rather than the next chunk.
+   */
+  undecided(room: KnownRoom<Member>, amount: number): void {
+    room.unanswered -= amount;
+    this.share(room);
+  }
+
   /** The rooms held now, for tests and for the count of counters known. */
   get size(): number {
     return this.rooms.size;

@@ -198,12 +198,7 @@ describe.each(eachStore)(
         stream.on('response', (head) => (status = Number(head[':status'])));
         stream.setEncoding('utf8');
         stream.on('data', (data: string) => (body += data));
-        // Node's client keeps a stream that still has bytes to send open after a reset with NO_ERROR:
-        // the answer is read to its end, and the stream let go then.
-        stream.once('end', () => {
-          resolve({ status, body, rstCode: stream.rstCode ?? -1 });
-          stream.destroy();
-        });
+        stream.once('close', () => resolve({ status, body, rstCode: stream.rstCode ?? -1 }));
       });
       let written = 0;
       const write = (): void => {
@@ -224,6 +219,27 @@ describe.each(eachStore)(
       await expect
         .poll(() => accessLines(gateway).find((line) => line.verb === 'POST'))
         .toMatchObject({ status: 429, endedBy: 'quota', quota: 'rejected' });
+    });
+
+    it('ends a gRPC chat its client keeps sending on RESOURCE_EXHAUSTED, with its trailers', async () => {
+      const gateway = await gatewayWithLimit({
+        apis: [greeterApi(`http://${greeter().address}`)],
+        ...store(),
+      });
+      const client = greeterClient(new URL(gateway.url).host);
+      defer(() => client.close());
+      const chat = client.openChat(credentials());
+      let ended = false;
+      const outcome = chat.outcome.finally(() => (ended = true));
+      // Names of 1,000 bytes, echoed, as fast as the call takes them, until the gateway ends it.
+      const say = (): void => {
+        for (let i = 0; i < 20 && !ended; i += 1) chat.say('s'.repeat(1_000));
+        if (!ended) setImmediate(say);
+      };
+      say();
+      const { status: end } = await outcome;
+      expect(end.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(end.details).toBe('byte quota exhausted');
     });
 
     it('ends a gRPC server-streaming flood RESOURCE_EXHAUSTED within one chunk past the limit', async () => {

@@ -49,6 +49,18 @@ describe('the room a process knows of on a byte counter', () => {
     expect(rooms.passed(room, 1)).toBe(true);
   });
 
+  it('keeps the room it knew when the store could not decide a charge: its bytes are counted nowhere', () => {
+    const rooms = new KnownRooms<string>();
+    const room = rooms.join('a', 'k', 1_000, 400);
+    rooms.passed(room, 600);
+    rooms.charging(room, 600, 600);
+    rooms.undecided(room, 600);
+    // Another allowance of bytes passes before the next charge, not the next chunk.
+    expect(room.total).toBe(400);
+    expect(room.allowance).toBe(600);
+    expect(rooms.passed(room, 599)).toBe(false);
+  });
+
   it('gives each live gateway its share of the room it knows of', () => {
     let live = 2;
     const rooms = new KnownRooms<string>(() => live);

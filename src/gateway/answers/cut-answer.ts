@@ -27,17 +27,17 @@ const cutGrpcStatus: Record<ExchangeCut, number> = {
  * RESOURCE_EXHAUSTED, or 16 UNAUTHENTICATED); any other begun response is cut, its HTTP/2 stream reset
  * with CANCEL (RFC 9113 §7), its HTTP/1.1 connection closed, as a broken response is.
  * @param fields the gateway's response fields, for an answer that has not begun
+ * @returns the body bytes of the refusal given, 0 when the answer had begun
  */
-export function cutResponse(res: ServerResponse, why: ExchangeCut, fields: readonly string[]): void {
+export function cutResponse(res: ServerResponse, why: ExchangeCut, fields: readonly string[]): number {
   if (!res.headersSent) {
     const closing = res.req.httpVersionMajor < 2 && !fields.includes('connection');
     const refusal = why === 'quota' ? 'quota_exceeded' : 'unauthorized';
-    sendError(res, refusal, closing ? [...fields, 'connection', 'close'] : fields, cutMessages[why]);
-  } else if (isGrpcCall(res.req)) {
-    endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
-  } else if (res.req.httpVersionMajor >= 2) {
-    (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
-  } else {
-    res.destroy();
+    return sendError(res, refusal, closing ? [...fields, 'connection', 'close'] : fields, cutMessages[why]);
   }
+  if (isGrpcCall(res.req)) endWithGrpcStatus(res, cutGrpcStatus[why], cutMessages[why]);
+  else if (res.req.httpVersionMajor >= 2)
+    (res as unknown as Http2ServerResponse).stream.close(http2Constants.NGHTTP2_CANCEL);
+  else res.destroy();
+  return 0;
 }

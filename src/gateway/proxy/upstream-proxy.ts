@@ -342,11 +342,11 @@ export class Exchange<Watch extends AnswerBodyWatch = AnswerBodyWatch, Meter ext
     this.bodyWatch?.push(chunk);
     if (this.drained !== null) return;
     this.bytesOut += chunk.length;
-    const flowing = this.res.write(chunk);
+    // The client's backpressure is noted first: a charge that holds the answer resumes it only once
+    // the client has drained as well.
+    if (!this.res.write(chunk)) this.awaitingDrain = true;
     if (this.meter !== null && !this.meteredFlows(this.meter, controller)) return;
-    if (flowing) return;
-    this.awaitingDrain = true;
-    controller.pause();
+    if (this.awaitingDrain) controller.pause();
   }
 
   /**
@@ -439,21 +439,28 @@ const meteredPieceBytes = 65_536;
  * bytes before it for a whole body (the exchange has been ended already).
  */
 async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
-  for await (const chunk of exchange.req as AsyncIterable<Buffer>) {
-    if (exchange.meter === null) {
-      exchange.bytesIn += chunk.length;
-      yield chunk;
-      continue;
+  // A body given up on (cut at its byte restriction, or undici's request failed) is not destroyed:
+  // that would destroy an HTTP/1.1 socket, and the answer the gateway gives on it. What is left of it
+  // is read and dropped, as Node's HTTP/1.1 server drops it, so that an HTTP/2 stream can end.
+  try {
+    for await (const chunk of exchange.req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      if (exchange.meter === null) {
+        exchange.bytesIn += chunk.length;
+        yield chunk;
+        continue;
+      }
+      for (let at = 0; at < chunk.length; at += meteredPieceBytes) {
+        const piece = chunk.length <= meteredPieceBytes ? chunk : chunk.subarray(at, at + meteredPieceBytes);
+        exchange.bytesIn += piece.length;
+        // The exchange may have ended while the piece before was sent: its meter is gone then.
+        const flows = exchange.meter?.moved() ?? true;
+        if (!(typeof flows === 'boolean' ? flows : await flows))
+          throw new Error('the request body passed its byte restriction');
+        yield piece;
+      }
     }
-    for (let at = 0; at < chunk.length; at += meteredPieceBytes) {
-      const piece = chunk.length <= meteredPieceBytes ? chunk : chunk.subarray(at, at + meteredPieceBytes);
-      exchange.bytesIn += piece.length;
-      // The exchange may have ended while the piece before was sent: its meter is gone then.
-      const flows = exchange.meter?.moved() ?? true;
-      if (!(typeof flows === 'boolean' ? flows : await flows))
-        throw new Error('the request body passed its byte restriction');
-      yield piece;
-    }
+  } finally {
+    exchange.req.resume();
   }
 }
 

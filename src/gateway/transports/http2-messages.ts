@@ -113,10 +113,11 @@ export class Http2GatewayResponse extends http2.Http2ServerResponse {
 
   /**
    * Ends the answer. One given while the client still sends its request's body (a refusal, an upload
-   * cut at its byte restriction, a call the upstream ended) discards the rest of the body, as Node's
-   * HTTP/1.1 server dumps it, and asks the client to stop sending with RST_STREAM NO_ERROR, which Node
-   * sends once the answer is (RFC 9113 §8.1). Node otherwise keeps the stream, and the exchange with
-   * it, open while a client held back by flow control waits to send the rest.
+   * cut at its byte restriction, a call ended while its client streams) discards the rest of the body,
+   * as Node's HTTP/1.1 server dumps it, and asks the client to stop sending with RST_STREAM NO_ERROR
+   * once the answer and its trailers (Node's compatibility API always offers them) are sent (RFC 9113
+   * §8.1). Node otherwise keeps the stream, and the exchange with it, open while a client held back by
+   * flow control waits to send the rest; closed before the trailers, the answer would lose its end.
    */
   override end(...args: unknown[]): this {
     (super.end as (...rest: unknown[]) => this)(...args);
@@ -128,7 +129,7 @@ export class Http2GatewayResponse extends http2.Http2ServerResponse {
       stream.state.remoteClose === 0
     ) {
       this.req.resume();
-      stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      stream.once('wantTrailers', closeAfterTrailers);
     }
     return this;
   }
@@ -166,4 +167,18 @@ function withoutConnectionFields(
     if (!connectionSpecific.has(name)) kept.push(name, headers[i + 1]!);
   }
   return kept;
+}
+
+/**
+ * Closes a stream once the trailers its 'wantTrailers' listener before this one gave are on their way,
+ * and lets it go once the reset is sent: Node destroys a closed stream only once its body was read to
+ * its end, and one a reader holds paused (the body's meter waiting on the store) would keep the
+ * exchange open.
+ */
+function closeAfterTrailers(this: ServerHttp2Stream): void {
+  setImmediate(() => {
+    this.close(http2.constants.NGHTTP2_NO_ERROR);
+    if (this.writableFinished) this.destroy();
+    else this.once('finish', () => this.destroy());
+  });
 }
