@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { plainAddress } from '../gateway/proxy/trust-proxy.js';
+import { plainAddress } from '../upstream/fields/trust-proxy.js';
 import type { Logger } from '../observe/log.js';
 import type { AdminRole } from './admin-users.js';
 import type { FailedLoginEvent } from './failed-logins.js';

@@ -1,6 +1,6 @@
 import type { AuthDocumentation } from '../auth/authenticator.js';
 import type { Config } from '../config/schema.js';
-import { dataPlaneErrors } from '../gateway/errors.js';
+import { dataPlaneErrors } from '../gateway/answers/errors.js';
 import { uniqueLabels } from '../kit/unique-labels.js';
 
 type SecurityDefinition = Record<string, unknown> & { type?: unknown; description?: unknown };

@@ -1,5 +1,5 @@
 import { isIPv6 } from 'node:net';
-import { plainAddress } from '../gateway/proxy/trust-proxy.js';
+import { plainAddress } from '../upstream/fields/trust-proxy.js';
 import { AdminError } from './admin-errors.js';
 
 export interface FailedLoginLimits {

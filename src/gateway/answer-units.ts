@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { bodyUnitsReader, type BodyUnitsReader } from '../quota/body-units.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
 import type { UnitPaths } from '../quota/unit-paths.js';
-import type { AnswerBodyWatch } from './proxy/upstream-proxy.js';
+import type { AnswerBodyWatch } from '../upstream/upstream-proxy.js';
 
 /**
  * What the body of an answer says it cost, for the throttleunits restrictions of one exchange that read

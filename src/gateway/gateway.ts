@@ -7,19 +7,19 @@ import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authentic
 import { normalizeTarget } from '../kit/normalize-path.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { RouteMatch } from '../catalog/router.js';
-import type { DataPlane } from './data-plane.js';
-import { grpcStatusGiven, isGrpcCall } from './answers/grpc-answer.js';
-import { sendJson } from './answers/json-answer.js';
-import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './errors.js';
+import type { DataPlane } from './rule-set.js';
+import { grpcStatusGiven, isGrpcCall } from './answers/grpc.js';
+import { sendJson } from './answers/json.js';
+import { authRefusalDetails, dataPlaneErrors, sendError, type DataPlaneErrorCode } from './answers/errors.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
-import { appendForwardedFields, clientAddress, notePeer, peerAddress } from './proxy/forwarded-headers.js';
-import { callerOf, countedFields, repeatedCallerField } from './proxy/caller-keys.js';
+import { appendForwardedFields, clientAddress, notePeer, peerAddress } from '../upstream/fields/forwarded.js';
+import { callerOf, countedFields, repeatedCallerField } from '../upstream/fields/caller-keys.js';
 import { CallerBook } from '../quota/caller-book.js';
-import { grpcTimeoutMs } from './proxy/grpc-timeout.js';
-import { appendEndToEndRequestFields, takesTrailers } from './proxy/hop-by-hop.js';
-import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from './proxy/upstream-proxy.js';
-import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut-answer.js';
+import { grpcTimeoutMs } from '../upstream/grpc-timeout.js';
+import { appendEndToEndRequestFields, takesTrailers } from '../upstream/fields/hop-by-hop.js';
+import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from '../upstream/upstream-proxy.js';
+import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut.js';
 import type {
   CounterAddition,
   CounterRef,
@@ -45,7 +45,7 @@ import {
   type OpenExchange,
   type QuotaOutcome,
 } from './open-exchanges.js';
-import { asksForWebSocket, responseOnSocket, upgradeProblem } from './transports/websocket-upgrade.js';
+import { asksForWebSocket, responseOnSocket, upgradeProblem } from './edge/websocket-handshake.js';
 import { readings, tightest, UsageBudget } from './usage-endpoint.js';
 import { AnswerBodyUnits, askForIdentity } from './answer-units.js';
 

@@ -5,8 +5,8 @@ import { KnownRooms, type KnownRoom } from '../limiter/known-rooms.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import type { Logger } from '../observe/log.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
-import type { ExchangeCut } from './answers/cut-answer.js';
-import type { ByteMeter } from './proxy/byte-meter.js';
+import type { ExchangeCut } from './answers/cut.js';
+import type { ByteMeter } from '../upstream/byte-meter.js';
 
 /** Milliseconds between two looks at every open exchange: its bytes charged, its credentials checked. */
 export const exchangeTickMs = 1_000;

@@ -10,8 +10,8 @@ import {
   gatewaySetFields,
   peerIdentityFields,
 } from '../kit/gateway-owned-fields.js';
-import { hopByHopAndFramingFields } from './proxy/hop-by-hop.js';
-import { TrustedPeers } from './proxy/trust-proxy.js';
+import { hopByHopAndFramingFields } from '../upstream/fields/hop-by-hop.js';
+import { TrustedPeers } from '../upstream/fields/trust-proxy.js';
 import { CatalogNames, UsagePath } from './usage-endpoint.js';
 
 /**

@@ -1,6 +1,6 @@
 /**
  * The HTTP fields a gateway owns: those it frames by, sets or decides on for every request it sends
- * upstream. The proxy (gateway/proxy, gateway/data-plane.ts) drops or rewrites them, and the config
+ * upstream. The proxy (upstream/fields, gateway/rule-set.ts) drops or rewrites them, and the config
  * refuses a setting that would put another value in one (`jwt.forwardClaims`): one list, low enough in
  * the layers for both. Names are lower case.
  */

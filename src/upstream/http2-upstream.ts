@@ -3,7 +3,7 @@ import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHt
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { buildConnector, errors, type Dispatcher } from 'undici';
-import type { Clock } from '../../kit/clock.js';
+import type { Clock } from '../kit/clock.js';
 
 /** The upstream of a gRPC API did not take HTTP/2: its TLS handshake chose another protocol by ALPN. */
 class UpstreamNotHttp2 extends Error {

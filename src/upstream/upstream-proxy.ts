@@ -3,9 +3,9 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool, type Dispatcher } from 'undici';
-import type { AddedLatencySink } from '../../observe/added-latency.js';
-import { systemClock, type Clock } from '../../kit/clock.js';
-import type { CompiledApi } from '../../catalog/router.js';
+import type { AddedLatencySink } from '../observe/added-latency.js';
+import { systemClock, type Clock } from '../kit/clock.js';
+import type { CompiledApi } from '../catalog/router.js';
 import {
   cancelCall,
   carriesGrpcStatus,
@@ -19,20 +19,20 @@ import {
   noteGrpcStatus,
   readGrpcStatus,
   withoutGrpcStatus,
-} from '../answers/grpc-answer.js';
-import { sendError } from '../errors.js';
-import type { Logger } from '../../observe/log.js';
+} from '../gateway/answers/grpc.js';
+import { sendError } from '../gateway/answers/errors.js';
+import type { Logger } from '../observe/log.js';
 import {
   announceTrailers,
   appendEndToEndResponseFields,
   endToEndTrailers,
   namedInConnection,
-} from './hop-by-hop.js';
+} from './fields/hop-by-hop.js';
 import { headEndedStream, Http2Upstream, spokeNoHttp2, type UpstreamDispatcher } from './http2-upstream.js';
 import { AnswerDrains } from './answer-drains.js';
 import type { ByteMeter } from './byte-meter.js';
-import { WebSocketLink, type WebSocketLimits } from './websocket-link.js';
-import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket-relay.js';
+import { WebSocketLink, type WebSocketLimits } from './websocket/link.js';
+import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** How an exchange with the upstream ended. */
 export type ProxyOutcome = 'completed' | 'unreachable' | 'timeout' | 'reset' | 'invalid' | 'client_aborted';

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { adminErrorStatuses, errorsBody } from '../../src/admin/admin-errors.js';
-import { dataPlaneErrors, errorBody } from '../../src/gateway/errors.js';
+import { dataPlaneErrors, errorBody } from '../../src/gateway/answers/errors.js';
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {

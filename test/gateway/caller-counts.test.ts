@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { addressBlock } from '../../src/gateway/proxy/caller-keys.js';
+import { addressBlock } from '../../src/upstream/fields/caller-keys.js';
 import { eachStore, mobileKey, useEnforcementGateways, webKey } from '../helpers/enforcement-gateways.js';
 import { request } from '../helpers/raw-http.js';
 import {

@@ -21,7 +21,7 @@ import {
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
-import { upstreamDrainCapMs } from '../../src/gateway/proxy/upstream-proxy.js';
+import { upstreamDrainCapMs } from '../../src/upstream/upstream-proxy.js';
 
 /**
  * A client that leaves before the end of an exchange a throttleunits restriction charges still pays what

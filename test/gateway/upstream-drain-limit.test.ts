@@ -13,7 +13,7 @@ import {
   systemQuotaId,
   type TestGateway,
 } from '../helpers/test-gateway.js';
-import { upstreamDrainCapMs } from '../../src/gateway/proxy/upstream-proxy.js';
+import { upstreamDrainCapMs } from '../../src/upstream/upstream-proxy.js';
 
 /**
  * `upstreamDrainLimit` (issue 42, point 9): the answers a gateway reads to their end after their clients

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { closeFrame, FrameBoundaries } from '../../src/gateway/proxy/websocket-frames.js';
+import { closeFrame, FrameBoundaries } from '../../src/upstream/websocket/frames.js';
 
 /** A masked client frame of `payload` bytes (the mask key is zero: the payload reads as sent). */
 function clientFrame(payload: number): Buffer {

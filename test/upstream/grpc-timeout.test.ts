@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { grpcTimeoutMs } from '../../../src/gateway/proxy/grpc-timeout.js';
+import { grpcTimeoutMs } from '../../src/upstream/grpc-timeout.js';
 
 describe('grpc-timeout', () => {
   it.each([

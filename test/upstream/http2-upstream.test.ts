@@ -2,14 +2,14 @@ import type { IncomingHttpHeaders } from 'node:http';
 import http2, { type ServerHttp2Stream } from 'node:http2';
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { headEndedStream, Http2Upstream, idleSessionMs } from '../../../src/gateway/proxy/http2-upstream.js';
-import { cleanupAfterEach } from '../../helpers/cleanups.js';
-import { FakeClock } from '../../helpers/fake-clock.js';
+import { headEndedStream, Http2Upstream, idleSessionMs } from '../../src/upstream/http2-upstream.js';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { FakeClock } from '../helpers/fake-clock.js';
 import {
   grpcHead,
   startShapedGrpcUpstream,
   type ShapedGrpcUpstream,
-} from '../../helpers/shaped-grpc-upstream.js';
+} from '../helpers/shaped-grpc-upstream.js';
 
 /**
  * The HTTP/2 connections to a gRPC API's upstream: every byte of an answer before its trailers, one call

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
-import { sendError } from '../errors.js';
-import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './grpc-answer.js';
+import { sendError } from './errors.js';
+import { endWithGrpcStatus, grpcStatus, isGrpcCall } from './grpc.js';
 
 /** Why the gateway ends an exchange while it runs. */
 export type ExchangeCut = 'quota' | 'revoked' | 'expired';

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
-import type { AuthRefusalReason } from '../auth/authenticator.js';
-import { isGrpcCall, sendGrpcStatus } from './answers/grpc-answer.js';
-import { sendJson } from './answers/json-answer.js';
+import type { AuthRefusalReason } from '../../auth/authenticator.js';
+import { isGrpcCall, sendGrpcStatus } from './grpc.js';
+import { sendJson } from './json.js';
 
 /**
  * Every error the data plane answers with. The body format is the seed's
@@ -46,7 +46,7 @@ export function errorBody(code: DataPlaneErrorCode): string {
 /**
  * Ends `res` with the error, in the form its request reads: the error's status and JSON body, or to a
  * gRPC call (`content-type: application/grpc…` over HTTP/2) the gRPC status of that status, with the message as
- * `grpc-message` (answers/grpc-answer.ts). Does nothing when the response has already started.
+ * `grpc-message` (answers/grpc.ts). Does nothing when the response has already started.
  * @param fields extra response fields as name, value pairs (the request id, rate-limit fields, a challenge)
  * @param detail what the client can do about it, after the code's message (`Payload Too Large: …`):
  * never anything internal

@@ -5,7 +5,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { systemClock, type Clock } from '../../kit/clock.js';
 import type { Logger } from '../../observe/log.js';
-import { exchangeOf } from '../proxy/upstream-proxy.js';
+import { exchangeOf } from '../../upstream/upstream-proxy.js';
 import { Http2GatewayRequest, Http2GatewayResponse } from './http2-messages.js';
 
 /** RFC 9113 §3.4: the first bytes of every HTTP/2 connection; no HTTP/1.1 request begins so. */

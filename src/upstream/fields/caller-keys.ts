@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { isIPv6 } from 'node:net';
-import { clientAddress } from './forwarded-headers.js';
+import { clientAddress } from './forwarded.js';
 import { namedInConnection } from './hop-by-hop.js';
 import type { TrustedPeers } from './trust-proxy.js';
 

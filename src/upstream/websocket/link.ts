@@ -1,14 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Clock } from '../../kit/clock.js';
-import type { ByteMeter } from './byte-meter.js';
-import {
-  answersPing,
-  closeFrame,
-  FrameBoundaries,
-  pingFrame,
-  type FrameProblem,
-} from './websocket-frames.js';
+import type { ByteMeter } from '../byte-meter.js';
+import { answersPing, closeFrame, FrameBoundaries, pingFrame, type FrameProblem } from './frames.js';
 
 /** Why the gateway ended a WebSocket, for the access line. */
 export type WebSocketEnd = 'quota' | 'revoked' | 'expired' | 'shutdown' | 'protocol_error' | 'ping_timeout';
@@ -34,7 +28,7 @@ export interface WebSocketLimits {
 
 /**
  * An open WebSocket between a client and an upstream, relayed by the gateway from the moment it opened
- * (websocket-relay.ts): the frame bytes of each direction are counted and their frame boundaries
+ * (websocket/relay.ts): the frame bytes of each direction are counted and their frame boundaries
  * followed as they pass, their payloads never copied. At those boundaries the gateway can speak for
  * itself: it ends the connection cleanly (RFC 6455 §7.1.2: a close frame, then the TCP connection) when
  * a quota, a revoked key, a shutdown or a broken protocol says so, and it pings the client, so that a

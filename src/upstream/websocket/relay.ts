@@ -33,7 +33,7 @@ const openings = new WeakMap<Socket, { req: IncomingMessage; client: Socket }>()
 /**
  * Follows the WebSocket openings of `server` (an http-proxy-3 server) through `steps`, and returns how
  * to start one. This is the gateway's one coupling with how http-proxy-3 runs an opening (`ws()` and the
- * `stream` pass of lib/http-proxy/passes/ws-incoming.js), and test/gateway/proxy/websocket-relay.test.ts
+ * `stream` pass of lib/http-proxy/passes/ws-incoming.js), and test/upstream/websocket/relay.test.ts
  * checks it against the installed version:
  * - `ws()` makes the upstream request at once from `req.headers`, which may be swapped around the call;
  *   its callback is given the error and the client's request (typed for `web()`);

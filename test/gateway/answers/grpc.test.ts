@@ -7,8 +7,8 @@ import {
   isGrpcCall,
   isGrpcRequest,
   readGrpcStatus,
-} from '../../../src/gateway/answers/grpc-answer.js';
-import { dataPlaneErrors } from '../../../src/gateway/errors.js';
+} from '../../../src/gateway/answers/grpc.js';
+import { dataPlaneErrors } from '../../../src/gateway/answers/errors.js';
 
 describe('which requests are gRPC calls', () => {
   it.each(['application/grpc', 'application/grpc+proto', 'application/GRPC+json', 'application/grpc; a=b'])(

@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { WebSocketLink } from '../../../src/gateway/proxy/websocket-link.js';
+import { WebSocketLink } from '../../../src/upstream/websocket/link.js';
 import { cleanupAfterEach } from '../../helpers/cleanups.js';
 import { FakeTimers } from '../../helpers/fake-timers.js';
 import { tcpPair } from '../../helpers/tcp-pairs.js';

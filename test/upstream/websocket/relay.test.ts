@@ -5,7 +5,7 @@ import { createProxyServer } from 'http-proxy-3';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../../helpers/cleanups.js';
 import { handshake } from '../../helpers/websockets.js';
-import { followWebSocketOpenings } from '../../../src/gateway/proxy/websocket-relay.js';
+import { followWebSocketOpenings } from '../../../src/upstream/websocket/relay.js';
 
 const defer = cleanupAfterEach();
 
@@ -50,7 +50,7 @@ async function speakingFirstUpstream(early: Buffer) {
   return { port: await listening(server), seen };
 }
 
-describe('http-proxy-3 as the gateway relies on it to open a WebSocket (websocket-relay.ts)', () => {
+describe('http-proxy-3 as the gateway relies on it to open a WebSocket (websocket/relay.ts)', () => {
   it('hands over both sockets unpiped and paused, before any byte flowed, with the 101 fields the gateway set', async () => {
     const fromUpstream = serverText('welcome');
     const fromClient = clientText('hello');
