@@ -90,6 +90,7 @@ export async function createAuthenticator(
 function clockOf({ now, timers = systemClock }: AuthenticatorContext): Clock {
   return {
     now: now ?? systemClock.now,
+    monotonic: now ?? systemClock.monotonic,
     setTimeout: (callback, ms) => timers.setTimeout(callback, ms),
     clearTimeout: (timer) => timers.clearTimeout(timer),
   };

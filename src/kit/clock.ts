@@ -1,10 +1,17 @@
+import { performance } from 'node:perf_hooks';
+
 /**
- * Time as the limiter sees it: its deadlines, probes and lease lifetimes. Tests pass a clock they move
- * by hand instead of sleeping.
+ * Time as the request path sees it: its deadlines, probes, lease lifetimes and durations. It enters the
+ * process once (runtime/), and tests pass a clock they move by hand instead of sleeping.
  */
 export interface Clock {
-  /** Milliseconds. */
+  /** Milliseconds since the epoch: what windows, expiries and leases are measured against. */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin, monotonic and below the millisecond: what a duration (the
+   * added latency, the time to the upstream's head) is measured with, since the wall clock may step.
+   */
+  monotonic(): number;
   setTimeout(callback: () => void, ms: number): unknown;
   clearTimeout(timer: unknown): void;
 }
@@ -12,6 +19,7 @@ export interface Clock {
 /** The process's own clock; its timers never keep the process alive. */
 export const systemClock: Clock = {
   now: Date.now,
+  monotonic: () => performance.now(),
   setTimeout(callback, ms) {
     return setTimeout(callback, ms).unref();
   },

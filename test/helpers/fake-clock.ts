@@ -12,6 +12,9 @@ export class FakeClock implements Clock {
 
   now = (): number => this.time;
 
+  /** Moves with `now`, from the same origin: a fake clock's durations are the time it was moved. */
+  monotonic = (): number => this.time;
+
   setTimeout(callback: () => void, ms: number): unknown {
     const id = this.nextId;
     this.nextId += 1;

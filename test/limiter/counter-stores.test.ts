@@ -23,6 +23,7 @@ function sharedStore(redis: Redis, prefix: string, clock?: { now: number }) {
     trips: new RedisCounterTrips(redis, prefix, clock ? () => clock.now : undefined),
     clock: {
       now: () => clock?.now ?? Date.now(),
+      monotonic: () => clock?.now ?? performance.now(),
       // Leases here expire when the clock passes them; the give-back timer is the lease tests' business.
       setTimeout: () => null,
       clearTimeout: () => undefined,

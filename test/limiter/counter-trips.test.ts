@@ -234,6 +234,7 @@ function withoutReset(reply: TripReply) {
 /** A clock for SharedCounterStore whose give-back timer never fires: expired leases travel with trips. */
 const noTimers = (clock: { now: number }): Clock => ({
   now: () => clock.now,
+  monotonic: () => clock.now,
   setTimeout: () => null,
   clearTimeout: () => undefined,
 });
