@@ -38,7 +38,7 @@ const exceptions = [
   {
     layer: 'upstream',
     from: '^src/upstream/(upstream-proxy|fields/hop-by-hop)[.]ts$',
-    to: '^src/gateway/(answers/(grpc|errors)|request-screening)[.]ts$',
+    to: '^src/gateway/(answers/(grpc|errors)|edge/request-screening)[.]ts$',
   },
 ];
 

@@ -7,8 +7,8 @@ import type { LoadedConfig } from './config/load-config.js';
 import { ApplicationDirectory } from './applications/application-directory.js';
 import type { ApplicationRepository } from './applications/application-repository.js';
 import { openApplicationRepository } from './stores/open-application-repository.js';
-import { DataPlane } from './gateway/rule-set.js';
-import { Gateway } from './gateway/gateway.js';
+import { RuleSet } from './gateway/rule-set.js';
+import { Gateway } from './gateway/pipeline.js';
 import { openAccessLog } from './observe/access-log.js';
 import { AddedLatency, type EncodedLatency } from './observe/added-latency.js';
 import type { LogSecrets, Logger } from './observe/log.js';
@@ -205,7 +205,7 @@ export async function startDataPlaneHost(
     ...(options.now ? { now: options.now } : {}),
     ...(options.timers ? { timers: options.timers } : {}),
   };
-  const firstPlane = await DataPlane.build(loaded, authContext);
+  const firstPlane = await RuleSet.build(loaded, authContext);
   const proxy = new UpstreamProxy({
     proxyTimeout: config.proxyTimeout,
     logger: logger.child({ component: 'proxy' }),
@@ -316,6 +316,14 @@ export async function startDataPlaneHost(
     sharesOutput: worker !== undefined,
     onDropped: (lines) => metrics.logLinesDropped.inc(lines),
   });
+  // The counters' clock (tests move it) and the timers (tests move them) as the one clock of the pipeline.
+  const timers = options.timers ?? systemClock;
+  const gatewayClock: Clock = {
+    now: options.clock ?? systemClock.now,
+    monotonic: systemClock.monotonic,
+    setTimeout: (callback, ms) => timers.setTimeout(callback, ms),
+    clearTimeout: (timer) => timers.clearTimeout(timer),
+  };
   const gateway = new Gateway({
     dataPlane: firstPlane,
     proxy,
@@ -324,8 +332,7 @@ export async function startDataPlaneHost(
     logger: logger.child({ component: 'gateway' }),
     accessLog,
     metrics,
-    ...(options.clock ? { now: options.clock } : {}),
-    ...(options.timers ? { timers: options.timers } : {}),
+    clock: gatewayClock,
     ...(options.now ? { credentialsNow: options.now } : {}),
     credentialsGeneration: () => applications.generation,
     ...(heartbeat
@@ -395,7 +402,7 @@ export async function startDataPlaneHost(
           ? { quotas: repository, applications: applicationRepository }
           : null,
       );
-      const plane = await DataPlane.build(next, authContext);
+      const plane = await RuleSet.build(next, authContext);
       return {
         kept,
         async commit() {

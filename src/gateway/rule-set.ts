@@ -15,12 +15,12 @@ import { TrustedPeers } from '../upstream/fields/trust-proxy.js';
 import { CatalogNames, UsagePath } from './usage-endpoint.js';
 
 /**
- * What the data plane decides a request by that a reload may change: the catalog, the authenticator
- * (with its keys, directory or plugin) and the header rules. A request keeps the data plane it started
+ * The rules the data plane decides a request by that a reload may change: the catalog, the authenticator
+ * (with its keys, directory or plugin) and the header rules. A request keeps the rule set it started
  * on until its response closes, so a reload never changes the rules in the middle of a request; a
- * replaced data plane closes its authenticator once its last request has closed.
+ * replaced rule set closes its authenticator once its last request has closed.
  */
-export class DataPlane {
+export class RuleSet {
   /** Request fields that never go upstream as the client sent them, besides the hop-by-hop ones. */
   readonly dropped: Record<'trusted' | 'untrusted', ReadonlySet<string>>;
   /** Fields the gateway sets, drops or frames by: their underscore spellings never go upstream. */
@@ -60,15 +60,15 @@ export class DataPlane {
   }
 
   /**
-   * Builds the data plane of a config: the authenticator as `start` builds it (an auth plugin loaded
+   * Builds the rule set of a config: the authenticator as `start` builds it (an auth plugin loaded
    * and constructed).
    * @throws ConfigError when the plugin cannot be loaded or constructed, or `usagePath` is a catalog path.
    */
-  static async build(loaded: LoadedConfig, context: AuthenticatorContext): Promise<DataPlane> {
+  static async build(loaded: LoadedConfig, context: AuthenticatorContext): Promise<RuleSet> {
     const { config } = loaded;
     const router = compileCatalog(config.apis);
     const usage = UsagePath.of(config.usagePath, router);
-    return new DataPlane(
+    return new RuleSet(
       router,
       await createAuthenticator(loaded, context),
       new TrustedPeers(config.trustProxy),
@@ -82,18 +82,18 @@ export class DataPlane {
     );
   }
 
-  /** A request starts on this data plane. */
+  /** A request starts on this rule set. */
   enter(): void {
     this.inFlight += 1;
   }
 
-  /** A request that started on this data plane has closed. */
+  /** A request that started on this rule set has closed. */
   leave(): void {
     this.inFlight -= 1;
     if (this.retired && this.inFlight === 0) this.close();
   }
 
-  /** A reload replaced this data plane: it closes once its requests have. */
+  /** A reload replaced this rule set: it closes once its requests have. */
   retire(): void {
     this.retired = true;
     if (this.inFlight === 0) this.close();

@@ -77,7 +77,7 @@ export class Http2Transport {
   private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
 
   constructor(private readonly options: Http2TransportOptions) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? systemClock.now;
     this.timers = options.timers ?? systemClock;
     this.engine = http2.createServer({
       settings: { maxConcurrentStreams, maxHeaderListSize: options.limits.maxHeaderSize },

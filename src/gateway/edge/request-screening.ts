@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { Http2GatewayRequest } from './edge/http2-messages.js';
+import { Http2GatewayRequest } from './http2-messages.js';
 
 /**
  * Fields with which a client could make the upstream run something other than what the gateway routed,

@@ -1,6 +1,6 @@
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
-import { announcesBody } from '../request-screening.js';
+import { announcesBody } from './request-screening.js';
 
 /** Why an upgrade request is refused (400) before it is routed, and the fields that say more. */
 export interface UpgradeProblem {

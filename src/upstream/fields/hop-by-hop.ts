@@ -1,5 +1,5 @@
 import { framingFields, hopByHopFields } from '../../kit/gateway-owned-fields.js';
-import { cgiSpelling } from '../../gateway/request-screening.js';
+import { cgiSpelling } from '../../gateway/edge/request-screening.js';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 const hopByHop: ReadonlySet<string> = new Set(hopByHopFields);

@@ -1,0 +1,63 @@
+import { AnswerBodyUnits, askForIdentity } from '../answer-units.js';
+import { announcesBody } from '../edge/request-screening.js';
+import { appendForwardedFields, peerAddress } from '../../upstream/fields/forwarded.js';
+import { appendEndToEndRequestFields, takesTrailers } from '../../upstream/fields/hop-by-hop.js';
+import type { ExchangeRecord } from '../record.js';
+import type { StepContext } from './context.js';
+
+/**
+ * Step 6, the last before the answer: hands the admitted request to the upstream proxy at its upstream
+ * target, with the upstream head prepared, and puts it on the open exchanges. A client that waited for
+ * `100 Continue` is invited to send its body only now.
+ */
+export function forward(context: StepContext, record: ExchangeRecord): false {
+  const { res, route } = record;
+  // The client left while auth or the quota check was pending: its request has been logged already.
+  if (res.destroyed) return false;
+  prepareUpstreamFields(record);
+  if (record.unitCounters.length > 0) record.bodyWatch = AnswerBodyUnits.of(record.unitCounters);
+  if (record.bodyWatch !== null) askForIdentity(record.upstreamFields);
+  context.openExchanges.add(record);
+  if (record.form === 'opening') {
+    context.proxy.forwardUpgrade(record, route!.api, record.upstreamTarget);
+    return false;
+  }
+  if (record.expectsContinue) res.writeContinue();
+  context.proxy.forward(record, route!.api, record.upstreamTarget);
+  return false;
+}
+
+/** The upstream request's fields (the proxy adds its Host), and whether a body follows them. */
+export function prepareUpstreamFields(record: ExchangeRecord): void {
+  const { req, ruleSet, upstreamFields } = record;
+  const peerTrusted = ruleSet.trustedPeers.trusts(peerAddress(req));
+  const { headers } = req;
+  appendEndToEndRequestFields(
+    headers,
+    ruleSet.dropped[peerTrusted ? 'trusted' : 'untrusted'],
+    ruleSet.owned,
+    upstreamFields,
+    record.countedFields,
+  );
+  // RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte
+  // restriction counts what it protects, so the upstream is offered no extension: the frames then
+  // carry their payload as it is (docs/quotas.md, "Counting").
+  if (record.form === 'opening' && record.byteCounters.length > 0) {
+    const offer = upstreamFields.indexOf('sec-websocket-extensions');
+    if (offer !== -1) upstreamFields.splice(offer, 2);
+  }
+  appendForwardedFields(req, upstreamFields, peerTrusted);
+  if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
+  upstreamFields.push('x-request-id', record.id);
+  // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
+  if (takesTrailers(req)) {
+    record.relaysTrailers = true;
+    upstreamFields.push('te', 'trailers');
+  }
+  record.hasBody = announcesBody(req);
+  // A request that declares no body goes with `Content-Length: 0` unless it is a GET or HEAD, as Node
+  // frames a request whose end it is told without a body (it would send an empty chunked one).
+  const verb = req.method;
+  if (!record.hasBody && headers['content-length'] === undefined && verb !== 'GET' && verb !== 'HEAD')
+    upstreamFields.push('content-length', '0');
+}
