@@ -21,13 +21,13 @@ import { UpstreamProxy } from '../../src/upstream/upstream-proxy.js';
 import { FakeClock } from './fake-clock.js';
 import { capturingLogger } from './log-capture.js';
 
-/** The APIs of a step test: a REST API with two methods on one path, and a gRPC service. */
-export const stepApis: ApiConfig[] = [
+/** The APIs of a step test: a REST API (at `upstream`/v2) with two methods on one path, and a gRPC service. */
+export const stepApis = (upstream = 'http://127.0.0.1:9'): ApiConfig[] => [
   {
     id: 'pets',
     name: 'Pets',
     basePath: '/pets',
-    upstream: 'http://127.0.0.1:9/v2',
+    upstream: `${upstream}/v2`,
     methods: [
       { id: 'getPet', name: 'getPet', verb: 'GET', path: '/{petId}' },
       { id: 'putPet', name: 'putPet', verb: 'PUT', path: '/{petId}' },
@@ -65,8 +65,9 @@ export function answeringAuthenticator(result: AuthResult, wait = false) {
 }
 
 /** The rule set of `stepApis`, with `authenticator` and the usage path at `/_quotagate/usage`. */
-export function stepRuleSet(authenticator: Authenticator): RuleSet {
-  const router = compileCatalog(stepApis);
+export function stepRuleSet(authenticator: Authenticator, upstream?: string): RuleSet {
+  const apis = stepApis(upstream);
+  const router = compileCatalog(apis);
   return new RuleSet(
     router,
     authenticator,
@@ -74,7 +75,7 @@ export function stepRuleSet(authenticator: Authenticator): RuleSet {
     new ApplicationNames([]),
     1,
     UsagePath.of('/_quotagate/usage', router),
-    new CatalogNames(stepApis),
+    new CatalogNames(apis),
     false,
     capturingLogger().logger,
   );
