@@ -32,15 +32,7 @@ const layers = [
  * Imports against the order, each named with its reason (docs/architecture.md lists them): a module
  * `from` may import the module `to` of a layer above it, and nothing else above it.
  */
-const exceptions = [
-  // The proxy still writes failure answers and reads the gateway's CGI spelling; issue 43 turns these
-  // into reports to the pipeline, and this exception goes with them.
-  {
-    layer: 'upstream',
-    from: '^src/upstream/(upstream-proxy|fields/hop-by-hop)[.]ts$',
-    to: '^src/gateway/(answers/(grpc|errors)|request-screening)[.]ts$',
-  },
-];
+const exceptions = [];
 
 const upward = layers.slice(0, -1).flatMap(([name, path], index) => {
   const above = layers.slice(index + 1).map(([, abovePath]) => abovePath);

@@ -20,6 +20,12 @@ import { grpcTimeoutMs } from '../upstream/grpc-timeout.js';
 import { appendEndToEndRequestFields, takesTrailers } from '../upstream/fields/hop-by-hop.js';
 import { Exchange, exchangeOf, type ProxyOutcome, type UpstreamProxy } from '../upstream/upstream-proxy.js';
 import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut.js';
+import {
+  answerUpstreamFailure,
+  missingGrpcStatus,
+  noteUpstreamGrpcStatus,
+  relayTrailersOnly,
+} from './answers/upstream-reports.js';
 import type {
   CounterAddition,
   CounterRef,
@@ -189,6 +195,30 @@ class RequestRecord extends Exchange<AnswerBodyUnits, MeteredBytes> implements O
     this.cutBy = why;
     this.abandonUpstream();
     this.answeredBytes += cutResponse(this.res, why, this.fields);
+  }
+
+  answerFailure(
+    timedOut: boolean,
+    unreadMs: number,
+    timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+  ): void {
+    answerUpstreamFailure(this, timedOut, unreadMs, timers);
+  }
+
+  readsGrpc(): boolean {
+    return isGrpcCall(this.req);
+  }
+
+  grpcStatusRead(httpStatus: number, grpcStatus: string | string[] | undefined): void {
+    noteUpstreamGrpcStatus(this, httpStatus, grpcStatus);
+  }
+
+  grpcStatusMissing(): readonly string[] {
+    return missingGrpcStatus(this);
+  }
+
+  endTrailersOnly(head: readonly string[]): void {
+    relayTrailersOnly(this, head);
   }
 
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */
