@@ -197,6 +197,7 @@ class RequestRecord extends Exchange<AnswerBodyUnits, MeteredBytes> implements O
     this.answeredBytes += cutResponse(this.res, why, this.fields);
   }
 
+  // What upstream/ reports of the exchange (`ExchangeReports`), rendered through the answers.
   answerFailure(
     timedOut: boolean,
     unreadMs: number,
