@@ -1,44 +1,30 @@
-import { askWorkers } from './ask-workers.js';
-import { createAdminServer, prepareAdminCertificates } from '../admin/admin-server.js';
-import type { ReadinessCheck } from '../observe/readiness.js';
 import { createAuthenticator } from '../auth/create-authenticator.js';
-import { systemClock } from '../kit/clock.js';
-import type { ApplicationRepository } from '../applications/application-repository.js';
-import { openApplicationRepository } from '../stores/open-application-repository.js';
+import type { Authenticator } from '../auth/authenticator.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
-import type { CounterTrips } from '../limiter/counter-trips.js';
-import { serveCounterTrips } from './ipc-counter-trips.js';
-import { MemoryCounterStore } from '../limiter/memory-counter-store.js';
-import { MemoryCounterTrips } from '../limiter/memory-counter-trips.js';
-import { RedisCounterTrips } from '../stores/redis-counter-trips.js';
-import { readFleetRejections } from '../stores/fleet-rejections.js';
-import type { LogSecrets, Logger } from '../observe/log.js';
+import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import { latencyReport } from '../observe/added-latency.js';
-import { createMetrics } from '../observe/metrics.js';
-import { openQuotaRepository } from '../stores/open-quota-repository.js';
-import { QuotaIndex } from '../quota/quota-index.js';
-import type { QuotaRepository } from '../quota/quota-repository.js';
-import { quotaUsage } from '../quota/quota-usage.js';
-import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
-import { ConfigReloader } from '../reload/config-reloader.js';
-import { planStoreChanges } from '../reload/store-changes.js';
-import { readForReload, type ConfigSource } from '../reload/config-source.js';
+import { createMetrics, type Metrics } from '../observe/metrics.js';
+import type { RejectionSource } from '../observe/rejection-history.js';
+import type { ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
-import { secretValues } from '../kit/secret-redaction.js';
-import { readTlsFiles } from '../kit/tls-files.js';
-import { dataPlaneAddress, type RunningGateway } from '../data-plane-host.js';
-import { listenAdmin } from '../server.js';
-import { clusterMetricsText, registerWorkerMetrics } from './cluster-metrics.js';
-import { configFingerprint } from './config-fingerprint.js';
-import { WorkerPool } from './worker-pool.js';
+import { readFleetRejections } from '../stores/fleet-rejections.js';
+import { askWorkers } from '../workers/ask-workers.js';
+import { clusterMetricsText, registerWorkerMetrics } from '../workers/cluster-metrics.js';
+import { configFingerprint } from '../workers/config-fingerprint.js';
+import { serveCounterTrips } from '../workers/ipc-counter-trips.js';
+import { WorkerPool } from '../workers/worker-pool.js';
+import { Closers } from './closers.js';
+import { buildControlPlane } from './control-plane.js';
+import { createPrimaryCounters, type PrimaryCounterStores } from './counter-stores.js';
+import type { Env } from './env.js';
+import { openStores, type OwnedStores, type Stores } from './open-stores.js';
+import { createReloader } from './reload.js';
+import { dataPlaneAddress, type RunningGateway } from './running-gateway.js';
 
 export interface PrimaryOptions {
-  logger: Logger;
   /** Where a reload reads the config; without it, a reload is refused. */
   source?: ConfigSource;
-  /** The values the logger keeps out of its lines: a reload adds the new config's. */
-  secrets?: LogSecrets;
   /**
    * Data planes to run: 2 or more are worker processes behind the shared ports (node:cluster); 1 is a
    * thread of this process, which holds the memory store's counters itself.
@@ -46,8 +32,6 @@ export interface PrimaryOptions {
   workers: number;
   /** The config folder, which the data-plane thread loads again (`workers: 1`). */
   configDir: string;
-  /** Folder that relative paths of the config are resolved against. */
-  cwd?: string;
 }
 
 /** What draining workers get beyond `shutdownTimeout`, to hand their leases back and close. */
@@ -65,65 +49,172 @@ const drainGraceMs = 5_000;
  * A worker that exits is replaced after a backoff; `close` drains every worker (each runs its graceful
  * close) before the rest closes, and rejects when one had to be killed.
  */
-export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions): Promise<RunningGateway> {
+export async function startPrimary(
+  loaded: LoadedConfig,
+  env: Env,
+  options: PrimaryOptions,
+): Promise<RunningGateway> {
   const { config } = loaded;
-  const { logger } = options;
-  const cwd = options.cwd ?? process.cwd();
+  const role = { kind: 'primary', workers: options.workers } as const;
   const inThread = options.workers === 1;
-  // With one data plane, in a thread, the counters are the thread's: no lease crosses threads.
-  const counters =
-    config.store.type === 'memory' && !inThread
-      ? new MemoryCounterStore({
-          maxBytes: config.store.maxCounterMemoryMb * 1_048_576,
-          onFull: () => metrics.counterStoreFull.inc(),
-          onShadowDropped: () => metrics.shadowCountsDropped.inc(),
-        })
-      : null;
+  const closers = new Closers(env.logger);
+  let counters: PrimaryCounterStores | null = null;
   const metrics = createMetrics({
-    counterMemoryBytes: () => counters?.reserved ?? 0,
+    counterMemoryBytes: () => counters?.reserved() ?? 0,
     // Beside a data-plane thread, this loop only answers the admin port: the event-loop families are the
     // thread's. A primary of worker processes hands them their connections and may hold their counters.
     withoutEventLoopDelay: inThread,
   });
-  // Built here too: the admin listener documents the scheme, and a plugin that cannot be constructed
-  // fails the start (or the reload) before any worker runs it.
-  let authenticator = await createAuthenticator(loaded, { logger, cwd });
   const live = new LiveConfig(loaded);
-  const fixed = fixedSettingsOf(config);
-  const readiness: ReadinessCheck[] = [];
-  const redis = await openStoreRedis(config.store, logger);
-  if (redis) readiness.push({ name: 'redis', ready: () => redisAnswers(redis) });
-  let repository: QuotaRepository | null = null;
-  let applicationRepository: ApplicationRepository;
+  let draining = false;
+  let ports: RunningGateway['ports'] | null = null;
+  const stores = await openStores(loaded, role, env, closers);
+  const owned = stores.owned!;
+  let pool: WorkerPool | null = null;
   try {
-    repository = await openQuotaRepository(config, redis, { logger, cwd, declare: true });
-    applicationRepository = await openApplicationRepository(config, redis, { logger, cwd });
+    // Built here too: the admin listener documents the scheme, and a plugin that cannot be constructed
+    // fails the start (or the reload) before any worker runs it.
+    const scheme = await primaryAuthenticator(loaded, env, closers);
+    // The data-plane thread's counters, while it listens (none while it is replaced after a crash).
+    const threadUsage = (keyPrefix: string, windowMs: number) =>
+      pool?.listeningPeers()[0]?.request('usage', { keyPrefix, windowMs }) ?? Promise.resolve([]);
+    counters = createPrimaryCounters(config, role, { redis: stores.redis, metrics, threadUsage }, closers);
+    const base = { live, metrics, stores, owned, counters };
+    const fleet = createPool(loaded, env, options, base);
+    const running = (pool = fleet.pool);
+    const control = await primaryControlPlane(loaded, env, options, closers, {
+      ...base,
+      pool: running,
+      authenticator: scheme.current,
+      isDraining: () => draining,
+      ports: () => ports && dataPlaneAddress(ports),
+    });
+    // The primary checks the config and builds its authenticator; then every worker reads the same files
+    // and puts them in force itself (its keys, its plugin), refusing a config that changed meanwhile.
+    const reloader = createReloader(loaded, env, {
+      live,
+      metrics,
+      source: options.source,
+      owned,
+      steps: [scheme.prepareReload, control.prepareReload],
+      async settled(next) {
+        fleet.configChanged(next);
+        await scheme.retire();
+        await askReload(running, env, fleet.fingerprint());
+      },
+    });
+    const admin = fleet.listensOn(await control.listen());
+    ports = { ...(await running.start()), admin };
+    // `gateway start` says `gateway started` once it has written its pid file, so that whoever reads the
+    // line can run `gateway reload` at once.
+    return {
+      ports,
+      metrics,
+      reload: () => reloader.reload(),
+      // The primary writes no access lines: its workers do.
+      flushLogs: () => undefined,
+      reopenLogs: () => running.broadcast('reopenLogs', null),
+      async close() {
+        draining = true;
+        await closePrimary(running, closers, env, live.config.shutdownTimeout);
+      },
+    };
   } catch (error) {
-    await repository?.close();
-    redis?.disconnect();
-    await authenticator.close?.();
+    await pool?.drain(config.shutdownTimeout + drainGraceMs);
+    await closers.close();
     throw error;
   }
-  const quotaRepository = repository;
+}
 
-  const memoryTrips = counters ? new MemoryCounterTrips(counters) : null;
-  // The fleet's rejection history, which the workers hand theirs to (with Redis): read, never written here.
-  const fleetLines = redis && config.store.type === 'redis' ? { redis, prefix: config.store.prefix } : null;
-  // The admin listener's usage reads the counters where they are: here, or in Redis.
-  const usageSource: Pick<CounterTrips, 'usage'> =
-    memoryTrips ??
-    (redis && config.store.type === 'redis'
-      ? new RedisCounterTrips(redis, config.store.prefix)
-      : { usage: (keyPrefix, windowMs) => threadUsage(keyPrefix, windowMs) });
+/**
+ * Drains every data plane (each runs its graceful close, with `drainGraceMs` beyond `shutdownTimeout` to
+ * hand its leases back), then closes the rest; rejects when a worker had to be killed.
+ */
+async function closePrimary(pool: WorkerPool, closers: Closers, env: Env, shutdownTimeout: number) {
+  const clean = await pool.drain(shutdownTimeout + drainGraceMs);
+  await closers.close();
+  env.logger.info('gateway stopped');
+  if (!clean) throw new Error('a worker did not stop cleanly (see the log)');
+}
+
+/** What a primary's admin listener reads: its stores, its counters and its workers. */
+interface PrimaryControlParts {
+  live: LiveConfig;
+  metrics: Metrics;
+  stores: Stores;
+  owned: OwnedStores;
+  counters: PrimaryCounterStores;
+  pool: WorkerPool;
+  authenticator(): Authenticator;
+  isDraining(): boolean;
+  ports(): DataPlaneAddress | null;
+}
+
+/**
+ * The admin listener of a primary: ready when every data plane listens; the usage of the counters where
+ * they are; the rejections, added latency and metrics of every worker.
+ */
+function primaryControlPlane(
+  loaded: LoadedConfig,
+  env: Env,
+  options: PrimaryOptions,
+  closers: Closers,
+  parts: PrimaryControlParts,
+) {
+  const { pool, metrics } = parts;
+  return buildControlPlane(
+    loaded,
+    env,
+    {
+      live: parts.live,
+      metrics,
+      readiness: [
+        ...parts.stores.readiness,
+        { name: 'workers', ready: () => Promise.resolve(pool.listening === options.workers) },
+      ],
+      isDraining: parts.isDraining,
+      owned: parts.owned,
+      quotas: parts.stores.quotas,
+      authenticator: parts.authenticator,
+      counters: parts.counters.usage,
+      rejections: workerRejections(pool, parts.stores),
+      metricsText: () =>
+        clusterMetricsText(metrics.registry, pool.listeningPeers(), { sameProcess: options.workers === 1 }),
+      latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
+      dataPlane: parts.ports,
+    },
+    closers,
+  );
+}
+
+/** The parts of a primary its pool of data planes is fed from. */
+interface PoolParts {
+  stores: Stores;
+  owned: OwnedStores;
+  counters: PrimaryCounterStores;
+  metrics: Metrics;
+}
+
+/**
+ * The data planes of a primary, and what it welcomes them with: the config's fingerprint and fixed
+ * settings, the quota definitions and applications (sent again after every change), the admin port, and
+ * with the memory store and worker processes, the counters served over IPC.
+ */
+function createPool(loaded: LoadedConfig, env: Env, options: PrimaryOptions, parts: PoolParts) {
+  const fixed = fixedSettingsOf(loaded.config);
+  const { owned, counters } = parts;
   let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
+  let definitions = { generation: 0, records: owned.quotas.all() };
+  let applications = { generation: 0, records: owned.applications.all() };
   let adminPort = 0;
-  let definitions = { generation: 0, records: quotaRepository.all() };
-  let applications = { generation: 0, records: applicationRepository.all() };
-  const pool = new WorkerPool({
+  const pool: WorkerPool = new WorkerPool({
     size: options.workers,
-    home: inThread ? { kind: 'thread', data: { configDir: options.configDir } } : { kind: 'processes' },
-    logger,
-    clock: systemClock,
+    home:
+      options.workers === 1
+        ? { kind: 'thread', data: { configDir: options.configDir } }
+        : { kind: 'processes' },
+    logger: env.logger,
+    clock: env.fleetClock,
     welcome: () => ({
       fingerprint,
       fixed,
@@ -131,132 +222,89 @@ export async function startPrimary(loaded: LoadedConfig, options: PrimaryOptions
       applications,
       adminPort,
       workers: options.workers,
-      primaryCounters: counters !== null,
+      primaryCounters: counters.trips !== null,
     }),
     serve: (worker, id) => {
-      if (memoryTrips) serveCounterTrips(worker, memoryTrips, `worker ${id}`);
+      if (counters.trips) serveCounterTrips(worker, counters.trips, `worker ${id}`);
     },
     onRestart: () => restarts.inc(),
   });
-  const restarts = registerWorkerMetrics(metrics.registry, () => pool.listening);
-  /** The data-plane thread's counters, while it listens (none while it is replaced after a crash). */
-  const threadUsage = async (keyPrefix: string, windowMs: number) => {
-    const [thread] = pool.listeningPeers();
-    return thread ? thread.request('usage', { keyPrefix, windowMs }) : [];
-  };
-
-  let quotas = new QuotaIndex(quotaRepository.all());
-  quotaRepository.onChange((records) => {
-    quotas = new QuotaIndex(records);
+  const restarts = registerWorkerMetrics(parts.metrics.registry, () => pool.listening);
+  owned.quotas.onChange((records) => {
     definitions = { generation: definitions.generation + 1, records };
     pool.broadcast('definitions', definitions);
   });
-  applicationRepository.onChange((records) => {
+  owned.applications.onChange((records) => {
     applications = { generation: applications.generation + 1, records };
     pool.broadcast('applications', applications);
   });
+  return {
+    pool,
+    fingerprint: () => fingerprint,
+    configChanged(next: LoadedConfig) {
+      fingerprint = configFingerprint(next);
+    },
+    /** The admin listener's port, which the workers' welcome names. */
+    listensOn(port: number) {
+      adminPort = port;
+      return port;
+    },
+  };
+}
 
-  let draining = false;
-  let ports: RunningGateway['ports'] | undefined;
-  const admin = await createAdminServer({
-    live,
-    logger,
-    metrics,
-    readiness: [
-      ...readiness,
-      { name: 'workers', ready: () => Promise.resolve(pool.listening === options.workers) },
-    ],
-    isDraining: () => draining,
-    authDocumentation: () => authenticator.documentation,
-    identify: (name) => authenticator.identify?.(name),
-    repository: quotaRepository,
-    applicationRepository,
-    usage: (quotaId) => quotaUsage(quotas, usageSource, quotaRepository, quotaId),
-    rejections: async (quotaId, restrictions) => {
-      // The workers hand over what they hold first (with Redis), then the fleet's lines are read.
-      const fromWorkers = await askWorkers(pool.listeningPeers(), 'rejections', { quotaId });
-      const fleet = fleetLines
-        ? await readFleetRejections(fleetLines.redis, fleetLines.prefix, quotaId, restrictions).then(
+/** The primary's authenticator: the one in force, what a reload builds, and the one it replaced. */
+async function primaryAuthenticator(loaded: LoadedConfig, env: Env, closers: Closers) {
+  const context = { logger: env.logger, cwd: env.cwd };
+  let current: Authenticator = await createAuthenticator(loaded, context);
+  let previous: Authenticator | null = null;
+  closers.push('authenticator', () => current.close?.());
+  return {
+    current: () => current,
+    async prepareReload(next: LoadedConfig) {
+      const built = await createAuthenticator(next, context);
+      return () => {
+        previous = current;
+        current = built;
+      };
+    },
+    /** Closes the authenticator a reload replaced. */
+    async retire() {
+      const retired = previous;
+      previous = null;
+      await retired?.close?.();
+    },
+  };
+}
+
+/**
+ * The rejections the admin listener adds up: the workers hand over what they hold first (with Redis),
+ * then the fleet's lines are read.
+ */
+function workerRejections(pool: WorkerPool, stores: Stores): RejectionSource {
+  const { redis } = stores;
+  return async (quotaId, restrictions) => {
+    const fromWorkers = await askWorkers(pool.listeningPeers(), 'rejections', { quotaId });
+    const prefix = stores.redisPrefix;
+    const fleet =
+      redis && prefix !== null
+        ? await readFleetRejections(redis, prefix, quotaId, restrictions).then(
             (lines) => [lines],
             () => [],
           )
         : [];
-      return [...fleet, ...fromWorkers];
-    },
-    metricsText: () => clusterMetricsText(metrics.registry, pool.listeningPeers(), { sameProcess: inThread }),
-    latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
-    dataPlane: () => (ports ? dataPlaneAddress(ports) : null),
-    ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, cwd) } : {}),
-  });
-
-  // The primary checks the config and builds its authenticator; then every worker reads the same files
-  // and puts them in force itself (its keys, its plugin), refusing a config that changed meanwhile.
-  const reloader = new ConfigReloader({
-    logger,
-    metrics,
-    async prepare() {
-      const { loaded: next, kept } = await readForReload(options.source, fixed);
-      const stores = planStoreChanges(next, { quotas: quotaRepository, applications: applicationRepository });
-      const nextAuthenticator = await createAuthenticator(next, { logger, cwd });
-      const commitAdminCertificates = prepareAdminCertificates(admin, next.config, kept, cwd);
-      return {
-        kept,
-        async commit() {
-          await stores.apply(logger);
-          options.secrets?.add(secretValues({ ...next.extras, ...next.config }));
-          commitAdminCertificates();
-          const previous = authenticator;
-          authenticator = nextAuthenticator;
-          live.replace(next);
-          fingerprint = configFingerprint(next);
-          await previous.close?.();
-          for (const reply of await pool.requestAll('reload', { fingerprint })) {
-            const problems =
-              'error' in reply ? [reply.error.message] : reply.answer.applied ? [] : reply.answer.problems;
-            if (problems.length > 0)
-              logger.error(
-                { worker: reply.worker, problems },
-                'a worker refused the reload: it runs the config it had',
-              );
-          }
-        },
-      };
-    },
-  });
-
-  const closeResources = async () => {
-    await admin.close();
-    await quotaRepository.close();
-    await applicationRepository.close();
-    await counters?.close();
-    await authenticator.close?.();
-    if (redis) await redis.quit().catch(() => redis.disconnect());
+    return [...fleet, ...fromWorkers];
   };
+}
 
-  try {
-    adminPort = await listenAdmin(admin, config);
-    ports = { ...(await pool.start()), admin: adminPort };
-  } catch (error) {
-    await pool.drain(config.shutdownTimeout + drainGraceMs);
-    await closeResources();
-    throw error;
+/** Asks every worker to put the config of `fingerprint` in force; a refusal is logged. */
+async function askReload(pool: WorkerPool, env: Env, fingerprint: string): Promise<void> {
+  for (const reply of await pool.requestAll('reload', { fingerprint })) {
+    const problems =
+      'error' in reply ? [reply.error.message] : reply.answer.applied ? [] : reply.answer.problems;
+    if (problems.length > 0)
+      env.logger.error(
+        { worker: reply.worker, problems },
+        'a worker refused the reload: it runs the config it had',
+      );
   }
-  // `gateway start` says `gateway started` once it has written its pid file, so that whoever reads the
-  // line can run `gateway reload` at once.
-
-  return {
-    ports,
-    metrics,
-    reload: () => reloader.reload(),
-    // The primary writes no access lines: its workers do.
-    flushLogs: () => undefined,
-    reopenLogs: () => pool.broadcast('reopenLogs', null),
-    async close() {
-      draining = true;
-      const clean = await pool.drain(live.config.shutdownTimeout + drainGraceMs);
-      await closeResources();
-      logger.info('gateway stopped');
-      if (!clean) throw new Error('a worker did not stop cleanly (see the log)');
-    },
-  };
 }

@@ -1,18 +1,19 @@
-import { exitCode } from '../kit/exit-codes.js';
+import cluster from 'node:cluster';
 import type { StoredApplication } from '../applications/application-schema.js';
-import { ConfigError } from '../kit/config-error.js';
-import type { StoredQuota } from '../quota/model.js';
 import type { LoadedConfig } from '../config/load-config.js';
+import { ConfigError } from '../kit/config-error.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
-import { IpcCounterTrips } from './ipc-counter-trips.js';
+import { exitCode } from '../kit/exit-codes.js';
 import type { LogSecrets, Logger } from '../observe/log.js';
-import { pinFixedSettings } from '../reload/fixed-settings.js';
+import type { StoredQuota } from '../quota/model.js';
 import type { ConfigSource } from '../reload/config-source.js';
-import { dataPlaneAddress, startDataPlaneHost, type ServingGateway } from '../data-plane-host.js';
-import { configFingerprint } from './config-fingerprint.js';
-import { NumberedFeed } from './numbered-feed.js';
-import type { IpcPeer } from './ipc-peer.js';
-import type { PrimaryCounters } from '../worker-role.js';
+import { pinFixedSettings } from '../reload/fixed-settings.js';
+import { configFingerprint } from '../workers/config-fingerprint.js';
+import { IpcPeer, primaryEndpoint } from '../workers/ipc-peer.js';
+import { NumberedFeed } from '../workers/numbered-feed.js';
+import { envOf } from './env.js';
+import { dataPlaneAddress, type ServingGateway } from './running-gateway.js';
+import { startServing } from './serving.js';
 
 export interface WorkerOptions {
   logger: Logger;
@@ -33,11 +34,15 @@ export interface WorkerOptions {
 
 /** How long a starting worker waits for the primary's welcome. */
 const welcomeTimeoutMs = 10_000;
-/**
- * Milliseconds a decision of the primary's counters may take before the limiter asks whether the primary
- * is still there; it is, while the channel is open, so a busy primary is waited for, never bypassed.
- */
-const primaryDecisionMs = 1_000;
+
+/** A worker process of `workers: N` (`gateway start` run again by node:cluster): its primary is its parent. */
+export function runWorkerProcess(
+  loaded: LoadedConfig,
+  options: Pick<WorkerOptions, 'logger' | 'source' | 'secrets'>,
+): Promise<number> {
+  const primary = new IpcPeer(primaryEndpoint());
+  return runWorker(loaded, { ...options, primary, id: cluster.worker?.id, hearsSignals: true });
+}
 
 /**
  * Runs a data plane fed by its primary: a worker process of `workers: N`, on the ports every worker
@@ -55,20 +60,68 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
   primary.on('definitions', (records) => definitions.replace(records));
   const applications = new NumberedFeed<StoredApplication>();
   primary.on('applications', (records) => applications.replace(records));
+  const stopping = stopOnRequest(logger, options);
 
-  // Stop requests are heard from the start: the primary drains workers that have said hello, and a
-  // signal may come at any time.
+  const welcome = await beforeDeadline(primary.request('hello', null), welcomeTimeoutMs);
+  if (welcome === deadlinePassed) throw new Error(`the primary did not answer within ${welcomeTimeoutMs} ms`);
+  // After a reload the primary keeps settings it cannot change live (its ports): so does this worker.
+  const loaded = pinFixedSettings(welcome.fixed, started).loaded;
+  if (welcome.fingerprint !== configFingerprint(loaded)) {
+    throw new Error(
+      'this worker loaded another config than the primary runs (conf/ changed since the gateway last loaded it); run gateway reload to apply it',
+    );
+  }
+  definitions.replace(welcome.definitions);
+  applications.replace(welcome.applications);
+  // A reload puts in force only the config the primary reloaded: the files may have changed since.
+  let reloading = welcome.fingerprint;
+  const feeds = {
+    definitions,
+    applications,
+    adminPort: welcome.adminPort,
+    primary,
+    primaryCounters: welcome.primaryCounters,
+    workers: welcome.workers,
+  };
+  const source = {
+    read: () => options.source.read(),
+    verify(pinned: LoadedConfig) {
+      if (configFingerprint(pinned) !== reloading)
+        throw new ConfigError([
+          'conf/ changed again while the gateway reloaded it: this worker keeps its config; reload again',
+        ]);
+    },
+  };
+  const env = envOf({ logger, ...(options.secrets ? { secrets: options.secrets } : {}) });
+  const gateway = await startServing(loaded, { kind: 'worker', feeds }, env, source);
+  primary.answer('reload', ({ fingerprint }) => {
+    reloading = fingerprint;
+    return gateway.reload();
+  });
+  answerPrimary(primary, gateway);
+  return stopping.serve(gateway);
+}
+
+/** What the primary asks of a serving worker, answered from `gateway`; then it is told the worker listens. */
+function answerPrimary(primary: IpcPeer, gateway: ServingGateway): void {
+  primary.on('reopenLogs', () => gateway.reopenLogs());
+  primary.answer('metrics', () => gateway.metrics.registry.getMetricsAsJSON());
+  primary.answer('latency', () => gateway.latency());
+  primary.answer('rejections', ({ quotaId }) => gateway.rejectionsOf(quotaId));
+  primary.answer('usage', ({ keyPrefix, windowMs }) => gateway.usage(keyPrefix, windowMs));
+  primary.notify('listening', dataPlaneAddress(gateway.ports));
+}
+
+/**
+ * Stop requests, heard from the start: the primary drains workers that have said hello, and a signal may
+ * come at any time. `serve` resolves with the exit code once the gateway has closed.
+ */
+function stopOnRequest(logger: Logger, options: WorkerOptions) {
   let running: ServingGateway | null = null;
   let stopRequested = false;
   let signals = 0;
   let finish: (code: number) => void = () => undefined;
   const finished = new Promise<number>((resolve) => (finish = resolve));
-  const stop = (reason: string) => {
-    if (stopRequested) return;
-    stopRequested = true;
-    logger.info({ reason }, 'worker draining');
-    if (running) close(running);
-  };
   const close = (gateway: ServingGateway) =>
     gateway.close().then(
       () => finish(exitCode.ok),
@@ -77,6 +130,12 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
         finish(exitCode.failure);
       },
     );
+  const stop = (reason: string) => {
+    if (stopRequested) return;
+    stopRequested = true;
+    logger.info({ reason }, 'worker draining');
+    if (running) void close(running);
+  };
   const onSignal = (signal: NodeJS.Signals) => {
     signals += 1;
     if (signals > 1) {
@@ -94,56 +153,12 @@ export async function runWorker(started: LoadedConfig, options: WorkerOptions): 
     process.on('SIGHUP', () => logger.debug('SIGHUP left to the primary'));
     process.on('SIGUSR2', () => logger.debug('SIGUSR2 left to the primary'));
   }
-  primary.on('drain', () => stop('drain'));
-
-  const welcome = await beforeDeadline(primary.request('hello', null), welcomeTimeoutMs);
-  if (welcome === deadlinePassed) throw new Error(`the primary did not answer within ${welcomeTimeoutMs} ms`);
-  // After a reload the primary keeps settings it cannot change live (its ports): so does this worker.
-  const loaded = pinFixedSettings(welcome.fixed, started).loaded;
-  if (welcome.fingerprint !== configFingerprint(loaded)) {
-    throw new Error(
-      'this worker loaded another config than the primary runs (conf/ changed since the gateway last loaded it); run gateway reload to apply it',
-    );
-  }
-  definitions.replace(welcome.definitions);
-  applications.replace(welcome.applications);
-  const counters: PrimaryCounters | null =
-    loaded.config.store.type === 'memory' && welcome.primaryCounters
-      ? {
-          trips: new IpcCounterTrips(primary),
-          live: () => welcome.workers,
-          reachable: () => Promise.resolve(primary.open),
-          timeoutMs: primaryDecisionMs,
-        }
-      : null;
-  // A reload puts in force only the config the primary reloaded: the files may have changed since.
-  let reloading = welcome.fingerprint;
-  running = await startDataPlaneHost(loaded, {
-    logger,
-    worker: { definitions, applications, adminPort: welcome.adminPort, counters },
-    ...(options.secrets ? { secrets: options.secrets } : {}),
-    source: {
-      read: () => options.source.read(),
-      verify(pinned) {
-        if (configFingerprint(pinned) !== reloading)
-          throw new ConfigError([
-            'conf/ changed again while the gateway reloaded it: this worker keeps its config; reload again',
-          ]);
-      },
+  options.primary.on('drain', () => stop('drain'));
+  return {
+    serve(gateway: ServingGateway): Promise<number> {
+      running = gateway;
+      if (stopRequested) void close(gateway);
+      return finished;
     },
-  });
-  const gateway = running;
-  primary.answer('reload', ({ fingerprint }) => {
-    reloading = fingerprint;
-    return gateway.reload();
-  });
-  primary.on('reopenLogs', () => gateway.reopenLogs());
-  const { metrics, ports } = running;
-  primary.answer('metrics', () => metrics.registry.getMetricsAsJSON());
-  primary.answer('latency', () => running.latency());
-  primary.answer('rejections', ({ quotaId }) => running.rejectionsOf(quotaId));
-  primary.answer('usage', ({ keyPrefix, windowMs }) => running.usage(keyPrefix, windowMs));
-  primary.notify('listening', dataPlaneAddress(ports));
-  if (stopRequested) close(running);
-  return finished;
+  };
 }
