@@ -1,5 +1,6 @@
 import type { ApplicableRestriction } from '../quota/quota-index.js';
 import type { CounterState } from '../limiter/counter-store.js';
+import { integerText } from '../kit/integer-text.js';
 
 /**
  * The most items a `RateLimit` or `RateLimit-Policy` field carries: one per restriction that applies, up
@@ -52,7 +53,7 @@ function policyOf(restriction: ApplicableRestriction): Policy {
  */
 function rateLimitItem(restriction: ApplicableRestriction, state: CounterState, policy: Policy): string {
   const remaining = Math.max(0, restriction.limit - state.used);
-  return `${policy.name};r=${remaining};t=${Math.ceil(state.resetMs / 1000)}`;
+  return `${policy.name};r=${integerText(remaining)};t=${Math.ceil(state.resetMs / 1000)}`;
 }
 
 /** The items' order and each one's room left relative to its limit (0 is full), reused by every call. */

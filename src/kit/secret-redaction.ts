@@ -34,7 +34,10 @@ export const longestRedactedText = 4096;
  */
 export function valueRemover(values: readonly string[]): (text: string) => string {
   const longestFirst = values.filter((value) => value.length >= 4).sort((a, b) => b.length - a.length);
+  const shortest = longestFirst.length === 0 ? Infinity : longestFirst[longestFirst.length - 1]!.length;
   return (text) => {
+    // An access line's path or id is most often shorter than any secret: nothing to search then.
+    if (text.length < shortest) return text;
     let result = text;
     // Most lines hold none: `includes` finds that without building the split's array and a new string.
     for (const value of longestFirst) {

@@ -2,6 +2,7 @@ import type { EventEmitter } from 'node:events';
 import { fstatSync } from 'node:fs';
 import path from 'node:path';
 import { systemClock, type Clock } from '../kit/clock.js';
+import { integerText } from '../kit/integer-text.js';
 import {
   bindingsOf,
   destinationOf,
@@ -248,7 +249,7 @@ export class AccessLog {
   private format(entry: AccessEntry, time: number): string {
     const subject = entry.subject === null ? null : this.clean(entry.subject);
     return (
-      `{"level":30,"time":${time}${this.options.bindings}` +
+      `{"level":30,"time":${integerText(time)}${this.options.bindings}` +
       `,"requestId":${jsonText(this.clean(entry.requestId))},"client":${jsonText(entry.client)}` +
       `,"verb":${this.quoted(entry.verb)},"path":${jsonText(this.clean(entry.path))}` +
       `,"protocol":"${entry.protocol}"` +

@@ -3,6 +3,7 @@ import {
   longestRedactedText,
   secretValues,
   withoutCredentials,
+  valueRemover,
   withoutValues,
 } from '../../src/kit/secret-redaction.js';
 
@@ -48,6 +49,14 @@ describe('redaction of client-controlled text', () => {
     expect(withoutValues('team pass zzzz-zzzz-and-more', ['zzzz-zzzz', 'zzzz-zzzz-and-more'])).toBe(
       'team pass [REDACTED]',
     );
+  });
+
+  it('takes a value out of a text exactly as long as the shortest value, and leaves shorter text alone', () => {
+    const remove = valueRemover(['k3y!', 'a-much-longer-secret']);
+    expect(remove('k3y!')).toBe('[REDACTED]');
+    expect(remove('k3y')).toBe('k3y');
+    expect(remove('/pets/k3y!/a-much-longer-secret')).toBe('/pets/[REDACTED]/[REDACTED]');
+    expect(valueRemover([])('/pets/1')).toBe('/pets/1');
   });
 });
 
