@@ -40,6 +40,11 @@ export interface BuiltDataPlane {
   /** Opens the listeners: the ports they got. */
   listen(): Promise<DataPlaneAddress>;
   /**
+   * Closes the listeners and cuts every connection: the role pushes it last (after the admin listener's),
+   * so that it closes first, on a start that fails too.
+   */
+  stop(): void;
+  /**
    * The drain, in its order: stop listening, wait until no request is in flight (nor an answer read
    * after its client left) within `shutdownTimeout`, end the WebSockets, close the connections, and give
    * what was cut off a moment to be accounted. The closers run only after it.
@@ -56,7 +61,8 @@ export interface BuiltDataPlane {
 
 /**
  * Builds the data plane in dependency order: the access log, the upstream proxy, the rule set and the
- * gateway, then its listeners (HTTP, HTTPS, HTTP/2), which listen once `listen` is called. The only place
+ * gateway, then its listeners (HTTP, HTTPS, HTTP/2), which listen once `listen` is called and whose
+ * closer (`stop`) the role pushes once the admin listener is built. The only place
  * a `Gateway`, an `UpstreamProxy`, an `Http2Transport` or a serving rule set is constructed. Nothing here
  * reaches admin/: a data plane run apart holds none of its libraries.
  */
@@ -106,10 +112,10 @@ export async function buildDataPlane(
   });
   closers.push('rule set', () => gateway.dataPlane.close());
   const listeners = createListeners(loaded, env, gateway);
-  closers.push('listeners', () => listeners.stop());
   return {
     gateway,
     listen: () => listeners.listen(),
+    stop: () => listeners.stop(),
     drain: (shutdownTimeout) => drain(gateway, listeners, logger, shutdownTimeout),
     async prepareReload(next, kept) {
       // Read now, so that an unreadable certificate refuses the reload before anything changes.

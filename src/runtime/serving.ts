@@ -78,6 +78,7 @@ export async function startServing(
     const control = attach
       ? await attach({ ...served, isDraining: () => draining, ports: () => ports && dataPlaneAddress(ports) })
       : null;
+    closers.push('listeners', () => dataPlane.stop());
     const reloader = createReloader(loaded, env, {
       live,
       metrics,
