@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { systemClock } from '../kit/clock.js';
 
 export interface CredentialCacheOptions {
   max: number;
@@ -20,7 +21,7 @@ export class CredentialCache<V extends object> {
   private readonly pending = new Map<string, Promise<V | null>>();
 
   constructor(options: CredentialCacheOptions) {
-    const now = options.now ?? (() => performance.now());
+    const now = options.now ?? systemClock.monotonic;
     this.entries = new LRUCache({ max: options.max, ttl: options.ttlMs, perf: { now } });
   }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { errors, jwtVerify, type FlattenedJWSInput, type JWTPayload } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { asymmetricAlgorithms, hmacAlgorithms, hmacAlgorithmsFor, type Config } from '../config/schema.js';
-import { systemClock, type Clock } from '../kit/clock.js';
+import { dateAt, systemClock, type Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
 import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
@@ -128,7 +128,7 @@ export function createJwtAuthenticator(
         audience: settings.audience,
         clockTolerance: settings.clockTolerance,
         requiredClaims: ['exp'],
-        currentDate: new Date(now()),
+        currentDate: dateAt(now()),
       }));
     } catch (error) {
       if (error instanceof JwksUnavailable) return unavailable;

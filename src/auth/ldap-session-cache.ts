@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { systemClock } from '../kit/clock.js';
 import { CredentialCache } from './credential-cache.js';
 
 export interface LdapSessionCacheOptions {
@@ -29,7 +30,7 @@ export class LdapSessionCache<V extends object> {
   private readonly sessions: CredentialCache<V>;
 
   constructor(options: LdapSessionCacheOptions) {
-    const now = options.now ?? (() => performance.now());
+    const now = options.now ?? systemClock.monotonic;
     this.spellings = new LRUCache({
       max: options.maxSpellings,
       ttl: options.ttlMs,

@@ -13,17 +13,17 @@ import {
   ApplicationStoreCorrupt,
   FileApplicationRepository,
 } from '../applications/file-application-repository.js';
-import { applicationsFileOf, openApplicationRepository } from '../stores/open-application-repository.js';
+import { applicationsFileOf } from '../stores/open-application-repository.js';
 import { ConfigError } from '../kit/config-error.js';
 import { loadConfig, type LoadedConfig } from '../config/load-config.js';
 import { LogSecrets, type Logger } from '../observe/log.js';
 import { declarationsOf, planQuotas, type QuotaChange } from '../quota/declared-quotas.js';
-import { openQuotaRepository } from '../stores/open-quota-repository.js';
 import { FileQuotaRepository } from '../quota/file-quota-repository.js';
 import { QuotaStoreCorrupt, type QuotaRepository } from '../quota/quota-repository.js';
 import { storeFileOwner } from '../quota/store-owner.js';
 import { fieldPath } from '../quota/schema-problems.js';
-import { openStoreRedis, redisAnswers } from '../redis/connect-redis.js';
+import { Closers } from '../runtime/closers.js';
+import { openStores } from '../runtime/open-stores.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { commandLogger } from './command-log.js';
 import { exitCode, parseOptions, UsageError, type Command } from './command.js';
@@ -44,25 +44,12 @@ async function withStore<T>(
   logger: Logger,
   use: (repository: QuotaRepository, applications: ApplicationRepository) => Promise<T>,
 ): Promise<T> {
-  const { config } = loaded;
-  const redis = await openStoreRedis(config.store, logger);
+  const closers = new Closers(logger);
   try {
-    // Without Redis a gateway would fall back on its snapshot; a command must not read or write that.
-    if (redis && !(await redisAnswers(redis)))
-      throw new Error('Redis does not answer: nothing was read or written');
-    const repository = await openQuotaRepository(config, redis, { logger, cwd: process.cwd() });
-    try {
-      const applications = await openApplicationRepository(config, redis, { logger, cwd: process.cwd() });
-      try {
-        return await use(repository, applications);
-      } finally {
-        await applications.close();
-      }
-    } finally {
-      await repository.close();
-    }
+    const { owned } = await openStores(loaded, { kind: 'command' }, { logger, cwd: process.cwd() }, closers);
+    return await use(owned!.quotas, owned!.applications);
   } finally {
-    if (redis) await redis.quit().catch(() => redis.disconnect());
+    await closers.close();
   }
 }
 

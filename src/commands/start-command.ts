@@ -1,98 +1,16 @@
 import cluster from 'node:cluster';
-import { loadConfig, type LoadedConfig } from '../config/load-config.js';
-import { startDemoUpstream } from '../demo/demo-upstream.js';
+import { loadConfig } from '../config/load-config.js';
 import { generateApiKey } from '../init/generate-api-key.js';
 import { LogSecrets, createLogger } from '../observe/log.js';
-import { isPasswordHash } from '../kit/password-hash.js';
-import { projectApplicationId } from '../applications/application-ids.js';
-import { isMembership, type DeclaredDefinition } from '../quota/declared-quotas.js';
 import { defaultPidFile, removePidFile, writePidFile } from '../kit/pid-file.js';
 import { secretValues } from '../kit/secret-redaction.js';
-import { listenError } from '../kit/listen-errors.js';
-import type { RunningGateway } from '../data-plane-host.js';
-import { IpcPeer, primaryEndpoint } from '../workers/ipc-peer.js';
-import { startPrimary } from '../workers/primary.js';
-import { runWorker } from '../workers/worker.js';
+import { envOf } from '../runtime/env.js';
+import { startPrimary } from '../runtime/primary.js';
+import type { RunningGateway } from '../runtime/running-gateway.js';
+import { runWorkerProcess } from '../runtime/worker.js';
 import { workerCount } from '../workers/worker-count.js';
 import { exitCode, parseOptions, type Command } from './command.js';
-
-type Stoppable = { close(): Promise<void> };
-
-/** Starts the demo upstream where the first API of the config points, when that is a local http URL. */
-async function startDemo(loaded: LoadedConfig): Promise<Stoppable | null> {
-  const upstream = loaded.config.apis[0]?.upstream;
-  if (!upstream) return null;
-  const url = new URL(upstream);
-  if (url.protocol !== 'http:' || !['127.0.0.1', 'localhost'].includes(url.hostname)) return null;
-  const port = Number(url.port || 80);
-  return startDemoUpstream(port, '127.0.0.1').catch((error: unknown) => {
-    throw listenError(
-      error,
-      `the demo upstream's port ${port} (where apis[0].upstream points)`,
-      'DEMO_UPSTREAM_PORT (the shipped conf/default.js reads it) or apis[0].upstream',
-    );
-  });
-}
-
-function demoBanner(loaded: LoadedConfig, running: RunningGateway): string {
-  const { config, environment } = loaded;
-  const key = config[`apikey_${environment}`] ?? '';
-  const api = config.apis[0];
-  const sample = api ? `${api.basePath === '/' ? '' : api.basePath}/1` : '/';
-  const { http, https } = running.ports;
-  // With `port: false` the data plane is HTTPS only.
-  const base = http === undefined ? `https://127.0.0.1:${https}` : `http://127.0.0.1:${http}`;
-  const adminBase = `${config.admin.tls ? 'https' : 'http'}://127.0.0.1:${running.ports.admin}`;
-  const admin = config.admin.users[0];
-  // conf/ may hold only the password's hash: then the banner names the user, and curl asks for it.
-  const hashed = admin ? isPasswordHash(admin.password) : false;
-  const adminLines = admin
-    ? [
-        hashed
-          ? `  console     ${adminBase}/  (log in as ${admin.username}, with the password whose hash conf/ holds)`
-          : `  console     ${adminBase}/  (log in as ${admin.username} / ${admin.password})`,
-        '  the quotas, from the portal Quota API:',
-        `    curl -u '${hashed ? admin.username : `${admin.username}:${admin.password}`}' ${adminBase}/api/portal/v1.3/quotas`,
-        '',
-      ]
-    : [];
-  // A quota declared for the project's own key (the shipped config has one): a loop that reaches its 429.
-  const projectQuota = config.quotas.find(
-    (quota): quota is DeclaredDefinition =>
-      !isMembership(quota) && quota.application === projectApplicationId,
-  );
-  const limit = projectQuota?.restrictions.find((restriction) => restriction.type === 'throttle');
-  const quotaLines =
-    projectQuota && limit?.type === 'throttle'
-      ? [
-          `  a quota is at work: "${projectQuota.name}", ${limit.config.messages} calls per ${limit.config.per} ${limit.config.period};`,
-          '  watch RateLimit count down to a 429 with Retry-After:',
-          `    for i in $(seq ${Math.min(Number(limit.config.messages) + 1, 20)}); do curl -s -D - -o /dev/null -u '${key}:' ${base}${sample} | grep -iE '^(HTTP/|ratelimit:|retry-after:)'; done`,
-          ...(admin
-            ? [
-                '  and in the console: Live usage (and Quotas, where it shows read-only: it is declared in conf/)',
-              ]
-            : []),
-          '',
-        ]
-      : [];
-  return [
-    '',
-    'quotagate is running (demo)',
-    `  gateway  ${base}    admin  ${adminBase} (/healthz /readyz /metrics)`,
-    `  ${environment} key  ${key}`,
-    '',
-    '  with the key, the demo upstream answers (200):',
-    `    curl -i -u '${key}:' ${base}${sample}`,
-    '  without it, the gateway refuses (401):',
-    `    curl -i ${base}${sample}`,
-    '',
-    ...quotaLines,
-    ...adminLines,
-    '  Ctrl-C stops it.',
-    '',
-  ].join('\n');
-}
+import { demoBanner, startDemo } from './demo-run.js';
 
 export const startCommand: Command = {
   summary: 'run the gateway',
@@ -142,15 +60,7 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     const secrets = new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config }));
     const logger = createLogger({ secrets });
     // A worker of `workers: N` runs this command again; the primary has said the rest.
-    if (cluster.isWorker)
-      return runWorker(loaded, {
-        logger,
-        source,
-        secrets,
-        primary: new IpcPeer(primaryEndpoint()),
-        id: cluster.worker?.id,
-        hearsSignals: true,
-      });
+    if (cluster.isWorker) return runWorkerProcess(loaded, { logger, source, secrets });
 
     const workers = workerCount(loaded.config);
     // Heard from the start to the exit: either signal's default action would end the process.
@@ -171,11 +81,9 @@ Exit codes: 0 stopped cleanly, 1 runtime failure, 2 bad usage or bad config.`,
     process.on('SIGUSR2', reopenLogs);
     const demo = values.demo ? await startDemo(loaded) : null;
     try {
-      running = await startPrimary(loaded, {
-        logger,
+      running = await startPrimary(loaded, envOf({ logger, secrets }), {
         workers,
         source,
-        secrets,
         configDir: values['config-dir'],
       });
     } catch (error) {

@@ -4,8 +4,15 @@ import type { RouteMatch } from '../catalog/router.js';
 import type { CounterState, SlotRelease } from '../limiter/counter-store.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
 import { Exchange, type ProxyOutcome } from '../upstream/upstream-proxy.js';
+import type { Clock } from '../kit/clock.js';
 import type { AnswerBodyUnits } from './answer-units.js';
 import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut.js';
+import {
+  answerUpstreamFailure,
+  missingGrpcStatus,
+  noteUpstreamGrpcStatus,
+  relayTrailersOnly,
+} from './answers/upstream-reports.js';
 import type { MeteredBytes, OpenExchange, QuotaOutcome } from './open-exchanges.js';
 import type { RuleSet } from './rule-set.js';
 
@@ -165,6 +172,32 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
     this.cutBy = why;
     this.abandonUpstream();
     this.answeredBytes += cutResponse(this.res, why, this.fields);
+  }
+
+  // What upstream/ reports of the exchange (`ExchangeReports`), rendered through the answers.
+  answerFailure(
+    timedOut: boolean,
+    unreadMs: number,
+    timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+  ): void {
+    answerUpstreamFailure(this, timedOut, unreadMs, timers);
+  }
+
+  /** The edge found a gRPC call (`form`): its answer is read as one. */
+  readsGrpc(): boolean {
+    return this.form === 'call';
+  }
+
+  grpcStatusRead(httpStatus: number, grpcStatus: string | string[] | undefined): void {
+    noteUpstreamGrpcStatus(this, httpStatus, grpcStatus);
+  }
+
+  grpcStatusMissing(): readonly string[] {
+    return missingGrpcStatus(this);
+  }
+
+  endTrailersOnly(head: readonly string[]): void {
+    relayTrailersOnly(this, head);
   }
 
   /** Names a restriction that refused the request, or would have, for the access line's `refusedBy`. */

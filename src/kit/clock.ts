@@ -27,3 +27,9 @@ export const systemClock: Clock = {
     clearTimeout(timer as NodeJS.Timeout);
   },
 };
+
+/**
+ * A clock's reading as a `Date`, for a library that takes one (jose's `currentDate`): the time is the
+ * clock's, never the process's own.
+ */
+export const dateAt = (reading: number): Date => new Date(reading);

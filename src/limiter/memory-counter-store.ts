@@ -13,6 +13,7 @@ import {
   type SlotRelease,
 } from './counter-store.js';
 import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
+import { systemClock } from '../kit/clock.js';
 
 interface Counter {
   total: number;
@@ -90,7 +91,7 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
   private lastSweepWhenFull = -Infinity;
 
   constructor(private readonly options: MemoryCounterStoreOptions = {}) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? systemClock.now;
     this.maxBytes = options.maxBytes ?? Infinity;
     this.lastSweep = this.now();
   }

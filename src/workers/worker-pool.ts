@@ -46,7 +46,7 @@ interface DataPlaneRun {
 /** The CLI, which a worker runs with the primary's arguments (`start --config-dir …`). */
 const cliPath = fileURLToPath(new URL('../cli.js', import.meta.url));
 /** What the data-plane thread runs: it loads the config and the data plane, never the admin listener. */
-const threadPath = fileURLToPath(new URL('./data-plane-thread.js', import.meta.url));
+const threadPath = fileURLToPath(new URL('../runtime/data-plane-thread.js', import.meta.url));
 
 /** What the data-plane thread is started with. */
 export interface DataPlaneThreadData {

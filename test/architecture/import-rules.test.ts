@@ -74,14 +74,16 @@ describe('the import rules', () => {
   it('refuse a data plane run apart that reaches the admin listener, even through a module allowed to import it', async () => {
     const dir = project({
       'src/admin/admin-server.ts': "export const admin = 'admin';\n",
-      'src/server.ts': "import { admin } from './admin/admin-server.js';\n\nexport const server = admin;\n",
-      'src/workers/worker.ts': "import { server } from '../server.js';\n\nexport const worker = server;\n",
+      'src/runtime/control-plane.ts':
+        "import { admin } from '../admin/admin-server.js';\n\nexport const control = admin;\n",
+      'src/runtime/worker.ts':
+        "import { control } from './control-plane.js';\n\nexport const worker = control;\n",
     });
     try {
       const { code, output } = await cruise('src', dir);
       expect(code).not.toBe(0);
       expect(output).toContain(
-        'error data-plane-without-admin: src/workers/worker.ts → src/admin/admin-server.ts',
+        'error data-plane-without-admin: src/runtime/worker.ts → src/admin/admin-server.ts',
       );
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,7 @@ import type { Clock } from '../../src/kit/clock.js';
 import { LogSecrets, createLogger } from '../../src/observe/log.js';
 import { secretValues } from '../../src/kit/secret-redaction.js';
 import type { ReloadOutcome } from '../../src/reload/config-reloader.js';
-import type { RunningGateway } from '../../src/data-plane-host.js';
+import type { RunningGateway } from '../../src/server.js';
 import { startGateway } from '../../src/server.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
 

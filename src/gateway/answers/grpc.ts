@@ -159,26 +159,6 @@ export function sendGrpcStatus(
   return 0;
 }
 
-/** The fields of a call's status (gRPC over HTTP/2, "Responses": Status), and its details (grpc-go's). */
-const statusFields: readonly string[] = ['grpc-status', 'grpc-message', 'grpc-status-details-bin'];
-
-/** Whether an answer's head carries any field of a call's status. */
-export const carriesGrpcStatus = (headers: IncomingHttpHeaders): boolean =>
-  statusFields.some((name) => headers[name] !== undefined);
-
-/**
- * `fields` (name, value pairs, lower-case names) without a call's status: of a head that is not the
- * whole answer, whose status the trailers say.
- */
-export function withoutGrpcStatus(fields: ReadonlyArray<string | string[]>): Array<string | string[]> {
-  const kept: Array<string | string[]> = [];
-  for (let i = 0; i + 1 < fields.length; i += 2) {
-    const name = fields[i] as string;
-    if (!statusFields.includes(name)) kept.push(name, fields[i + 1]!);
-  }
-  return kept;
-}
-
 /**
  * Ends `res` with status 200 and `fields` (name, value pairs, a repeated name as a list) in the one
  * HEADERS frame that ends an HTTP/2 stream: set one by one and then `end()`, for `writeHead` would send

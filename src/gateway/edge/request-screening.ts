@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { cgiSpelling } from '../../upstream/fields/hop-by-hop.js';
 import { Http2GatewayRequest } from './http2-messages.js';
 
 /**
@@ -14,12 +15,6 @@ const targetOverrideFields = [
   'x-method-override',
 ] as const;
 const targetOverrides: ReadonlySet<string> = new Set(targetOverrideFields);
-
-/**
- * A field name as CGI-style upstreams (WSGI, Rack, PHP) read it: they name fields `HTTP_<NAME>` with `-`
- * and `_` alike as `_`, so `X_Original_URL` is `X-Original-URL` to them.
- */
-export const cgiSpelling = (name: string): string => (name.includes('_') ? name.replaceAll('_', '-') : name);
 
 /**
  * Whether the query names a `_method` parameter, with which frameworks take the verb from the query

@@ -1,6 +1,11 @@
 import { framingFields, hopByHopFields } from '../../kit/gateway-owned-fields.js';
-import { cgiSpelling } from '../../gateway/edge/request-screening.js';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+
+/**
+ * A field name as CGI-style upstreams (WSGI, Rack, PHP) read it: they name fields `HTTP_<NAME>` with `-`
+ * and `_` alike as `_`, so `X_Original_URL` is `X-Original-URL` to them.
+ */
+export const cgiSpelling = (name: string): string => (name.includes('_') ? name.replaceAll('_', '-') : name);
 
 const hopByHop: ReadonlySet<string> = new Set(hopByHopFields);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AnswerDrains } from '../../src/upstream/answer-drains.js';
+import { AnswerDrains } from '../../../src/upstream/handlers/drain-after-leave.js';
 
 /** A read that notes when it was cut, in `cuts`. */
 const read = (name: string, cuts: string[]) => ({ name, cutReading: () => cuts.push(name) });

@@ -5,9 +5,9 @@ import { beforeDeadline } from '../kit/deadline.js';
 import { exitCode } from '../kit/exit-codes.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { LogSecrets, createLogger, logWritten, type Logger } from '../observe/log.js';
-import { IpcPeer, parentEndpoint, type StartFailure } from './ipc-peer.js';
+import { IpcPeer, parentEndpoint, type StartFailure } from '../workers/ipc-peer.js';
 import { runWorker } from './worker.js';
-import type { DataPlaneThreadData } from './worker-pool.js';
+import type { DataPlaneThreadData } from '../workers/worker-pool.js';
 
 /**
  * The data-plane thread of `workers: 1` (src/workers/worker-pool.ts starts it): it loads the config the

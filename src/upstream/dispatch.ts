@@ -1,0 +1,103 @@
+import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { Dispatcher } from 'undici';
+import type { AnswerChain, Exchange, ExchangeHost } from './exchange.js';
+import { watched } from './handlers/body-watch.js';
+import { startDeadline } from './handlers/deadline.js';
+import { grpcTrailersOnly } from './handlers/grpc-trailers-only.js';
+import { responseWriter } from './handlers/response-writer.js';
+import type { Origin } from './origins.js';
+
+/**
+ * The handler chains, composed once: an exchange takes the one its API and its request need. A plain
+ * API's answer goes through the response writer alone; a gRPC API's through the gRPC trailers-only
+ * handler too; the body watch only where something reads the answer's body. The drain after the client
+ * leaves is the exchange's own (`readRestOfAnswer`), started only when the pipeline asks for it, and the
+ * deadline runs only for a call that has one.
+ */
+const chains = {
+  plain: responseWriter,
+  plainWatched: watched(responseWriter),
+  grpc: grpcTrailersOnly(responseWriter),
+  grpcWatched: watched(grpcTrailersOnly(responseWriter)),
+} as const satisfies Record<string, AnswerChain>;
+
+/** The handlers of `exchange`'s answer. */
+function chainOf(exchange: Exchange): AnswerChain {
+  if (exchange.grpc) return exchange.bodyWatch === null ? chains.grpc : chains.grpcWatched;
+  return exchange.bodyWatch === null ? chains.plain : chains.plainWatched;
+}
+
+/** The dispatch's share of the proxy: its clock and failures, and the upstream's time to answer. */
+export interface DispatchHost extends ExchangeHost {
+  readonly proxyTimeout: number;
+}
+
+/**
+ * Sends the request of `req`'s exchange to `origin`, with the fields of `exchange.upstreamFields` and the
+ * origin's Host, through the handlers its API needs; the call's deadline starts when it has one.
+ */
+export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost): void {
+  const { req } = exchange;
+  const fields = exchange.upstreamFields;
+  fields.push('host', origin.host);
+  // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"), whatever the client
+  // takes; a client that takes trailers has asked for them already.
+  if (exchange.grpc && !exchange.relaysTrailers) fields.push('te', 'trailers');
+  exchange.host = host;
+  exchange.chain = chainOf(exchange);
+  if (exchange.grpc) startDeadline(exchange, host.clock);
+  origin.pool.dispatch(
+    {
+      path: req.url ?? '/',
+      method: req.method as Dispatcher.HttpMethod,
+      headers: fields as string[],
+      // undici takes an async iterable as a body (its types say Readable): framed by the Content-Length
+      // among the fields, or chunked without one.
+      body: exchange.hasBody ? (countedBody(exchange) as unknown as Readable) : null,
+      headersTimeout: host.proxyTimeout,
+      bodyTimeout: host.proxyTimeout,
+    },
+    exchange,
+  );
+}
+
+/**
+ * The most of a request body a meter is told of at once: a read of the body hands on all it has
+ * buffered, which may be far more than one read of the socket.
+ */
+const meteredPieceBytes = 65_536;
+
+/**
+ * The request body as undici reads it, counted on the way. undici pulls a chunk only when it has a
+ * connection to write it to, so none is read before then (a 'data' listener would start the flow).
+ * Under a meter it goes in pieces of at most `meteredPieceBytes`, each told before it is sent: a piece
+ * the meter finds no room for is not sent, and the body fails, so that the upstream never takes the
+ * bytes before it for a whole body (the exchange has been ended already).
+ */
+async function* countedBody(exchange: Exchange): AsyncGenerator<Buffer> {
+  // A body given up on (cut at its byte restriction, or undici's request failed) is not destroyed:
+  // that would destroy an HTTP/1.1 socket, and the answer the gateway gives on it. What is left of it
+  // is read and dropped, as Node's HTTP/1.1 server drops it, so that an HTTP/2 stream can end.
+  const req: IncomingMessage = exchange.req;
+  try {
+    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      if (exchange.meter === null) {
+        exchange.bytesIn += chunk.length;
+        yield chunk;
+        continue;
+      }
+      for (let at = 0; at < chunk.length; at += meteredPieceBytes) {
+        const piece = chunk.length <= meteredPieceBytes ? chunk : chunk.subarray(at, at + meteredPieceBytes);
+        exchange.bytesIn += piece.length;
+        // The exchange may have ended while the piece before was sent: its meter is gone then.
+        const flows = exchange.meter?.moved() ?? true;
+        if (!(typeof flows === 'boolean' ? flows : await flows))
+          throw new Error('the request body passed its byte restriction');
+        yield piece;
+      }
+    }
+  } finally {
+    req.resume();
+  }
+}

@@ -1,0 +1,105 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createProxyServer, type ProxyServer } from 'http-proxy-3';
+import { Pool } from 'undici';
+import type { Clock } from '../kit/clock.js';
+import type { CompiledApi } from '../catalog/router.js';
+import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
+import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
+
+/** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
+export interface Origin {
+  readonly server: ProxyServer;
+  readonly pool: UpstreamDispatcher;
+  /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
+  readonly host: string;
+  /** Opens a WebSocket through `server`. */
+  readonly openWebSocket: WebSocketOpener;
+}
+
+/** What an origin's server does with an exchange: the pass that sends it, and the steps of an opening. */
+export interface OriginUse {
+  /** Sends the request of `req`'s exchange to `origin`; it is the first of the server's web passes. */
+  send(req: IncomingMessage, origin: Origin): void;
+  readonly webSocketSteps: WebSocketSteps;
+}
+
+/**
+ * Adds `send` ahead of `server`'s web passes, halting the pass loop: `deleteLength`, `timeout`,
+ * `XHeaders` and `stream` never run, for the gateway has done their work (framing, X-Forwarded-*, the
+ * target path, the Host, hop-by-hop fields; the response is written by the handlers, as with
+ * `selfHandleResponse`). This is the gateway's one coupling with how http-proxy-3 runs `web()`, and
+ * test/upstream/origins.test.ts checks it against the installed version: `before('web', 'deleteLength',
+ * pass)` puts a pass ahead of its first one, `web(req, res)` runs the passes in order with the request
+ * and response, and a pass that returns true stops the loop.
+ */
+export function sendFirst(
+  server: ProxyServer,
+  send: (req: IncomingMessage, res: ServerResponse) => void,
+): void {
+  server.before('web', 'deleteLength', (req: IncomingMessage, res: ServerResponse) => {
+    send(req, res);
+    return true;
+  });
+}
+
+/**
+ * The upstream origins of the APIs: one undici pool per origin (the h2 pool for a gRPC API), each inside
+ * an http-proxy-3 server that runs its exchanges (`web()`) and its WebSocket openings (`ws()`).
+ */
+export class Origins {
+  private readonly byKey = new Map<string, Origin>();
+  /**
+   * Each compiled API's origin, found by the API itself: its key is a string made and hashed again
+   * per request otherwise (0.4% of the gateway's busy time in a profile, issue 35). A reload's new APIs
+   * find the same origin through `byKey`.
+   */
+  private byApi = new WeakMap<CompiledApi, Origin>();
+
+  /**
+   * @param connectTimeout milliseconds a connection has to open (`proxyTimeout` when the first exchange
+   *   of the origin came)
+   */
+  constructor(
+    private readonly use: OriginUse,
+    private readonly connectTimeout: () => number,
+    private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+  ) {}
+
+  /** The origin of `api`'s upstream, opened as its first exchange comes. */
+  of(api: CompiledApi): Origin {
+    const known = this.byApi.get(api);
+    if (known) return known;
+    const { protocol } = api.config;
+    const key = `${protocol} ${api.upstreamOrigin}`;
+    const origin = this.byKey.get(key) ?? this.open(api);
+    this.byKey.set(key, origin);
+    this.byApi.set(api, origin);
+    return origin;
+  }
+
+  /** Closes the upstream connections; call after the last exchange. */
+  async close(): Promise<void> {
+    const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
+    this.byKey.clear();
+    this.byApi = new WeakMap();
+    await Promise.all(pools);
+  }
+
+  private open(api: CompiledApi): Origin {
+    const target = new URL(api.upstreamOrigin);
+    // One connection per exchange in flight, kept alive between them (as long as the upstream's
+    // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
+    const pool =
+      api.config.protocol === 'grpc'
+        ? new Http2Upstream(api.upstreamOrigin, this.connectTimeout(), this.timers)
+        : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
+    // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
+    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
+    const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
+    const origin: Origin = { server, pool, host: target.host, openWebSocket };
+    sendFirst(server, (req) => this.use.send(req, origin));
+    // Errors of a WebSocket's exchange come to its steps' `failed`; this one hears those of its client socket.
+    server.on('error', () => undefined);
+    return origin;
+  }
+}
