@@ -19,7 +19,8 @@ import type { RuleSet } from './rule-set.js';
 /**
  * Shows an authenticator the routed path where the auth plugin contract reads it, `req.url` (the seed's
  * plugins match URLs on it): the one place the pipeline writes it. The record's own fields stay what the
- * steps read; the upstream proxy writes `req.url` again as http-proxy-3 reads the upstream target there.
+ * steps read, and the upstream proxy sends an exchange at its `upstreamTarget` (a WebSocket opening
+ * alone has `req.url` written again, for http-proxy-3's `ws()`).
  */
 export function presentRoutedPath(record: ExchangeRecord): void {
   record.req.url = record.routedPath;
@@ -61,8 +62,6 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
    * access line see. Empty until `route` has matched it.
    */
   routedPath = '';
-  /** The target the upstream is sent: its base path, the routed path and the query. */
-  upstreamTarget = '';
   /** The request reached the usage path: `usage` answers it, after `authenticate`. */
   readsUsage = false;
   principal: Principal | null = null;

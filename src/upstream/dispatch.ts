@@ -49,7 +49,7 @@ export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost)
   if (exchange.grpc) startDeadline(exchange, host.clock);
   origin.pool.dispatch(
     {
-      path: req.url ?? '/',
+      path: exchange.upstreamTarget,
       method: req.method as Dispatcher.HttpMethod,
       headers: fields as string[],
       // undici takes an async iterable as a body (its types say Readable): framed by the Content-Length

@@ -131,6 +131,11 @@ export abstract class Exchange<
    * those the gateway sets. undici writes a list as it is.
    */
   readonly upstreamFields: Array<string | string[]> = [];
+  /**
+   * The target the upstream is sent (its base path, the routed path and the query): the pipeline sets it
+   * when it routes the request, and `req.url` keeps what the client sent.
+   */
+  upstreamTarget = '';
   /** Whether the request announced a body, which then streams upstream. */
   hasBody = false;
   /** Whether the client takes trailer fields: the upstream's are then relayed after the body. */

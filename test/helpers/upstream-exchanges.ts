@@ -129,6 +129,7 @@ export async function startFront(
     exchanges.push(exchange);
     exchange.forwarded = true;
     exchange.forwardedAt = clock.monotonic();
+    exchange.upstreamTarget = req.url ?? '/';
     prepare(exchange, req);
     dispatch(exchange, origin, host);
   });

@@ -19,11 +19,11 @@ export function forward(context: StepContext, record: ExchangeRecord): false {
   if (record.bodyWatch !== null) askForIdentity(record.upstreamFields);
   context.openExchanges.add(record);
   if (record.form === 'opening') {
-    context.proxy.forwardUpgrade(record, route!.api, record.upstreamTarget);
+    context.proxy.forwardUpgrade(record, route!.api);
     return false;
   }
   if (record.expectsContinue) res.writeContinue();
-  context.proxy.forward(record, route!.api, record.upstreamTarget);
+  context.proxy.forward(record, route!.api);
   return false;
 }
 
