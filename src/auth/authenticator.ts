@@ -47,7 +47,11 @@ export type Identification = { identity: string } | { unknown: string } | 'unava
 
 export interface Authenticator {
   readonly scheme: string;
-  authenticate(req: IncomingMessage, res: ServerResponse): AuthResult | Promise<AuthResult>;
+  /**
+   * @param path the request's path as routed (normalized, with its query): a scheme that matches URLs
+   *   reads this, never `req.url`, which keeps what the client sent
+   */
+  authenticate(req: IncomingMessage, res: ServerResponse, path: string): AuthResult | Promise<AuthResult>;
   readonly documentation: AuthDocumentation;
   /**
    * The identity a name stands for, for schemes whose callers live in a directory the gateway can ask

@@ -84,12 +84,17 @@ export function createPluginAuthenticator(
   const applyResponseForTest = plugin.applyResponseForTest ?? plugin.applyRequestsForTest;
   return {
     scheme: 'plugin',
-    async authenticate(req, res): Promise<AuthResult> {
+    async authenticate(req, res, path): Promise<AuthResult> {
+      // The seed's plugins match URLs on `req.url`: they are shown the routed path there, not another
+      // spelling of it that the router normalized.
+      req.url = path;
       try {
         if (plugin.matchURL && !plugin.matchURL(req)) {
           // The path only: a query may carry a key.
-          const path = req.url?.split('?', 1)[0];
-          logger.debug({ path }, 'the plugin does not validate this URL: passing it unauthenticated');
+          logger.debug(
+            { path: path.split('?', 1)[0] },
+            'the plugin does not validate this URL: passing it unauthenticated',
+          );
           return { ok: true, principal: null, unvalidated: true };
         }
         const passed = await beforeDeadline(validate(plugin, req, res), options.timeout);

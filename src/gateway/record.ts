@@ -16,16 +16,6 @@ import {
 import type { MeteredBytes, OpenExchange, QuotaOutcome } from './open-exchanges.js';
 import type { RuleSet } from './rule-set.js';
 
-/**
- * Shows an authenticator the routed path where the auth plugin contract reads it, `req.url` (the seed's
- * plugins match URLs on it): the one place the pipeline writes it. The record's own fields stay what the
- * steps read, and the upstream proxy sends an exchange at its `upstreamTarget` (a WebSocket opening
- * alone has `req.url` written again, for http-proxy-3's `ws()`).
- */
-export function presentRoutedPath(record: ExchangeRecord): void {
-  record.req.url = record.routedPath;
-}
-
 /** The HTTP version a request came in, as the access line spells it: set once, by the edge. */
 export type HttpVersion = 'HTTP/1.0' | 'HTTP/1.1' | 'HTTP/2';
 
@@ -105,11 +95,11 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
     req: IncomingMessage,
     res: ServerResponse,
     readonly id: string,
-    /** The client waits for `100 Continue` before it sends the body: sent only once it is admitted. */
-    readonly expectsContinue: boolean,
+    expectsContinue: boolean,
     ruleSet: RuleSet,
   ) {
     super(req, res);
+    this.expectsContinue = expectsContinue;
     this.ruleSet = ruleSet;
     this.fields.push('x-request-id', id);
   }
@@ -142,11 +132,10 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
 
   /**
    * Its request authenticated again, by the authenticator it came under (a reload does not change it),
-   * with the path that was routed as the first time (`presentRoutedPath`).
+   * on the path that was routed the first time.
    */
   authenticateAgain(): AuthResult | Promise<AuthResult> {
-    presentRoutedPath(this);
-    return this.ruleSet.authenticator.authenticate(this.req, this.res);
+    return this.ruleSet.authenticator.authenticate(this.req, this.res, this.routedPath);
   }
 
   /** An exchange the gateway cut is the gateway's doing, not the client's abort. */
@@ -185,6 +174,11 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
   /** The edge found a gRPC call (`form`): its answer is read as one. */
   readsGrpc(): boolean {
     return this.form === 'call';
+  }
+
+  /** The edge found a WebSocket opening (`form`). */
+  isOpening(): boolean {
+    return this.form === 'opening';
   }
 
   grpcStatusRead(httpStatus: number, grpcStatus: string | string[] | undefined): void {

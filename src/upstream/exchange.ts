@@ -73,6 +73,8 @@ export interface ExchangeReports {
   ): void;
   /** Whether the client reads the answer as a gRPC call (a gRPC content type over HTTP/2). */
   readsGrpc(): boolean;
+  /** Whether the request opens a WebSocket: it goes upstream through http-proxy-3's `ws()`. */
+  isOpening(): boolean;
   /**
    * The status the client reads of its call: from `grpcStatus` (a `grpc-status` field) of an answer of
    * HTTP 200, else from the HTTP status.
@@ -138,6 +140,13 @@ export abstract class Exchange<
   upstreamTarget = '';
   /** Whether the request announced a body, which then streams upstream. */
   hasBody = false;
+  /** The client waits for `100 Continue` before it sends the body: invited only once it is forwarded. */
+  expectsContinue = false;
+  /**
+   * A byte restriction counts what the exchange moves: a WebSocket opening then offers the upstream no
+   * compression (websocket/opening.ts).
+   */
+  countsBytes = false;
   /** Whether the client takes trailer fields: the upstream's are then relayed after the body. */
   relaysTrailers = false;
   /** Set once the exchange has been handed to the upstream. */
@@ -207,6 +216,7 @@ export abstract class Exchange<
     timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
   ): void;
   abstract readsGrpc(): boolean;
+  abstract isOpening(): boolean;
   abstract grpcStatusRead(httpStatus: number, grpcStatus: string | string[] | undefined): void;
   abstract grpcStatusMissing(): readonly string[];
   abstract endTrailersOnly(head: readonly string[]): void;

@@ -79,30 +79,26 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    * Forwards the exchange's request to `api`'s upstream at `exchange.upstreamTarget`, with the fields of
    * `exchange.upstreamFields` and the upstream's Host. The exchange is complete once the client response
    * has closed.
+   *
+   * A WebSocket opening goes through http-proxy-3's `ws()`, with the upgrade fields too: when the
+   * upstream answers 101, its answer goes to the client with the gateway's fields (`exchange.fields`) and
+   * its link relays the frames (`exchange.webSocket`); any other answer is relayed as it is, after which
+   * the connection closes. Every other request goes through `web()` and undici.
    */
   forward(exchange: Exchange, api: CompiledApi): void {
     const { req, res } = exchange;
     exchange.forwarded = true;
     exchange.forwardedAt = this.clock.monotonic();
-    exchange.grpc = api.config.protocol === 'grpc';
-    this.origins.of(api).server.web(req, res);
-  }
-
-  /**
-   * Forwards the exchange's WebSocket opening handshake to `api`'s upstream at `exchange.upstreamTarget` through
-   * http-proxy-3's `ws()`, with the fields of `exchange.upstreamFields`, the upstream's Host and the
-   * upgrade fields. When the upstream answers 101, its answer goes to the client with the gateway's
-   * fields (`exchange.fields`) and its link relays the frames (`exchange.webSocket`); any other answer is
-   * relayed as it is, after which the connection closes.
-   */
-  forwardUpgrade(exchange: Exchange, api: CompiledApi): void {
-    const { req } = exchange;
-    exchange.forwarded = true;
-    exchange.forwardedAt = this.clock.monotonic();
     const origin = this.origins.of(api);
-    // http-proxy-3's ws() takes the opening's path from `req.url` alone: the one place it is rewritten.
-    req.url = exchange.upstreamTarget;
-    origin.openWebSocket(req, exchange.upgradeHead!, openingHeaders(exchange, origin.host));
+    if (exchange.isOpening()) {
+      // http-proxy-3's ws() takes the opening's path from `req.url` alone: the one place it is rewritten.
+      req.url = exchange.upstreamTarget;
+      origin.openWebSocket(req, exchange.upgradeHead!, openingHeaders(exchange, origin.host));
+      return;
+    }
+    exchange.grpc = api.config.protocol === 'grpc';
+    if (exchange.expectsContinue) res.writeContinue();
+    origin.server.web(req, res);
   }
 
   /** Closes the upstream connections; call after the last exchange. */

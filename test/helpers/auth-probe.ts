@@ -13,7 +13,7 @@ export interface AuthProbe {
  */
 export async function startAuthProbe(authenticator: Authenticator): Promise<AuthProbe> {
   const server: Server = http.createServer((req, res) => {
-    void Promise.resolve(authenticator.authenticate(req, res)).then((result) => {
+    void Promise.resolve(authenticator.authenticate(req, res, req.url ?? '/')).then((result) => {
       if (res.headersSent) return;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify(result));

@@ -55,8 +55,8 @@ export function answeringAuthenticator(result: AuthResult, wait = false) {
   const seen: string[] = [];
   const authenticator: Authenticator = {
     scheme: 'test',
-    authenticate(req) {
-      seen.push(req.url ?? '');
+    authenticate(_req, _res, path) {
+      seen.push(path);
       return wait ? Promise.resolve(result) : result;
     },
     documentation: { swaggerSecurity: () => ({ securityDefinitions: {}, security: [] }) },

@@ -25,6 +25,8 @@ export class TestExchange extends Exchange {
   readonly reports: Report[] = [];
   /** Whether the client reads gRPC answers (the edge's to say; the test's here). */
   grpcClient = false;
+  /** Whether the request opens a WebSocket (the edge's to say; the test's here). */
+  opening = false;
 
   answerFailure(timedOut: boolean): void {
     this.reports.push({ kind: 'failure', timedOut });
@@ -38,6 +40,10 @@ export class TestExchange extends Exchange {
 
   readsGrpc(): boolean {
     return this.grpcClient;
+  }
+
+  isOpening(): boolean {
+    return this.opening;
   }
 
   grpcStatusRead(httpStatus: number, grpcStatus: string | string[] | undefined): void {

@@ -104,7 +104,7 @@ function writeAccessLine(
     sampled: status === 429 ? ruleSet.sample429 : 1,
     webSocket: record.webSocket ? (record.webSocket.endedBy ?? 'closed') : null,
     endedBy: record.cutBy,
-    grpcStatus: record.form === 'call' ? grpcStatusGiven(res) : null,
+    grpcStatus: record.readsGrpc() ? grpcStatusGiven(res) : null,
   });
 }
 

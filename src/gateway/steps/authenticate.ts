@@ -1,13 +1,12 @@
 import type { AuthResult } from '../../auth/authenticator.js';
 import { authRefusalDetails } from '../answers/errors.js';
 import { refuse } from '../answers/refusal.js';
-import { presentRoutedPath, type ExchangeRecord } from '../record.js';
+import type { ExchangeRecord } from '../record.js';
 import { isPromise, type Next, type StepContext } from './context.js';
 
 /** Step 3: the authenticator of APIKeyAuthType, on the path routed; a promise only when it has to wait. */
 export function authenticate(_context: StepContext, record: ExchangeRecord): Next {
-  presentRoutedPath(record);
-  const auth = record.ruleSet.authenticator.authenticate(record.req, record.res);
+  const auth = record.ruleSet.authenticator.authenticate(record.req, record.res, record.routedPath);
   if (isPromise(auth)) return auth.then((result) => authenticated(record, result));
   return authenticated(record, auth);
 }

@@ -8,7 +8,7 @@ import type { StepContext } from './context.js';
 /**
  * Step 6, the last before the answer: hands the admitted request to the upstream proxy at its upstream
  * target, with the upstream head prepared, and puts it on the open exchanges. A client that waited for
- * `100 Continue` is invited to send its body only now.
+ * `100 Continue` is invited to send its body only then (upstream/upstream-proxy.ts).
  */
 export function forward(context: StepContext, record: ExchangeRecord): false {
   const { res, route } = record;
@@ -18,11 +18,6 @@ export function forward(context: StepContext, record: ExchangeRecord): false {
   if (record.unitCounters.length > 0) record.bodyWatch = AnswerBodyUnits.of(record.unitCounters);
   if (record.bodyWatch !== null) askForIdentity(record.upstreamFields);
   context.openExchanges.add(record);
-  if (record.form === 'opening') {
-    context.proxy.forwardUpgrade(record, route!.api);
-    return false;
-  }
-  if (record.expectsContinue) res.writeContinue();
   context.proxy.forward(record, route!.api);
   return false;
 }
@@ -39,13 +34,7 @@ export function prepareUpstreamFields(record: ExchangeRecord): void {
     upstreamFields,
     record.countedFields,
   );
-  // RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte
-  // restriction counts what it protects, so the upstream is offered no extension: the frames then
-  // carry their payload as it is (docs/quotas.md, "Counting").
-  if (record.form === 'opening' && record.byteCounters.length > 0) {
-    const offer = upstreamFields.indexOf('sec-websocket-extensions');
-    if (offer !== -1) upstreamFields.splice(offer, 2);
-  }
+  record.countsBytes = record.byteCounters.length > 0;
   appendForwardedFields(req, upstreamFields, peerTrusted);
   if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
   upstreamFields.push('x-request-id', record.id);

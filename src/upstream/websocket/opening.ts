@@ -22,9 +22,16 @@ export interface OpeningHost {
  * The upstream request's fields of a WebSocket opening: the exchange's `upstreamFields`, the upstream's
  * Host and the upgrade fields. The client's fields stay the request's, for the credentials to be
  * checked again while the WebSocket is open.
+ *
+ * RFC 7692: a compressed message crosses in fewer bytes than the upstream inflates. A byte restriction
+ * counts what it protects, so when one counts the exchange the upstream is offered no extension: the
+ * frames then carry their payload as it is (docs/quotas.md, "Counting").
  */
-export const openingHeaders = (exchange: Exchange, host: string): IncomingHttpHeaders =>
-  headersOf(exchange.upstreamFields, [
+export function openingHeaders(exchange: Exchange, host: string): IncomingHttpHeaders {
+  const fields = exchange.upstreamFields;
+  const offer = exchange.countsBytes ? fields.indexOf('sec-websocket-extensions') : -1;
+  if (offer !== -1) fields.splice(offer, 2);
+  return headersOf(fields, [
     'host',
     host,
     'connection',
@@ -32,6 +39,7 @@ export const openingHeaders = (exchange: Exchange, host: string): IncomingHttpHe
     'upgrade',
     'websocket',
   ]) as IncomingHttpHeaders;
+}
 
 /**
  * The steps of a WebSocket opening, as http-proxy-3's `ws()` runs it (`followWebSocketOpenings`): the

@@ -26,6 +26,8 @@ describe('the authenticate step', () => {
     const server = await serve({ ok: true, principal });
     expect((await request(`${server.url}/PETS/42?x=1`)).statusCode).toBe(204);
     expect(server.seen).toEqual(['/pets/42?x=1']);
+    // The pipeline never writes req.url: it keeps what the client sent.
+    expect(server.records[0]!.req.url).toBe('/PETS/42?x=1');
     expect(server.verdicts).toEqual([true]);
     expect(server.records[0]!.principal).toBe(principal);
   });

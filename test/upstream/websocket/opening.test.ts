@@ -24,4 +24,15 @@ describe("a WebSocket opening's upstream fields", () => {
       upgrade: 'websocket',
     });
   });
+
+  it('offer the upstream no compression when a byte restriction counts the exchange (RFC 7692)', () => {
+    const offer = ['sec-websocket-key', 'k', 'sec-websocket-extensions', 'permessage-deflate'];
+    const counted = exchangeWith(offer);
+    counted.countsBytes = true;
+    expect(openingHeaders(counted, 'upstream.test')).not.toHaveProperty('sec-websocket-extensions');
+    expect(openingHeaders(exchangeWith(offer), 'upstream.test')).toHaveProperty(
+      'sec-websocket-extensions',
+      'permessage-deflate',
+    );
+  });
 });
