@@ -1,4 +1,4 @@
-import type { ApiConfig, MethodConfig } from '../config/schema.js';
+import { upstreamTargets, type ApiConfig, type MethodConfig } from '../config/schema.js';
 import { uniqueLabels } from '../kit/unique-labels.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 
@@ -8,8 +8,13 @@ export interface CompiledApi {
   readonly label: string;
   /** What metrics call each method (by id): its name, or its id when another method of the API has it. */
   readonly methodLabels: ReadonlyMap<string, string>;
-  /** Upstream origin, e.g. `http://127.0.0.1:9000`. */
+  /** Upstream origin, e.g. `http://127.0.0.1:9000`: of its first target when it has a pool. */
   readonly upstreamOrigin: string;
+  /**
+   * The targets of a pool (`upstream: { targets }`), each an origin with its weight, in the config's
+   * order; null for the one-URL form, which goes to `upstreamOrigin` alone.
+   */
+  readonly upstreamTargets: ReadonlyArray<{ readonly origin: string; readonly weight: number }> | null;
   /** Upstream path prefix without a trailing slash ('' for none); a gRPC API's basePath ends it. */
   readonly upstreamPrefix: string;
 }
@@ -78,7 +83,9 @@ function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
 const literal = (segment: string) => normalizeSegment(segment) ?? segment;
 
 function compileApi(config: ApiConfig, label: string): ApiRoute {
-  const upstream = new URL(config.upstream);
+  const targets = upstreamTargets(config.upstream).map(({ url, weight }) => ({ url: new URL(url), weight }));
+  // The config check holds every target of a pool to the first one's path.
+  const upstream = targets[0]!.url;
   const key = (text: string) => (config.caseSensitive ? text : text.toLowerCase());
   const methodsByVerb = new Map<string, CompiledMethod[]>();
   for (const method of config.methods) {
@@ -99,6 +106,10 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
       label,
       methodLabels: uniqueLabels(config.methods),
       upstreamOrigin: upstream.origin,
+      upstreamTargets:
+        typeof config.upstream === 'string'
+          ? null
+          : targets.map(({ url, weight }) => ({ origin: url.origin, weight })),
       // A gRPC call's path is `/<package.Service>/<Method>` from the server's root (gRPC over HTTP/2,
       // "Path"): the service that basePath names goes upstream with it, and the config refuses a path
       // in the upstream URL of a gRPC API.

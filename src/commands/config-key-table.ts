@@ -20,7 +20,10 @@ function typeOf(schema: JsonSchema): string {
   if (schema.enum) return schema.enum.map((value) => JSON.stringify(value)).join(' \\| ');
   const options = schema.anyOf ?? schema.oneOf;
   if (options) return [...new Set(options.map(typeOf))].join(' \\| ');
-  if (schema.type === 'array') return `${schema.items ? typeOf(schema.items) : 'any'}[]`;
+  if (schema.type === 'array') {
+    const item = schema.items ? typeOf(schema.items) : 'any';
+    return `${item.includes(' \\| ') ? `(${item})` : item}[]`;
+  }
   const range =
     schema.minimum !== undefined && schema.maximum !== undefined && schema.maximum < Number.MAX_SAFE_INTEGER
       ? ` ${schema.minimum}–${schema.maximum}`
@@ -57,11 +60,25 @@ function rowsOf(
     if (!known) rows.set(path, { type: typeOf(value), default: defaultOf(value) });
     else
       known.type = [...new Set([...alternatives(known.type), ...alternatives(typeOf(value))])].join(' \\| ');
-    const objects = [value, value.items, ...(value.anyOf ?? []), ...(value.oneOf ?? [])].filter(
+    const objects = [value, ...(value.anyOf ?? []), ...(value.oneOf ?? [])].filter(
       (candidate): candidate is JsonSchema => candidate?.properties !== undefined,
     );
-    for (const object of objects) rowsOf(object, value.items === object ? `${path}[]` : path, rows);
+    for (const object of objects) rowsOf(object, path, rows);
+    for (const item of listItemObjects(value)) rowsOf(item, `${path}[]`, rows);
   }
+}
+
+/**
+ * The objects a list holds: its items, or the object form of items written as a string or an object
+ * (an upstream's targets: a URL, or `{ url, weight }`).
+ */
+function listItemObjects(list: JsonSchema): JsonSchema[] {
+  const items = list.items;
+  if (items === undefined) return [];
+  if (items.properties !== undefined) return [items];
+  const forms = items.anyOf ?? items.oneOf ?? [];
+  const shorthand = forms.some((form) => form.type === 'string');
+  return shorthand ? forms.filter((form) => form.properties !== undefined) : [];
 }
 
 /**

@@ -11,7 +11,8 @@ export type Stoppable = { close(): Promise<void> };
 /** Starts the demo upstream where the first API of the config points, when that is a local http URL. */
 export async function startDemo(loaded: LoadedConfig): Promise<Stoppable | null> {
   const upstream = loaded.config.apis[0]?.upstream;
-  if (!upstream) return null;
+  // A pool of targets is not the demo's: the demo upstream is one local URL.
+  if (typeof upstream !== 'string') return null;
   const url = new URL(upstream);
   if (url.protocol !== 'http:' || !['127.0.0.1', 'localhost'].includes(url.hostname)) return null;
   const port = Number(url.port || 80);

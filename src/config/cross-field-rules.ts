@@ -4,7 +4,7 @@ import type { Environment } from '../applications/application-schema.js';
 import { catalogIds, referenceProblem } from '../quota/catalog-references.js';
 import { declaredListProblems, declaredPlanProblem, isMembership } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../kit/password-hash.js';
-import { asymmetricAlgorithms, bytesOf, hmacKeyBytes, type Config } from './schema.js';
+import { asymmetricAlgorithms, bytesOf, hmacKeyBytes, upstreamTargets, type Config } from './schema.js';
 
 export type KeyPath = ReadonlyArray<string | number>;
 
@@ -91,6 +91,7 @@ function catalogProblems(config: Config): Problem[] {
     ...firstSeen(routes),
     ...grpcVerbProblems(config),
     ...grpcUpstreamProblems(config),
+    ...targetPathProblems(config),
     ...webSocketMethodProblems(config),
   ];
 }
@@ -102,15 +103,51 @@ function catalogProblems(config: Config): Problem[] {
  */
 function grpcUpstreamProblems(config: Config): Problem[] {
   return config.apis.flatMap((api, i) => {
-    if (api.protocol !== 'grpc' || !URL.canParse(api.upstream)) return [];
-    const { pathname } = new URL(api.upstream);
+    if (api.protocol !== 'grpc') return [];
+    const targets = upstreamTargets(api.upstream);
+    if (targets.length > 1)
+      return [
+        {
+          path: ['apis', i, 'upstream', 'targets'],
+          message:
+            "must name one target in an API of protocol 'grpc': its calls are not balanced across targets yet (put a gRPC-aware balancer behind one target)",
+        },
+      ];
+    const [target] = targets;
+    if (target === undefined || !URL.canParse(target.url)) return [];
+    const { pathname } = new URL(target.url);
     if (pathname === '' || pathname === '/') return [];
     return [
       {
-        path: ['apis', i, 'upstream'],
+        path:
+          typeof api.upstream === 'string' ? ['apis', i, 'upstream'] : ['apis', i, 'upstream', 'targets', 0],
         message: `must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove ${pathname})`,
       },
     ];
+  });
+}
+
+/**
+ * The targets of a pool are instances of one API: a request goes to whichever is picked with the same
+ * path, so a target with another path would answer a different resource.
+ */
+function targetPathProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i) => {
+    if (typeof api.upstream === 'string') return [];
+    const paths = upstreamTargets(api.upstream).map(({ url }) =>
+      URL.canParse(url) ? new URL(url).pathname.replace(/\/+$/, '') : null,
+    );
+    const first = paths[0] ?? null;
+    return paths.flatMap((path, j) =>
+      j === 0 || path === null || first === null || path === first
+        ? []
+        : [
+            {
+              path: ['apis', i, 'upstream', 'targets', j],
+              message: `must have the path of targets[0] (${first || '/'}), not ${path || '/'}: every target of an API is sent the same path`,
+            },
+          ],
+    );
   });
 }
 

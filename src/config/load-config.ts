@@ -180,7 +180,22 @@ function toProblems(issue: z.core.$ZodIssue): Problem[] {
           : unknownKeyMessage(key, keysAt(configSchema, issue.path)),
     }));
   }
+  const matched = issue.code === 'invalid_union' ? objectOptionIssues(issue) : null;
+  if (matched !== null)
+    return matched.flatMap((inner) => toProblems({ ...inner, path: [...issue.path, ...inner.path] }));
   return [{ path: issue.path as KeyPath, message: issue.message }];
+}
+
+/**
+ * An object that fails the one object form of a union (an upstream's `{ targets }`) is told what is wrong
+ * inside it, not that it is no URL: the issues of the one option that took it for its type and found
+ * fault only within it (zod leaves the input out of a reported issue, so its type is read from them).
+ */
+function objectOptionIssues(issue: z.core.$ZodIssueInvalidUnion): z.core.$ZodIssue[] | null {
+  const within = issue.errors.filter(
+    (issues) => issues.length > 0 && issues.every((inner) => inner.path.length > 0),
+  );
+  return within.length === 1 ? within[0]! : null;
 }
 
 function unreadableFiles(config: Config, cwd: string): Problem[] {

@@ -113,6 +113,65 @@ const cidrOrAddress = z.string({ error: msg('must be an IP address or CIDR') }).
   { error: msg('must be an IP address or CIDR') },
 );
 
+/** The ways an API's requests are spread across its targets, each by the targets' weights. */
+export const balancePolicies = ['round-robin', 'least-requests'] as const;
+
+const upstreamTarget = z.union(
+  [
+    upstreamUrl,
+    z.strictObject({
+      url: upstreamUrl,
+      /** Its share of the API's requests against the other targets' (default: 1). */
+      weight: z
+        .int({ error: msg('must be a whole number from 1 to 1000') })
+        .min(1, { error: msg('must be a whole number from 1 to 1000') })
+        .max(1000, { error: msg('must be a whole number from 1 to 1000') })
+        .default(1),
+    }),
+  ],
+  { error: msg('must be an http(s) URL or { url, weight }') },
+);
+
+const healthCheckSchema = z.strictObject({
+  /** What each target is asked with a GET, from its origin's root (`/healthz`). */
+  path: absolutePath(() => true, 'must be an absolute path like /healthz'),
+  /** Milliseconds from one check of a target to the next. */
+  interval: milliseconds,
+  /** Milliseconds a check has for its answer's head, after which it failed. */
+  timeout: milliseconds,
+  /** Failed checks in a row (not 2xx, a timeout, a refused connection) that take a target out. */
+  unhealthyAfter: z
+    .int({ error: msg('must be a whole number of at least 1') })
+    .min(1, { error: msg('must be a whole number of at least 1') })
+    .default(2),
+  /** Good checks in a row that bring a target that is out back. */
+  healthyAfter: z
+    .int({ error: msg('must be a whole number of at least 1') })
+    .min(1, { error: msg('must be a whole number of at least 1') })
+    .default(2),
+});
+
+const upstreamPool = z.strictObject({
+  /** The instances of the API, each with the same path (`http://10.0.0.1:9000/v2`). */
+  targets: z
+    .array(upstreamTarget, { error: msg('must be an array of targets') })
+    .min(1, { error: msg('must name at least one target') }),
+  /**
+   * `round-robin` (the default, as Kong's and Envoy's): each target in turn, as often as its weight
+   * says; `least-requests`: the target with the fewest requests in flight for its weight.
+   */
+  balance: z
+    .enum(balancePolicies, { error: oneOf("must be 'round-robin' or 'least-requests'", balancePolicies) })
+    .default('round-robin'),
+  /** Active health checks from every gateway (none without it). */
+  healthCheck: healthCheckSchema.optional(),
+});
+
+/** An API's upstream: one URL, or a pool of targets (see docs/routing-and-proxy.md, "Upstreams"). */
+const upstreamSchema = z.union([upstreamUrl, upstreamPool], {
+  error: msg('must be an http(s) URL or an object of targets ({ targets: [...] })'),
+});
+
 const methodSchema = z.strictObject({
   id: uuid,
   name: nonEmpty,
@@ -132,7 +191,7 @@ const apiSchema = z.strictObject({
   name: nonEmpty,
   description: z.string().optional(),
   basePath,
-  upstream: upstreamUrl,
+  upstream: upstreamSchema,
   methods: z.array(methodSchema, { error: msg('must be an array') }).default([]),
   /** Literal path segments match only in the catalog's case (default: in any case). */
   caseSensitive: z.boolean({ error: msg('must be true or false') }).default(false),
@@ -613,6 +672,15 @@ export const knownTopLevelKeys: ReadonlySet<string> = new Set([
 export type Config = z.output<typeof configSchema>;
 export type ApiConfig = Config['apis'][number];
 export type MethodConfig = ApiConfig['methods'][number];
+export type UpstreamPoolConfig = Exclude<ApiConfig['upstream'], string>;
+export type HealthCheckConfig = NonNullable<UpstreamPoolConfig['healthCheck']>;
+export type BalancePolicy = UpstreamPoolConfig['balance'];
+
+/** An upstream's targets, each with its URL and weight: one of weight 1 for the URL form. */
+export function upstreamTargets(upstream: ApiConfig['upstream']): Array<{ url: string; weight: number }> {
+  if (typeof upstream === 'string') return [{ url: upstream, weight: 1 }];
+  return upstream.targets.map((target) => (typeof target === 'string' ? { url: target, weight: 1 } : target));
+}
 export type ApplicationConfig = Config['applications'][number];
 export type AuthType = Config['APIKeyAuthType'];
 export type StoreConfig = Config['store'];

@@ -105,6 +105,19 @@ const rules: Array<[string, string]> = [
     "apis[1].upstream: must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove /helloworld.Greeter)",
   ],
   [
+    'upstream-target-paths-differ',
+    'apis[1].upstream.targets[1]: must have the path of targets[0] (/store), not /shop: every target of an API is sent the same path',
+  ],
+  [
+    'upstream-grpc-pool',
+    "apis[1].upstream.targets: must name one target in an API of protocol 'grpc': its calls are not balanced across targets yet (put a gRPC-aware balancer behind one target)",
+  ],
+  ['upstream-balance-unknown', "apis[1].upstream.balance: must be 'round-robin' or 'least-requests'"],
+  [
+    'upstream-target-weight-zero',
+    'apis[1].upstream.targets[0].weight: must be a whole number from 1 to 1000',
+  ],
+  [
     'websocket-method-without-upgrades',
     'apis[1].methods[0].websocket: may not be true: apis[1].websocket is false (the API refuses upgrades)',
   ],
