@@ -31,6 +31,10 @@ export interface AccessEntry {
   bytesIn: number;
   bytesOut: number;
   upstreamMs: number | null;
+  /** Of an API with a pool of targets: the origin of the target that answered (the last tried); else null. */
+  target: string | null;
+  /** Of an API with a pool of targets: how many targets were tried; 0 for the one-URL form. */
+  tried: number;
   outcome: string | null;
   quota: string | null;
   /** On a 429: the restrictions that refused, `<quota id>/<index>` (comma-separated), as RateLimit names them. */
@@ -258,6 +262,7 @@ export class AccessLog {
       (entry.unvalidated ? ',"unvalidated":true' : '') +
       `,"status":${entry.status},"bytesIn":${entry.bytesIn},"bytesOut":${entry.bytesOut}` +
       `,"upstreamMs":${entry.upstreamMs === null ? 'null' : millisecondsText(entry.upstreamMs)}` +
+      (entry.tried === 0 ? '' : `,"target":${this.quoted(entry.target)},"tried":${entry.tried}`) +
       `,"outcome":${this.quoted(entry.outcome)},"quota":${this.quoted(entry.quota)}` +
       (entry.refusedBy === null ? '' : `,"refusedBy":${jsonText(entry.refusedBy)}`) +
       (entry.reason === null ? '' : `,"reason":${jsonText(entry.reason)}`) +

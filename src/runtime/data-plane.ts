@@ -89,6 +89,7 @@ export async function buildDataPlane(
   // Answers still read for their units after their clients left are given up, and charged their
   // default, while the limiter (closed after it) can still count it.
   closers.push('upstream', () => proxy.close());
+  proxy.watchTargets(config.apis);
   const authContext = {
     logger,
     cwd,
@@ -127,6 +128,7 @@ export async function buildDataPlane(
         if (certificates) listeners.tls!.setSecureContext(certificates);
         proxy.proxyTimeout = next.config.proxyTimeout;
         proxy.drains.limit = next.config.upstreamDrainLimit;
+        proxy.watchTargets(next.config.apis);
         // After logrotate has moved the file: the lines that follow go to a new one.
         if (accessLog) {
           accessLog.flushMs = next.config.accessLog.flushMs;

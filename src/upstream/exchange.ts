@@ -151,6 +151,13 @@ export abstract class Exchange<
   relaysTrailers = false;
   /** Set once the exchange has been handed to the upstream. */
   forwarded = false;
+  /**
+   * Of an API with a pool of targets: the origin of the target it was sent to last (the one that
+   * answered, when one did); null for the one-URL form.
+   */
+  target: string | null = null;
+  /** Of an API with a pool of targets: how many targets it was sent to; 0 for the one-URL form. */
+  targetsTried = 0;
   /** The API is a gRPC service: the upstream speaks HTTP/2, and ends its answers with a gRPC status. */
   grpc = false;
   /** Milliseconds from arrival the call may take in all (its `grpc-timeout`), when shorter than proxyTimeout. */

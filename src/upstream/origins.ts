@@ -3,7 +3,9 @@ import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool } from 'undici';
 import type { Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
+import type { TargetHealth } from './health-checks.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
+import { TargetPool } from './target-pool.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -54,6 +56,8 @@ export class Origins {
    * find the same origin through `byKey`.
    */
   private byApi = new WeakMap<CompiledApi, Origin>();
+  /** The pool of each compiled API that has one (`upstream: { targets }`), made as its first exchange comes. */
+  private pools = new WeakMap<CompiledApi, TargetPool<Origin>>();
 
   /**
    * @param connectTimeout milliseconds a connection has to open (`proxyTimeout` when the first exchange
@@ -63,18 +67,37 @@ export class Origins {
     private readonly use: OriginUse,
     private readonly connectTimeout: () => number,
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+    /** What the health checks found of a target of an API (by its id and origin). */
+    private readonly healthOf: (apiId: string, origin: string) => TargetHealth,
   ) {}
 
-  /** The origin of `api`'s upstream, opened as its first exchange comes. */
+  /** The origin of `api`'s upstream (the one-URL form), opened as its first exchange comes. */
   of(api: CompiledApi): Origin {
     const known = this.byApi.get(api);
     if (known) return known;
-    const { protocol } = api.config;
-    const key = `${protocol} ${api.upstreamOrigin}`;
-    const origin = this.byKey.get(key) ?? this.open(api);
-    this.byKey.set(key, origin);
+    const origin = this.origin(api.config.protocol, api.upstreamOrigin);
     this.byApi.set(api, origin);
     return origin;
+  }
+
+  /**
+   * The pool of `api`'s targets (`upstream: { targets }`), made as its first exchange comes: each
+   * target's origin is shared with any API that has it, and its health is the checks' of this API.
+   */
+  poolOf(api: CompiledApi): TargetPool<Origin> {
+    const known = this.pools.get(api);
+    if (known) return known;
+    const targets = (api.upstreamTargets ?? []).map(({ origin, weight }) => ({
+      origin: this.origin(api.config.protocol, origin),
+      name: origin,
+      weight,
+      health: this.healthOf(api.config.id, origin),
+      score: 0,
+    }));
+    const balance = typeof api.config.upstream === 'string' ? 'round-robin' : api.config.upstream.balance;
+    const pool = new TargetPool(targets, balance, inFlight);
+    this.pools.set(api, pool);
+    return pool;
   }
 
   /** Closes the upstream connections; call after the last exchange. */
@@ -82,17 +105,28 @@ export class Origins {
     const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
     this.byKey.clear();
     this.byApi = new WeakMap();
+    this.pools = new WeakMap();
     await Promise.all(pools);
   }
 
-  private open(api: CompiledApi): Origin {
-    const target = new URL(api.upstreamOrigin);
+  /** The origin of `upstreamOrigin` for an API of `protocol`, opened when none is yet. */
+  private origin(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
+    const key = `${protocol} ${upstreamOrigin}`;
+    const known = this.byKey.get(key);
+    if (known) return known;
+    const origin = this.open(protocol, upstreamOrigin);
+    this.byKey.set(key, origin);
+    return origin;
+  }
+
+  private open(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
+    const target = new URL(upstreamOrigin);
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
-      api.config.protocol === 'grpc'
-        ? new Http2Upstream(api.upstreamOrigin, this.connectTimeout(), this.timers)
-        : new Pool(api.upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
+      protocol === 'grpc'
+        ? new Http2Upstream(upstreamOrigin, this.connectTimeout(), this.timers)
+        : new Pool(upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
     const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
     const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
@@ -102,4 +136,11 @@ export class Origins {
     server.on('error', () => undefined);
     return origin;
   }
+}
+
+/** Exchanges in flight to `origin`: sent, waiting for a connection, or queued (an h2 pool counts none). */
+function inFlight(origin: Origin): number {
+  if (!(origin.pool instanceof Pool)) return 0;
+  const { running, pending, queued } = origin.pool.stats;
+  return running + pending + queued;
 }

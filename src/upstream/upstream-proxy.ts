@@ -3,11 +3,13 @@ import type { AddedLatencySink } from '../observe/added-latency.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
 import type { Logger } from '../observe/log.js';
+import type { ApiConfig } from '../config/schema.js';
 import { dispatch, type DispatchHost } from './dispatch.js';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { AnswerDrains } from './handlers/drain-after-leave.js';
 import { spokeNoHttp2 } from './http2-upstream.js';
 import { Origins, type Origin, type OriginUse } from './origins.js';
+import { HealthChecks } from './health-checks.js';
 import { failureOutcome, timedOut } from './outcomes.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
@@ -62,6 +64,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /** The answers read after their clients left; a reload changes its limit. */
   readonly drains: AnswerDrains<Exchange>;
   readonly webSocketSteps: WebSocketSteps;
+  /** The active health checks of the targets of the APIs with a pool. */
+  readonly healthChecks: HealthChecks;
   private readonly origins: Origins;
 
   constructor(private readonly options: UpstreamProxyOptions) {
@@ -72,7 +76,21 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     this.webSocketLimits = { ...options.webSocket, timers: this.timers };
     this.drains = new AnswerDrains(options.drainLimit ?? 256, options.onDrainCut);
     this.webSocketSteps = webSocketSteps(this);
-    this.origins = new Origins(this, () => this.proxyTimeout, this.timers);
+    this.healthChecks = new HealthChecks(this.timers, this.logger);
+    this.origins = new Origins(
+      this,
+      () => this.proxyTimeout,
+      this.timers,
+      (api, origin) => this.healthChecks.stateOf(api, origin),
+    );
+  }
+
+  /**
+   * Checks the health of the targets of `apis` (the config's, at start and at each reload): targets that
+   * remain keep what was found of them.
+   */
+  watchTargets(apis: readonly ApiConfig[]): void {
+    this.healthChecks.watch(apis);
   }
 
   /**
@@ -89,7 +107,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const { req, res } = exchange;
     exchange.forwarded = true;
     exchange.forwardedAt = this.clock.monotonic();
-    const origin = this.origins.of(api);
+    // The one-URL form's origin is found by its API alone, as before pools were.
+    const origin = api.upstreamTargets === null ? this.origins.of(api) : this.targetOf(exchange, api);
     if (exchange.isOpening()) {
       // http-proxy-3's ws() takes the opening's path from `req.url` alone: the one place it is rewritten.
       req.url = exchange.upstreamTarget;
@@ -101,9 +120,17 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     origin.server.web(req, res);
   }
 
-  /** Closes the upstream connections; call after the last exchange. */
-  close(): Promise<void> {
-    return this.origins.close();
+  /** Stops the health checks and closes the upstream connections; call after the last exchange. */
+  async close(): Promise<void> {
+    await Promise.all([this.healthChecks.close(), this.origins.close()]);
+  }
+
+  /** The origin of the target of `api`'s pool that the exchange goes to, noted on the exchange. */
+  private targetOf(exchange: Exchange, api: CompiledApi): Origin {
+    const target = this.origins.poolOf(api).pick();
+    exchange.target = target.name;
+    exchange.targetsTried += 1;
+    return target.origin;
   }
 
   /** The pass that sends the exchange's request upstream (origins.ts). */
@@ -136,6 +163,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
         outcome: exchange.upstreamOutcome,
+        ...(exchange.targetsTried > 0 ? { target: exchange.target, tried: exchange.targetsTried } : {}),
       },
       notHttp2
         ? 'the upstream of a gRPC API does not speak HTTP/2 (h2c for http://, ALPN h2 for https://)'

@@ -22,6 +22,8 @@ const entry = (overrides: Partial<AccessEntry> = {}): AccessEntry => ({
   bytesIn: 0,
   bytesOut: 11,
   upstreamMs: 0.42,
+  target: null,
+  tried: 0,
   outcome: 'completed',
   quota: 'allowed',
   refusedBy: null,
@@ -129,6 +131,18 @@ describe('access log', () => {
     expect(webSocket).toMatchObject({ status: 101, bytesIn: 1_206, bytesOut: 1_102, webSocket: 'quota' });
     expect(Object.keys(webSocket!).at(-2)).toBe('webSocket');
     expect(plain).not.toHaveProperty('webSocket');
+  });
+
+  it('names the target of a pool that answered and how many were tried, and nothing of the kind for one URL', () => {
+    const { log, out } = accessLog({ flushMs: 0 });
+    log.write(entry({ target: 'http://10.0.0.2:9000', tried: 2 }));
+    log.write(entry({ status: 503, target: null, tried: 3 }));
+    log.write(entry());
+    const [answered, none, plain] = out.lines().map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(answered).toMatchObject({ target: 'http://10.0.0.2:9000', tried: 2 });
+    expect(none).toMatchObject({ target: null, tried: 3 });
+    expect(plain).not.toHaveProperty('target');
+    expect(plain).not.toHaveProperty('tried');
   });
 
   it("says the gRPC status a call's client was given on its line, and nothing of the kind on others", () => {

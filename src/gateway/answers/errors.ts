@@ -17,6 +17,8 @@ export const dataPlaneErrors = {
   internal_error: { status: 500, message: 'Internal Server Error' },
   bad_gateway: { status: 502, message: 'Bad Gateway' },
   service_unavailable: { status: 503, message: 'Service Unavailable' },
+  /** No target of the API's pool could be reached. */
+  upstream_unavailable: { status: 503, message: 'Service Unavailable: no upstream target could be reached' },
   gateway_timeout: { status: 504, message: 'Gateway Timeout' },
   http_version_not_supported: { status: 505, message: 'HTTP Version Not Supported' },
 } as const;

@@ -1,6 +1,6 @@
 import type { Clock } from '../../kit/clock.js';
 import type { Exchange } from '../../upstream/upstream-proxy.js';
-import { sendError } from './errors.js';
+import { dataPlaneErrors, sendError } from './errors.js';
 import {
   cancelCall,
   clientGrpcStatusOf,
@@ -20,8 +20,8 @@ import {
  */
 
 /**
- * The upstream exchange failed while the client is there: 502, or 504 when it `timedOut`, when nothing
- * was answered yet; else the answer breaks off, a gRPC call's with its status in trailers.
+ * The upstream exchange failed while the client is there: 502, or 504 when it `timedOut`, or 503
+ * `upstream_unavailable` when no target of a pool could be reached, when nothing was answered yet; else the answer breaks off, a gRPC call's with its status in trailers.
  */
 export function answerUpstreamFailure(
   exchange: Exchange,
@@ -51,9 +51,18 @@ export function answerUpstreamFailure(
     res.once('close', () => timers.clearTimeout(unread));
     return;
   }
-  exchange.status = timedOut ? 504 : 502;
-  exchange.answeredBytes += sendError(res, timedOut ? 'gateway_timeout' : 'bad_gateway', exchange.fields);
+  const code = timedOut
+    ? 'gateway_timeout'
+    : nothingReached(exchange)
+      ? 'upstream_unavailable'
+      : 'bad_gateway';
+  exchange.status = dataPlaneErrors[code].status;
+  exchange.answeredBytes += sendError(res, code, exchange.fields);
 }
+
+/** An API with a pool of targets could reach none of those it tried (a refused or failed connection). */
+const nothingReached = (exchange: Exchange) =>
+  exchange.targetsTried > 0 && exchange.upstreamOutcome === 'unreachable';
 
 /** Notes the status a gRPC client reads of its call: the `grpc-status` of a 200, else its HTTP status's. */
 export function noteUpstreamGrpcStatus(

@@ -96,6 +96,8 @@ function writeAccessLine(
     bytesIn: record.bytesIn,
     bytesOut: record.bytesOut + record.answeredBytes,
     upstreamMs: record.upstreamMs === null ? null : Math.round(record.upstreamMs * 100) / 100,
+    target: record.target,
+    tried: record.targetsTried,
     outcome,
     quota: record.quota,
     refusedBy: record.refusedBy,

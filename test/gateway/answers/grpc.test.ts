@@ -47,6 +47,7 @@ describe('the gRPC status of each error of the gateway', () => {
     internal_error: 13,
     bad_gateway: 14,
     service_unavailable: 14,
+    upstream_unavailable: 14,
     gateway_timeout: 4,
     // Only ever answered over HTTP/1.1, where no answer is in gRPC's form.
     http_version_not_supported: 2,

@@ -1,0 +1,157 @@
+import { Agent, request } from 'undici';
+import { upstreamTargets, type ApiConfig, type HealthCheckConfig } from '../config/schema.js';
+import type { Clock } from '../kit/clock.js';
+import type { Logger } from '../observe/log.js';
+
+/** What this gateway's health checks found of one target. */
+export interface TargetHealth {
+  /** Whether it takes exchanges: true until `unhealthyAfter` checks in a row fail. */
+  healthy: boolean;
+  /** Checks in a row that failed, or that passed, up to now. */
+  failures: number;
+  successes: number;
+}
+
+interface Check {
+  readonly api: string;
+  readonly origin: string;
+  readonly health: TargetHealth;
+  config: HealthCheckConfig;
+  /** The timer of the next check. */
+  timer: unknown;
+  /** The check under way, if any. */
+  running: Promise<void> | null;
+  /** Stops the check under way (a timeout, a reload that drops the target, the close). */
+  abort: AbortController | null;
+}
+
+/**
+ * The active health checks of the pools' targets, from this gateway: a GET of `healthCheck.path` at
+ * each target's origin every `interval` ms, the first as the target is configured. A target is out after
+ * `unhealthyAfter` failures in a row (an answer not 2xx, no whole answer within `timeout`, a connection
+ * refused or cut) and back after `healthyAfter` successes in a row. Time is the injected timers'.
+ *
+ * The state of a target is kept by its API's id and its origin, so that a reload that keeps a target
+ * keeps what was found of it (and the pools it builds read the same `TargetHealth`).
+ */
+export class HealthChecks {
+  private readonly checks = new Map<string, Check>();
+  /** The checks' own connections, apart from the exchanges' pools (a check never waits behind one). */
+  private readonly agent = new Agent({ pipelining: 1, connections: 1 });
+
+  constructor(
+    private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * The health of `origin` as a target of API `apiId`: the checks' state when it is checked, else one
+   * that stays healthy.
+   */
+  stateOf(apiId: string, origin: string): TargetHealth {
+    return this.checks.get(keyOf(apiId, origin))?.health ?? { healthy: true, failures: 0, successes: 0 };
+  }
+
+  /**
+   * Checks the targets of `apis` that have a `healthCheck`: new ones from now, those already checked
+   * with what they were found to be (under their new settings), and no more those that are gone.
+   */
+  watch(apis: readonly ApiConfig[]): void {
+    const wanted = new Map<string, { api: string; origin: string; config: HealthCheckConfig }>();
+    for (const api of apis) {
+      if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) continue;
+      for (const { url } of upstreamTargets(api.upstream)) {
+        const origin = new URL(url).origin;
+        wanted.set(keyOf(api.id, origin), { api: api.id, origin, config: api.upstream.healthCheck });
+      }
+    }
+    for (const [key, check] of this.checks)
+      if (!wanted.has(key)) {
+        this.stop(check);
+        this.checks.delete(key);
+      }
+    for (const [key, { api, origin, config }] of wanted) {
+      const known = this.checks.get(key);
+      if (known) {
+        known.config = config;
+        continue;
+      }
+      const health: TargetHealth = { healthy: true, failures: 0, successes: 0 };
+      const check: Check = { api, origin, health, config, timer: null, running: null, abort: null };
+      this.checks.set(key, check);
+      this.run(check);
+    }
+  }
+
+  /** Resolves once the checks under way have ended (tests move the clock, then wait for the checks' I/O). */
+  async idle(): Promise<void> {
+    await Promise.all([...this.checks.values()].map(({ running }) => running));
+  }
+
+  /** Stops every check and closes their connections. */
+  async close(): Promise<void> {
+    for (const check of this.checks.values()) this.stop(check);
+    this.checks.clear();
+    await this.agent.destroy();
+  }
+
+  private stop(check: Check): void {
+    this.timers.clearTimeout(check.timer);
+    check.abort?.abort(new Error('the health check was stopped'));
+  }
+
+  /** Runs a check (unless the one before is still under way) and sets the timer of the next. */
+  private run(check: Check): void {
+    check.timer = this.timers.setTimeout(() => this.run(check), check.config.interval);
+    if (check.running !== null) return;
+    check.running = this.probe(check).then((passed) => {
+      check.running = null;
+      check.abort = null;
+      if (this.checks.get(keyOf(check.api, check.origin)) === check) this.record(check, passed);
+    });
+  }
+
+  /** One GET of the check's path: whether a 2xx answer came, whole, within `timeout`. */
+  private async probe(check: Check): Promise<boolean> {
+    const abort = new AbortController();
+    check.abort = abort;
+    const timeout = this.timers.setTimeout(
+      () => abort.abort(new Error('the health check timed out')),
+      check.config.timeout,
+    );
+    try {
+      const { statusCode, body } = await request(`${check.origin}${check.config.path}`, {
+        method: 'GET',
+        dispatcher: this.agent,
+        signal: abort.signal,
+      });
+      await body.dump();
+      return statusCode >= 200 && statusCode < 300;
+    } catch {
+      return false;
+    } finally {
+      this.timers.clearTimeout(timeout);
+    }
+  }
+
+  private record(check: Check, passed: boolean): void {
+    const { health, config } = check;
+    health.failures = passed ? 0 : health.failures + 1;
+    health.successes = passed ? health.successes + 1 : 0;
+    if (health.healthy && health.failures >= config.unhealthyAfter) {
+      health.healthy = false;
+      this.logger.warn(
+        { api: check.api, target: check.origin, failures: health.failures },
+        'upstream target out: its health checks fail',
+      );
+    } else if (!health.healthy && health.successes >= config.healthyAfter) {
+      health.healthy = true;
+      this.logger.info(
+        { api: check.api, target: check.origin, successes: health.successes },
+        'upstream target back: its health checks pass',
+      );
+    }
+  }
+}
+
+const keyOf = (apiId: string, origin: string) => `${apiId} ${origin}`;
