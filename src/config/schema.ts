@@ -165,6 +165,15 @@ const upstreamPool = z.strictObject({
     .default('round-robin'),
   /** Active health checks from every gateway (none without it). */
   healthCheck: healthCheckSchema.optional(),
+  /**
+   * Other targets an exchange may be sent to when its connection failed before anything of it went out
+   * (or, for an idempotent request without a body, was cut before any answer came): 0 for none.
+   */
+  retries: z
+    .int({ error: msg('must be a whole number from 0 to 10') })
+    .min(0, { error: msg('must be a whole number from 0 to 10') })
+    .max(10, { error: msg('must be a whole number from 0 to 10') })
+    .default(2),
 });
 
 /** An API's upstream: one URL, or a pool of targets (see docs/routing-and-proxy.md, "Upstreams"). */

@@ -38,7 +38,6 @@ export interface DispatchHost extends ExchangeHost {
  * origin's Host, through the handlers its API needs; the call's deadline starts when it has one.
  */
 export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost): void {
-  const { req } = exchange;
   const fields = exchange.upstreamFields;
   fields.push('host', origin.host);
   // gRPC servers may refuse a call without it (gRPC over HTTP/2, "Requests"), whatever the client
@@ -47,16 +46,31 @@ export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost)
   exchange.host = host;
   exchange.chain = chainOf(exchange);
   if (exchange.grpc) startDeadline(exchange, host.clock);
+  send(exchange, origin, host.proxyTimeout);
+}
+
+/**
+ * Sends the exchange again, to `origin`, the next target of its API's pool, after nothing of it reached
+ * the one before (retries.ts): with that target's Host (the last field an HTTP exchange is given) and
+ * `timeout`, what is left of proxyTimeout.
+ */
+export function redispatch(exchange: Exchange, origin: Origin, timeout: number): void {
+  const fields = exchange.upstreamFields;
+  fields[fields.length - 1] = origin.host;
+  send(exchange, origin, timeout);
+}
+
+function send(exchange: Exchange, origin: Origin, timeout: number): void {
   origin.pool.dispatch(
     {
       path: exchange.upstreamTarget,
-      method: req.method as Dispatcher.HttpMethod,
-      headers: fields as string[],
+      method: exchange.req.method as Dispatcher.HttpMethod,
+      headers: exchange.upstreamFields as string[],
       // undici takes an async iterable as a body (its types say Readable): framed by the Content-Length
       // among the fields, or chunked without one.
       body: exchange.hasBody ? (countedBody(exchange) as unknown as Readable) : null,
-      headersTimeout: host.proxyTimeout,
-      bodyTimeout: host.proxyTimeout,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
     },
     exchange,
   );

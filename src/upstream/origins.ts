@@ -94,8 +94,11 @@ export class Origins {
       health: this.healthOf(api.config.id, origin),
       score: 0,
     }));
-    const balance = typeof api.config.upstream === 'string' ? 'round-robin' : api.config.upstream.balance;
-    const pool = new TargetPool(targets, balance, inFlight);
+    const { upstream } = api.config;
+    const pool =
+      typeof upstream === 'string'
+        ? new TargetPool(targets, 'round-robin', inFlight, 0)
+        : new TargetPool(targets, upstream.balance, inFlight, upstream.retries);
     this.pools.set(api, pool);
     return pool;
   }

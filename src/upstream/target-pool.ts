@@ -30,42 +30,66 @@ export interface PoolTarget<O = unknown> {
  * least-requests or health state of its own.
  */
 export class TargetPool<O = unknown> {
+  /** Exchanges sent again to another target whose client response is still open. */
+  retrying = 0;
+
+  /**
+   * @param retries other targets an exchange may be sent to after the one before could not take it
+   */
   constructor(
     readonly targets: ReadonlyArray<PoolTarget<O>>,
     private readonly balance: BalancePolicy,
     /** Exchanges in flight to a target's origin (its pool's running, pending and queued requests). */
     private readonly inFlight: (origin: O) => number,
+    readonly retries: number,
   ) {}
 
   /** The target the next exchange goes to. */
   pick(): PoolTarget<O> {
-    const onlyHealthy = this.targets.some(({ health }) => health.healthy);
-    if (this.balance === 'round-robin') return this.roundRobin(onlyHealthy, null);
+    // The config holds at least one target, and nothing is passed over.
+    return this.pickOther(noTargets)!;
+  }
+
+  /** The target an exchange goes to next, other than those it `tried`; null when none is left. */
+  pickOther(tried: ReadonlyArray<PoolTarget<O>>): PoolTarget<O> | null {
+    const onlyHealthy = this.targets.some((target) => target.health.healthy && !tried.includes(target));
+    const usable = (target: PoolTarget<O>) =>
+      !tried.includes(target) && (target.health.healthy || !onlyHealthy);
+    if (this.balance === 'round-robin') return this.roundRobin(usable, null);
     let fewest = Infinity;
-    for (const target of this.targets) {
-      if (onlyHealthy && !target.health.healthy) continue;
-      fewest = Math.min(fewest, this.load(target));
-    }
-    return this.roundRobin(onlyHealthy, fewest);
+    for (const target of this.targets) if (usable(target)) fewest = Math.min(fewest, this.load(target));
+    return this.roundRobin(usable, fewest);
+  }
+
+  /**
+   * Whether an exchange may be sent again to another target: while the retries open are fewer than
+   * 20% of the API's exchanges in flight, or than 3 (Envoy's retry budget and its minimum), so that a
+   * fleet that fails is not sent its load twice over.
+   */
+  mayRetry(): boolean {
+    let inFlight = 0;
+    for (const target of this.targets) inFlight += this.inFlight(target.origin);
+    return this.retrying < Math.max(3, inFlight * 0.2);
   }
 
   private load(target: PoolTarget<O>): number {
     return this.inFlight(target.origin) / target.weight;
   }
 
-  /** Smooth weighted round-robin among the usable targets (of `load` equal to `load` when not null). */
-  private roundRobin(onlyHealthy: boolean, load: number | null): PoolTarget<O> {
+  /** Smooth weighted round-robin among the `usable` targets (of `load` equal to `load` when not null). */
+  private roundRobin(usable: (target: PoolTarget<O>) => boolean, load: number | null): PoolTarget<O> | null {
     let total = 0;
     let best: PoolTarget<O> | null = null;
     for (const target of this.targets) {
-      if (onlyHealthy && !target.health.healthy) continue;
+      if (!usable(target)) continue;
       if (load !== null && this.load(target) !== load) continue;
       target.score += target.weight;
       total += target.weight;
       if (best === null || target.score > best.score) best = target;
     }
-    // The config holds at least one target, and some target is usable whenever any is.
-    best!.score -= total;
-    return best!;
+    if (best !== null) best.score -= total;
+    return best;
   }
 }
+
+const noTargets: readonly never[] = [];

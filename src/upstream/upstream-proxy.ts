@@ -4,13 +4,15 @@ import { systemClock, type Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
 import type { Logger } from '../observe/log.js';
 import type { ApiConfig } from '../config/schema.js';
-import { dispatch, type DispatchHost } from './dispatch.js';
+import { dispatch, redispatch, type DispatchHost } from './dispatch.js';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { AnswerDrains } from './handlers/drain-after-leave.js';
 import { spokeNoHttp2 } from './http2-upstream.js';
 import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
 import { failureOutcome, timedOut } from './outcomes.js';
+import { mayGoElsewhere } from './retries.js';
+import type { PoolTarget, TargetPool } from './target-pool.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
 import type { WebSocketSteps } from './websocket/relay.js';
@@ -67,6 +69,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /** The active health checks of the targets of the APIs with a pool. */
   readonly healthChecks: HealthChecks;
   private readonly origins: Origins;
+  /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
+  private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
 
   constructor(private readonly options: UpstreamProxyOptions) {
     this.proxyTimeout = options.proxyTimeout;
@@ -127,10 +131,40 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /** The origin of the target of `api`'s pool that the exchange goes to, noted on the exchange. */
   private targetOf(exchange: Exchange, api: CompiledApi): Origin {
-    const target = this.origins.poolOf(api).pick();
+    const pool = this.origins.poolOf(api);
+    const target = pool.pick();
     exchange.target = target.name;
-    exchange.targetsTried += 1;
+    exchange.targetsTried = 1;
+    this.attempts.set(exchange, { pool, tried: [target] });
     return target.origin;
+  }
+
+  /**
+   * Sends a failed exchange of an API with a pool to another target, when it may go again
+   * (retries.ts), its API's `retries` are not spent, some of proxyTimeout is left (it bounds the whole
+   * exchange), the API's retry budget allows it, and a target it has not tried is left.
+   */
+  private triedElsewhere(error: Error, exchange: Exchange): boolean {
+    const attempt = this.attempts.get(exchange);
+    if (attempt === undefined || !mayGoElsewhere(error, exchange)) return false;
+    const { pool, tried } = attempt;
+    const left = this.proxyTimeout - (this.clock.monotonic() - exchange.forwardedAt);
+    if (tried.length > pool.retries || left <= 0 || !pool.mayRetry()) return false;
+    const next = pool.pickOther(tried);
+    if (next === null) return false;
+    this.logger.info(
+      { err: { code: (error as NodeJS.ErrnoException).code }, target: exchange.target, next: next.name },
+      'upstream target failed before the request went out: trying another',
+    );
+    tried.push(next);
+    exchange.target = next.name;
+    exchange.targetsTried = tried.length;
+    pool.retrying += 1;
+    exchange.res.once('close', () => (pool.retrying -= 1));
+    exchange.settled = false;
+    exchange.controller = null;
+    redispatch(exchange, next.origin, left);
+    return true;
   }
 
   /** The pass that sends the exchange's request upstream (origins.ts). */
@@ -155,6 +189,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }
+    if (exchange.targetsTried > 0 && this.triedElsewhere(error, exchange)) return;
     if (exchange.upstreamOutcome === 'completed')
       exchange.upstreamOutcome = failureOutcome(error, exchange.upstreamMs !== null);
     const notHttp2 = exchange.grpc && spokeNoHttp2(error);
@@ -163,7 +198,9 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       {
         err: { code: (error as NodeJS.ErrnoException).code, message: error.message },
         outcome: exchange.upstreamOutcome,
-        ...(exchange.targetsTried > 0 ? { target: exchange.target, tried: exchange.targetsTried } : {}),
+        ...(exchange.targetsTried > 0
+          ? { targets: this.attempts.get(exchange)?.tried.map(({ name }) => name) }
+          : {}),
       },
       notHttp2
         ? 'the upstream of a gRPC API does not speak HTTP/2 (h2c for http://, ALPN h2 for https://)'
@@ -183,4 +220,10 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       'the upstream ended a gRPC call without a grpc-status',
     );
   }
+}
+
+/** An exchange of an API with a pool: the pool, and the targets it was sent to, in order. */
+interface PooledAttempt {
+  readonly pool: TargetPool<Origin>;
+  readonly tried: Array<PoolTarget<Origin>>;
 }

@@ -101,7 +101,7 @@ describe('an API with a pool of upstream targets', () => {
     expect((await first).status).toBe(200);
   });
 
-  it('answers 503 upstream_unavailable when no target can be reached, and logs the target tried', async () => {
+  it('answers 503 upstream_unavailable when no target can be reached, and logs the targets tried', async () => {
     const [a, b] = [await target(), await target()];
     await a.close();
     await b.close();
@@ -118,13 +118,59 @@ describe('an API with a pool of upstream targets', () => {
     expect(accessLines(gateway)[0]).toMatchObject({
       status: 503,
       outcome: 'unreachable',
-      target: a.url,
-      tried: 1,
+      target: b.url,
+      tried: 2,
     });
     expect(gateway.logs.find((line) => line.msg === 'upstream exchange failed')).toMatchObject({
-      target: a.url,
-      tried: 1,
+      targets: [a.url, b.url],
     });
+  });
+
+  it('sends a request whose connection was refused to another target, a POST too', async () => {
+    const [a, b] = [await target(), await target()];
+    await a.close();
+    const gateway = await gatewayWith({ targets: [a.url, b.url] });
+    expect(new Set(await getMany(gateway, 10))).toEqual(new Set([200]));
+    const post = await request(gateway.url, {
+      method: 'POST',
+      path: '/pets',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"name":"rex"}',
+    });
+    expect(post.status).toBe(200);
+    expect(served(b)).toBe(11);
+    expect(b.requests.at(-1)).toMatchObject({ method: 'POST', body: '{"name":"rex"}' });
+    const retried = accessLines(gateway).filter(({ tried }) => tried === 2);
+    expect(retried.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(retried.map(({ target: name }) => name))).toEqual(new Set([b.url]));
+  });
+
+  it('sends a GET cut before any answer to another target, and never a POST whose body went out', async () => {
+    const cutting = await target(undefined, (req) => req.socket.destroy());
+    const b = await target();
+    const gateway = await gatewayWith({ targets: [cutting.url, b.url] });
+    const get = await request(gateway.url, { path: '/pets/1', headers: auth });
+    expect(get.status).toBe(200);
+    expect([served(cutting), served(b)]).toEqual([1, 1]);
+    // Round-robin sends the next to b, and the one after to the cutting target.
+    await request(gateway.url, { path: '/pets/2', headers: auth });
+    const post = await request(gateway.url, {
+      method: 'POST',
+      path: '/pets',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"name":"rex"}',
+    });
+    // Nothing answered it (as Envoy says, 503 for a connection cut before the head).
+    expect(JSON.parse(post.body).id).toBe('com.vendor.api.upstream_unavailable');
+    expect(served(cutting)).toBe(2);
+    expect(b.requests.filter(({ method }) => method === 'POST')).toHaveLength(0);
+  });
+
+  it('tries no other target with retries: 0', async () => {
+    const [a, b] = [await target(), await target()];
+    await a.close();
+    const gateway = await gatewayWith({ targets: [a.url, b.url], retries: 0 });
+    expect(await getMany(gateway, 2)).toEqual([503, 200]);
   });
 
   it('keeps the one-URL form as it was: 502 bad_gateway, and no target on the access line', async () => {

@@ -18,18 +18,19 @@ const picks = (pool: TargetPool<string>, count: number) =>
 
 describe('the balancing of a pool', () => {
   it('interleaves the targets by weight under round-robin (3:1 is a a b a, not a a a b)', () => {
-    const pool = new TargetPool([targetOf('a', 3), targetOf('b', 1)], 'round-robin', () => 0);
+    const pool = new TargetPool([targetOf('a', 3), targetOf('b', 1)], 'round-robin', () => 0, 0);
     expect(picks(pool, 8)).toBe('a a b a a a b a');
   });
 
   it('passes over a target that is out, and takes them all when every one is out', () => {
     const out = targetOf('b', 1, { healthy: false });
-    const pool = new TargetPool([targetOf('a', 1), out, targetOf('c', 1)], 'round-robin', () => 0);
+    const pool = new TargetPool([targetOf('a', 1), out, targetOf('c', 1)], 'round-robin', () => 0, 0);
     expect(picks(pool, 4)).toBe('a c a c');
     const allOut = new TargetPool(
       [targetOf('a', 1, { healthy: false }), targetOf('b', 1, { healthy: false })],
       'round-robin',
       () => 0,
+      0,
     );
     expect(picks(allOut, 4)).toBe('a b a b');
   });
@@ -43,6 +44,7 @@ describe('the balancing of a pool', () => {
       [targetOf('a', 2), targetOf('b', 1)],
       'least-requests',
       (origin) => inFlight.get(origin)!,
+      0,
     );
     expect(picks(pool, 6)).toBe('a b a a b a');
     inFlight.set('a', 3);
@@ -51,5 +53,26 @@ describe('the balancing of a pool', () => {
     expect(picks(pool, 2)).toBe('b b');
     inFlight.set('a', 1);
     expect(picks(pool, 2)).toBe('a a');
+  });
+
+  it('picks another target than those tried, healthy first, and none when every one was tried', () => {
+    const [a, b, c] = [targetOf('a', 1), targetOf('b', 1, { healthy: false }), targetOf('c', 1)];
+    const pool = new TargetPool([a, b, c], 'round-robin', () => 0, 2);
+    expect(pool.pickOther([a])?.name).toBe('c');
+    expect(pool.pickOther([a, c])?.name).toBe('b');
+    expect(pool.pickOther([a, b, c])).toBeNull();
+  });
+
+  it('allows retries while fewer than 3 are open, or than 20% of the exchanges in flight', () => {
+    let inFlight = 0;
+    const pool = new TargetPool([targetOf('a', 1), targetOf('b', 1)], 'round-robin', () => inFlight, 2);
+    pool.retrying = 2;
+    expect(pool.mayRetry()).toBe(true);
+    pool.retrying = 3;
+    expect(pool.mayRetry()).toBe(false);
+    inFlight = 10;
+    expect(pool.mayRetry()).toBe(true);
+    pool.retrying = 4;
+    expect(pool.mayRetry()).toBe(false);
   });
 });
