@@ -67,7 +67,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   readonly drains: AnswerDrains<Exchange>;
   readonly webSocketSteps: WebSocketSteps;
   /** The active health checks of the targets of the APIs with a pool. */
-  readonly healthChecks: HealthChecks;
+  private readonly healthChecks: HealthChecks;
   private readonly origins: Origins;
   /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
   private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
