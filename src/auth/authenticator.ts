@@ -15,7 +15,8 @@ export type AuthResult =
   | {
       ok: false;
       reject: 'unauthorized';
-      challenge?: string;
+      /** The WWW-Authenticate challenge, or one per scheme of a list (RFC 9110 section 11.6.1). */
+      challenge?: string | readonly string[];
       /** Why, when the client can do something about it; the answer and the access line say it. */
       reason?: AuthRefusalReason;
     }
