@@ -21,6 +21,8 @@ function credentialsOf(req: IncomingMessage): CredentialKind | 'several' | null 
   const authorization = req.headers.authorization;
   let kind: CredentialKind | null = null;
   if (authorization !== undefined) {
+    // Node keeps one of two Authorization fields: which one a scheme saw must not depend on that.
+    if (req.headersDistinct.authorization!.length > 1) return 'several';
     // RFC 9110 section 11.1: the auth-scheme is compared without case.
     const scheme = /^[^ ]*/.exec(authorization)![0].toLowerCase();
     if (scheme === 'bearer') kind = 'bearer';
