@@ -16,6 +16,27 @@ export interface OperationAuthenticators {
   of(auth: OperationAuth | undefined): Authenticator;
   /** The authenticators of the schemes, each once: what closing the config closes. */
   readonly schemes: readonly Authenticator[];
+  /**
+   * The usage path's: every scheme the config uses, as a list (a caller of any API reads its own
+   * usage with the credentials it calls with), or the one scheme when that is all there is.
+   */
+  readonly usage: Authenticator;
+}
+
+/**
+ * The schemes the usage path takes, `APIKeyAuthType` first: `none` adds nothing, a plugin stands alone
+ * (only where it is `APIKeyAuthType`), and of basic and ldap, which read the same credentials, the first.
+ */
+function usageSchemes(named: ReadonlySet<AuthType>, fallback: AuthType): AuthType[] {
+  if (fallback === 'plugin') return [fallback];
+  const schemes: AuthType[] = [];
+  for (const scheme of named) {
+    if (scheme === 'none' || scheme === 'plugin') continue;
+    const readsBasic = scheme === 'basic' || scheme === 'ldap';
+    if (readsBasic && schemes.some((taken) => taken === 'basic' || taken === 'ldap')) continue;
+    schemes.push(scheme);
+  }
+  return schemes.length > 0 ? schemes : [fallback];
 }
 
 /** The schemes the config's APIs and methods name, besides `APIKeyAuthType`. */
@@ -49,20 +70,22 @@ export async function createOperationAuthenticators(
     byScheme.set(scheme, await createSchemeAuthenticator(scheme, loaded, context, keys));
   const fallback = byScheme.get(loaded.config.APIKeyAuthType)!;
   const lists = new Map<string, Authenticator>();
+  const of = (auth: OperationAuth | undefined): Authenticator => {
+    if (auth === undefined) return fallback;
+    if (typeof auth === 'string') return byScheme.get(auth)!;
+    if (auth.length === 1) return byScheme.get(auth[0]!)!;
+    const key = auth.join('+');
+    let list = lists.get(key);
+    if (!list) {
+      list = createSchemeListAuthenticator(auth.map((scheme) => byScheme.get(scheme)!));
+      lists.set(key, list);
+    }
+    return list;
+  };
   return {
     fallback,
     schemes: [...byScheme.values()],
-    of(auth) {
-      if (auth === undefined) return fallback;
-      if (typeof auth === 'string') return byScheme.get(auth)!;
-      if (auth.length === 1) return byScheme.get(auth[0]!)!;
-      const key = auth.join('+');
-      let list = lists.get(key);
-      if (!list) {
-        list = createSchemeListAuthenticator(auth.map((scheme) => byScheme.get(scheme)!));
-        lists.set(key, list);
-      }
-      return list;
-    },
+    of,
+    usage: of(usageSchemes(named, loaded.config.APIKeyAuthType)),
   };
 }

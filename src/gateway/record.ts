@@ -138,9 +138,9 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
     return this.authenticator().authenticate(this.req, this.res, this.routedPath);
   }
 
-  /** The authenticator of its operation: the route's, or APIKeyAuthType's (the usage path). */
+  /** The authenticator of its operation, compiled on its route, or the usage path's. */
   authenticator(): Authenticator {
-    return this.route === null ? this.ruleSet.authenticator : this.route.guard;
+    return this.route === null ? this.ruleSet.usageAuthenticator : this.route.guard;
   }
 
   /** An exchange the gateway cut is the gateway's doing, not the client's abort. */

@@ -33,7 +33,7 @@ export class RuleSet {
   constructor(
     /** The catalog, each operation's authenticator compiled on its route. */
     readonly router: Router<Authenticator>,
-    /** The authenticator of `APIKeyAuthType`: the usage path's. */
+    /** The authenticator of `APIKeyAuthType`: the control plane documents it, and asks its directory. */
     readonly authenticator: Authenticator,
     readonly trustedPeers: TrustedPeers,
     /** The names the access log gives the applications. */
@@ -50,6 +50,8 @@ export class RuleSet {
     schemeFields: readonly string[] = [],
     /** Every authenticator the rule set's operations use, each once: what `close` closes. */
     private readonly authenticators: readonly Authenticator[] = [authenticator],
+    /** The usage path's: every scheme in use (see `OperationAuthenticators.usage`). */
+    readonly usageAuthenticator: Authenticator = authenticator,
   ) {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
     // not answer it again. Host, X-Forwarded-* and X-Request-Id are the gateway's to set.
@@ -88,6 +90,7 @@ export class RuleSet {
       context.logger,
       usesJwt ? Object.values(config.jwt?.forwardClaims ?? {}) : [],
       authenticators.schemes,
+      authenticators.usage,
     );
   }
 
