@@ -184,3 +184,24 @@ describe('authentication per API and per method', () => {
     ]);
   });
 });
+
+describe('a plugin that only an API names', () => {
+  it('is loaded and constructed with its own keys, and authenticates that API alone', async () => {
+    const started = await startTestGateway(
+      petsConfig(upstream.url, {
+        APIKeyAuthPlugin: './examples/plugins/x-secret.js',
+        secret: 'a-long-random-shared-secret',
+        apis: [petsApi(upstream.url), { ...partnersApi(upstream.url), auth: 'plugin' }],
+      }),
+    );
+    gateways.push(started);
+    expect(
+      (await get(started, '/partners/orders', { 'x-secret': 'a-long-random-shared-secret' })).status,
+    ).toBe(200);
+    expect((await get(started, '/partners/orders', { 'x-secret': 'wrong' })).status).toBe(401);
+    expect((await get(started, '/partners/orders', { authorization: basicAuth(devKey) })).status).toBe(401);
+    // The rest keeps APIKeyAuthType (basic here), which the plugin's secret does not open.
+    expect((await get(started, '/pets/1', { 'x-secret': 'a-long-random-shared-secret' })).status).toBe(401);
+    expect((await get(started, '/pets/1', { authorization: basicAuth(devKey) })).status).toBe(200);
+  });
+});
