@@ -55,11 +55,13 @@ export function createSchemeListAuthenticator(members: readonly Authenticator[])
     reject: 'unauthorized',
     challenge: Object.freeze(challenges),
   });
+  const ambiguous: AuthResult = Object.freeze({ ...refused, reason: 'several_credentials' });
   return {
     scheme: members.map((member) => member.scheme).join('+'),
     authenticate(req, res, path) {
       const kind = credentialsOf(req);
-      const member = kind === null || kind === 'several' ? undefined : byKind.get(kind);
+      if (kind === 'several') return ambiguous;
+      const member = kind === null ? undefined : byKind.get(kind);
       return member ? member.authenticate(req, res, path) : refused;
     },
     documentation: {

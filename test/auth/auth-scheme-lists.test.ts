@@ -165,6 +165,7 @@ describe.each(lists.map((list) => [list.join('+'), list] as const))('the list %s
       challenges: list.map((scheme) => challenges[scheme]),
     });
     expect(upstream.requests.length).toBe(before);
+    expect(await lastAccessLine()).toMatchObject({ status: 401, reason: 'several_credentials' });
   });
 });
 
