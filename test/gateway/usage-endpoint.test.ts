@@ -174,6 +174,48 @@ describe('the usage path', () => {
     expect((await readUsage(off, mobileKey)).status).toBe(404);
   });
 
+  it('is authenticated and read from the budget under every spelling that reaches it', async () => {
+    const gateway = await gatewayWith({});
+    const host = new URL(gateway.url).host;
+    const spellings = [
+      '/_quotagate/usage',
+      '/_quotagate/./usage',
+      '/pets/../_quotagate/usage',
+      '/pets/%2e%2e/_quotagate/usage',
+      '/_quotagate/%75sage',
+      '//_quotagate/usage',
+      '/_quotagate/usage/',
+      '/_quotagate/usage?application=web',
+      '/_QUOTAGATE/USAGE',
+      `http://${host}/_quotagate/usage`,
+    ];
+    const reached: string[] = [];
+    for (const path of spellings) {
+      const anonymous = await readUsage(gateway, null, path);
+      const known = await readUsage(gateway, mobileKey, path);
+      // A spelling that reaches the usage path asks for credentials as the usage path does; one that
+      // does not is no path of the gateway. None answers a caller without credentials.
+      expect([anonymous.status, known.status], path).toEqual(known.status === 200 ? [401, 200] : [404, 404]);
+      if (known.status === 200) {
+        expect(known.json().application?.id, path).toBe(mobileId);
+        reached.push(path);
+      }
+    }
+    expect(reached).toEqual(
+      expect.arrayContaining([
+        '/_quotagate/usage',
+        '/_quotagate/./usage',
+        '/pets/../_quotagate/usage',
+        '/pets/%2e%2e/_quotagate/usage',
+        `http://${host}/_quotagate/usage`,
+      ]),
+    );
+    // Every spelling that reached it was read from the same budget of ten reads a caller has.
+    for (let i = reached.length; i < 10; i += 1)
+      expect((await readUsage(gateway, mobileKey)).status).toBe(200);
+    expect((await readUsage(gateway, mobileKey)).status).toBe(429);
+  });
+
   it('refuses a usagePath that is a path of the catalog', async () => {
     const config = petsConfig('http://127.0.0.1:9/pets', { usagePath: '/pets/usage' });
     await expect(startTestGateway(config)).rejects.toThrow(

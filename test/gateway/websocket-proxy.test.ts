@@ -270,4 +270,27 @@ describe('an upgrade the upstream cannot take', () => {
     expect(answer).toMatch(/plain$/);
     expect(upstream().plain.at(-1)!.headers.upgrade).toBeUndefined();
   });
+
+  it('authenticates and counts an upgrade to another protocol as any request: the upgrade is no way around them', async () => {
+    const gateway = await gatewayWith();
+    await setQuota(
+      gateway,
+      { type: 'API', name: 'System', restrictions: [throttle(1, 1, 'hour')] },
+      systemQuotaId,
+    );
+    const upgrade = (protocol: string, fields: string[]) =>
+      rawExchange(
+        gateway.url,
+        handshake('/pets/1', fields).replace('Upgrade: websocket', `Upgrade: ${protocol}`),
+      );
+    const seen = upstream().plain.length;
+    expect(await upgrade('h2c', [])).toMatch(/^HTTP\/1\.1 401 /);
+    expect(await upgrade('foo/1', [])).toMatch(/^HTTP\/1\.1 401 /);
+    expect(await upgrade('h2c', [`Authorization: ${withKey.authorization}`])).toMatch(/^HTTP\/1\.1 200 /);
+    expect(await upgrade('foo/1', [`Authorization: ${withKey.authorization}`])).toMatch(/^HTTP\/1\.1 429 /);
+    expect(upstream().plain.length - seen).toBe(1);
+    await expect
+      .poll(() => accessLines(gateway).map((line) => line.status))
+      .toEqual(expect.arrayContaining([401, 401, 200, 429]));
+  });
 });
