@@ -1,5 +1,6 @@
 import type { AuthDocumentation } from '../auth/authenticator.js';
-import type { Config } from '../config/schema.js';
+import { builtInSecurity } from '../auth/swagger-security.js';
+import type { AuthType, Config, OperationAuth } from '../config/schema.js';
 import { dataPlaneErrors } from '../gateway/answers/errors.js';
 import { uniqueLabels } from '../kit/unique-labels.js';
 
@@ -76,6 +77,45 @@ function gatewayAnswers(secured: boolean): Record<string, unknown> {
   };
 }
 
+type SwaggerSecurity = ReturnType<AuthDocumentation['swaggerSecurity']>;
+
+/**
+ * The security of an operation whose `auth` names its schemes: each an alternative (OpenAPI 3, Security
+ * Requirement Object), none for `none`. `APIKeyAuthType`'s scheme is documented as the authenticator in
+ * force says (a plugin's getSwaggerSecurity); a plugin named only by operations, by a generic entry.
+ */
+function operationSecurity(
+  auth: OperationAuth,
+  config: Readonly<Config>,
+  docs: AuthDocumentation,
+): SwaggerSecurity {
+  const schemes: readonly AuthType[] = typeof auth === 'string' ? [auth] : auth;
+  const each = schemes.map((scheme) =>
+    scheme === config.APIKeyAuthType
+      ? docs.swaggerSecurity()
+      : scheme === 'plugin'
+        ? {
+            securityDefinitions: {
+              plugin: {
+                type: 'apiKey',
+                name: 'Authorization',
+                in: 'header',
+                description: 'What the auth plugin reads',
+              },
+            },
+            security: [{ plugin: [] }],
+          }
+        : builtInSecurity[scheme](),
+  );
+  return {
+    securityDefinitions: Object.assign({}, ...each.map((one) => one.securityDefinitions)) as Record<
+      string,
+      unknown
+    >,
+    security: each.flatMap((one) => one.security),
+  };
+}
+
 /** How to authenticate, in words, for the document's description. */
 function authenticationText(config: Readonly<Config>): string {
   switch (config.APIKeyAuthType) {
@@ -103,6 +143,7 @@ function authenticationText(config: Readonly<Config>): string {
  */
 export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation): Record<string, unknown> {
   const { securityDefinitions, security } = auth.swaggerSecurity();
+  const definitions: Record<string, unknown> = { ...securityDefinitions };
   const secured = security.length > 0;
   const operationIds = uniqueLabels(config.apis.flatMap((api) => api.methods));
   const paths: Record<string, Record<string, unknown>> = {};
@@ -115,6 +156,9 @@ export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation
         required: true,
         schema: { type: 'string' },
       }));
+      const own = method.auth ?? api.auth;
+      const ownSecurity = own === undefined ? null : operationSecurity(own, config, auth);
+      if (ownSecurity) Object.assign(definitions, ownSecurity.securityDefinitions);
       paths[path] ??= {};
       paths[path][method.verb.toLowerCase()] = {
         operationId: operationIds.get(method.id),
@@ -131,9 +175,11 @@ export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation
           : method.websocket === true
             ? { 'x-quotagate-protocol': 'websocket' }
             : {}),
+        // An operation with a scheme of its own says so, and overrides the document's `security`.
+        ...(ownSecurity ? { security: ownSecurity.security, 'x-quotagate-auth': own } : {}),
         responses: {
           default: { description: 'The upstream response', headers: rateLimitHeaders },
-          ...gatewayAnswers(secured),
+          ...gatewayAnswers(ownSecurity ? ownSecurity.security.length > 0 : secured),
         },
       };
     }
@@ -157,7 +203,7 @@ export function catalogOpenApi(config: Readonly<Config>, auth: AuthDocumentation
     // The console's "try it" asks for a directory user with ldap, and says how credentials are added.
     'x-quotagate-auth': config.APIKeyAuthType,
     paths,
-    components: { securitySchemes: toSecuritySchemes(securityDefinitions), schemas: { Error: errorSchema } },
+    components: { securitySchemes: toSecuritySchemes(definitions), schemas: { Error: errorSchema } },
     security,
   };
 }

@@ -8,7 +8,10 @@ import type { LiveConfig } from '../config/live-config.js';
 import { secretValues, valueRemover } from '../kit/secret-redaction.js';
 import { AdminError, errorResponses } from './admin-errors.js';
 import type { TryAnswer } from '../console/logic/try-answer.js';
-import { fieldNamePattern } from '../console/logic/catalog.js';
+import { fieldNamePattern, tryScheme } from '../console/logic/catalog.js';
+import { compileCatalog, type Router } from '../catalog/router.js';
+import type { AuthType, Config, OperationAuth } from '../config/schema.js';
+import { normalizeTarget } from '../kit/normalize-path.js';
 import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 
 /** What the console's test requests need: the config and scheme in force, and where the data plane listens. */
@@ -84,11 +87,32 @@ type TryBody = z.output<typeof tryBody>;
 const basic = (user: string, password: string) =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
-/** The options of the test request, with the credentials of the scheme in force added. */
+/** Each config's catalog, routed to each operation's own `auth`: compiled once per config. */
+const operationAuths = new WeakMap<Readonly<Config>, Router<OperationAuth | undefined>>();
+
+/**
+ * The scheme the test request is sent with: that of the operation its path reaches, as the data plane
+ * routes it (a list's as `tryScheme` picks), or `APIKeyAuthType` where it names none.
+ */
+function schemeOfTry(config: Readonly<Config>, body: TryBody): AuthType {
+  let router = operationAuths.get(config);
+  if (!router) {
+    router = compileCatalog(config.apis, (api, method) => method?.auth ?? api.auth);
+    operationAuths.set(config, router);
+  }
+  const target = normalizeTarget(body.path, undefined);
+  const own = target.ok
+    ? router.match(body.method, target.segments, target.trailingSlash, target.query)?.guard
+    : undefined;
+  return own === undefined ? config.APIKeyAuthType : (tryScheme(own) as AuthType);
+}
+
+/** The options of the test request, with the credentials of its operation's scheme added. */
 function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress): TestRequestOptions {
   const { config, environment } = parts.live.current;
+  const scheme = schemeOfTry(config, body);
   // apikey takes keys over HTTPS only; `port: false` leaves the data plane nothing else.
-  const secure = config.APIKeyAuthType === 'apikey' || address.http === undefined;
+  const secure = scheme === 'apikey' || address.http === undefined;
   const port = secure ? address.https : address.http;
   if (port === undefined) throw new AdminError(503, ['the data plane does not listen yet']);
   const options: TestRequestOptions = {
@@ -98,7 +122,7 @@ function testOptions(parts: TryItParts, body: TryBody, address: DataPlaneAddress
     ...(body.body === undefined ? {} : { body: body.body }),
   };
   const key = config[`apikey_${environment}`];
-  switch (config.APIKeyAuthType) {
+  switch (scheme) {
     case 'basic':
       if (key) options.headers.authorization = basic(key, '');
       break;

@@ -15,7 +15,8 @@ export type AuthResult =
   | {
       ok: false;
       reject: 'unauthorized';
-      challenge?: string;
+      /** The WWW-Authenticate challenge, or one per scheme of a list (RFC 9110 section 11.6.1). */
+      challenge?: string | readonly string[];
       /** Why, when the client can do something about it; the answer and the access line say it. */
       reason?: AuthRefusalReason;
     }
@@ -25,8 +26,11 @@ export type AuthResult =
       reject: 'service_unavailable' | 'internal_error';
     };
 
-/** `https_required`: the scheme takes credentials over HTTPS only, and the request came over plain HTTP. */
-export type AuthRefusalReason = 'https_required';
+/**
+ * `https_required`: the scheme takes credentials over HTTPS only, and the request came over plain HTTP.
+ * `several_credentials`: a list of schemes met credentials of more than one of them at once.
+ */
+export type AuthRefusalReason = 'https_required' | 'several_credentials';
 
 /** Hooks a custom plugin may offer the admin port: Swagger security, and the console's test requests. */
 export interface AuthDocumentation {

@@ -1,9 +1,8 @@
 import { admitted, type AuthResult, type Authenticator } from './authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import type { KeyRing } from './key-ring.js';
+import { basicChallenge } from './challenges.js';
 import { builtInSecurity } from './swagger-security.js';
-
-export const basicChallenge = 'Basic realm="quotagate", charset="UTF-8"';
 
 const refused: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', challenge: basicChallenge });
 

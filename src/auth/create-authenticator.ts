@@ -1,5 +1,6 @@
 import type { ApplicationDirectory } from '../applications/application-directory.js';
 import type { LoadedConfig } from '../config/load-config.js';
+import type { AuthType } from '../config/schema.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import { ConfigError } from '../kit/config-error.js';
 import type { Logger } from '../observe/log.js';
@@ -35,28 +36,47 @@ export interface AuthenticatorContext {
  * listener starts, with `{ config, logger }` as the seed's "server".
  * @throws ConfigError when the plugin cannot be loaded or constructed.
  */
-export async function createAuthenticator(
+export function createAuthenticator(
   loaded: LoadedConfig,
   context: AuthenticatorContext,
 ): Promise<Authenticator> {
+  return createSchemeAuthenticator(loaded.config.APIKeyAuthType, loaded, context);
+}
+
+/**
+ * The authenticator of one scheme, from its top-level settings (the config check has made sure the
+ * settings of every scheme the config names are there).
+ * @param keys the key ring of the key schemes, shared when both basic and apikey are in use
+ * @throws ConfigError when the scheme's settings are missing, or the plugin cannot be loaded or constructed.
+ */
+export async function createSchemeAuthenticator(
+  scheme: AuthType,
+  loaded: LoadedConfig,
+  context: AuthenticatorContext,
+  keys?: KeyRing,
+): Promise<Authenticator> {
   const { config, environment } = loaded;
   const logger = context.logger.child({ component: 'auth' });
-  switch (config.APIKeyAuthType) {
+  const keyRing = () => keys ?? new KeyRing(config, environment, context.applications);
+  switch (scheme) {
     case 'none':
       return createNoneAuthenticator();
     case 'basic':
-      return createBasicAuthenticator(new KeyRing(config, environment, context.applications));
+      return createBasicAuthenticator(keyRing());
     case 'apikey':
-      return createApiKeyAuthenticator(new KeyRing(config, environment, context.applications));
+      return createApiKeyAuthenticator(keyRing());
     // ldapts and jose are loaded by the schemes that use them only: a data plane's heap holds what it
     // runs (docs/performance.md).
     case 'ldap': {
       const { createLdapAuthenticator } = await import('./ldap-authenticator.js');
-      return createLdapAuthenticator(config.ldap, { logger, ...(context.now ? { now: context.now } : {}) });
+      return createLdapAuthenticator(required(config.ldap, 'ldap'), {
+        logger,
+        ...(context.now ? { now: context.now } : {}),
+      });
     }
     case 'jwt': {
       const { createJwtAuthenticator } = await import('./jwt-authenticator.js');
-      return createJwtAuthenticator(config.jwt, {
+      return createJwtAuthenticator(required(config.jwt, 'jwt'), {
         logger,
         clock: clockOf(context),
         fetchKeysAtStart: !context.offline,
@@ -64,7 +84,7 @@ export async function createAuthenticator(
       });
     }
     case 'plugin': {
-      const spec = config.APIKeyAuthPlugin;
+      const spec = required(config.APIKeyAuthPlugin, 'APIKeyAuthPlugin');
       const Plugin = await loadAuthPlugin(spec, context.cwd);
       const server = Object.freeze({
         config: Object.freeze({ ...loaded.extras, ...config }),
@@ -84,6 +104,12 @@ export async function createAuthenticator(
       });
     }
   }
+}
+
+/** A scheme's settings, which a checked config has wherever the scheme is named. */
+function required<T>(settings: T | undefined, key: string): T {
+  if (settings === undefined) throw new ConfigError([`${key}: required by a scheme the config names`]);
+  return settings;
 }
 
 /** The context's clock and timers as one clock, the system's where the context gives none. */

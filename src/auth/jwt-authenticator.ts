@@ -5,6 +5,7 @@ import { asymmetricAlgorithms, hmacAlgorithms, hmacAlgorithmsFor, type Config } 
 import { dateAt, systemClock, type Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
+import { bearerChallenge, realm } from './challenges.js';
 import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
 import { builtInSecurity } from './swagger-security.js';
 
@@ -22,13 +23,7 @@ export interface JwtAuthenticatorOptions {
   fetchKeysAtStart?: boolean;
 }
 
-const realm = 'quotagate';
-/** RFC 6750 section 3: a request without a token gets the bare challenge, with no error code. */
-const noToken: AuthResult = Object.freeze({
-  ok: false,
-  reject: 'unauthorized',
-  challenge: `Bearer realm="${realm}"`,
-});
+const noToken: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', challenge: bearerChallenge });
 const unavailable: AuthResult = Object.freeze({ ok: false, reject: 'service_unavailable' });
 
 /** RFC 6750 section 3.1 `invalid_token`, with a description (a quoted-string: no quote or backslash). */

@@ -10,7 +10,7 @@ import type { Config } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { Logger } from '../observe/log.js';
 import type { Authenticator, AuthResult, Identification, Principal } from './authenticator.js';
-import { basicChallenge } from './basic-authenticator.js';
+import { basicChallenge } from './challenges.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import { fillFilter } from './ldap-filter.js';
 import { LdapSessionCache } from './ldap-session-cache.js';

@@ -19,10 +19,16 @@ export interface CompiledApi {
   readonly upstreamPrefix: string;
 }
 
-export interface RouteMatch {
+/**
+ * A route as matched. `Guard` is what the gateway compiled for each operation (its authenticator), read
+ * off the match with no lookup.
+ */
+export interface RouteMatch<Guard = unknown> {
   api: CompiledApi;
   /** The catalog method, or null for a path or verb of the API that no method declares. */
   method: MethodConfig | null;
+  /** What `guardOf` made for the method, or for the API where no method is declared. */
+  guard: Guard;
   /**
    * The path as routed, with the query: literal segments in the catalog's spelling, the others as
    * normalized. What an auth plugin's `matchURL` sees.
@@ -35,28 +41,39 @@ export interface RouteMatch {
 }
 
 /** Routes a normalized request to the API and method of the catalog. */
-export interface Router {
-  match(verb: string, segments: readonly string[], trailingSlash: boolean, query: string): RouteMatch | null;
+export interface Router<Guard = unknown> {
+  match(
+    verb: string,
+    segments: readonly string[],
+    trailingSlash: boolean,
+    query: string,
+  ): RouteMatch<Guard> | null;
   /** The verbs that methods of `match`'s API declare for its path (HEAD where GET is), for `Allow`. */
-  allowedVerbs(match: RouteMatch): string[];
+  allowedVerbs(match: RouteMatch<Guard>): string[];
 }
 
-interface CompiledMethod {
+/** What the gateway compiles for an operation: for a method, or for the API's undeclared paths (null). */
+export type GuardOf<Guard> = (api: ApiConfig, method: MethodConfig | null) => Guard;
+
+interface CompiledMethod<Guard> {
   config: MethodConfig;
+  guard: Guard;
   /** One entry per segment: the literal as the catalog spells it, or null for a `{param}`. */
   pattern: Array<string | null>;
   /** The literals as compared: lower case unless the API is case-sensitive. */
   keys: Array<string | null>;
 }
 
-interface ApiRoute {
+interface ApiRoute<Guard> {
   api: CompiledApi;
+  /** The guard of a path or verb no method declares (`passUndeclared`). */
+  guard: Guard;
   base: string[];
   /** `base` as a path (`/pets`), or '' for the root. */
   basePath: string;
   baseKeys: string[];
   caseSensitive: boolean;
-  methodsByVerb: Map<string, CompiledMethod[]>;
+  methodsByVerb: Map<string, Array<CompiledMethod<Guard>>>;
 }
 
 const splitPath = (path: string) => path.split('/').filter((segment) => segment !== '');
@@ -69,7 +86,7 @@ const splitPath = (path: string) => path.split('/').filter((segment) => segment 
  * `/{id}/photos/{b}`. Templates of other lengths never match the same request; ordering them by length
  * first keeps the comparison a total order, so the sort cannot depend on where they were declared.
  */
-function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
+function bySpecificity(a: CompiledMethod<unknown>, b: CompiledMethod<unknown>): number {
   if (a.pattern.length !== b.pattern.length) return a.pattern.length - b.pattern.length;
   for (let i = 0; i < a.pattern.length; i += 1) {
     const aLiteral = a.pattern[i] !== null;
@@ -82,18 +99,23 @@ function bySpecificity(a: CompiledMethod, b: CompiledMethod): number {
 /** A configured literal segment as requests spell it (config validation has refused any other). */
 const literal = (segment: string) => normalizeSegment(segment) ?? segment;
 
-function compileApi(config: ApiConfig, label: string): ApiRoute {
+function compileApi<Guard>(config: ApiConfig, label: string, guardOf: GuardOf<Guard>): ApiRoute<Guard> {
   const targets = upstreamTargets(config.upstream).map(({ url, weight }) => ({ url: new URL(url), weight }));
   // The config check holds every target of a pool to the first one's path.
   const upstream = targets[0]!.url;
   const key = (text: string) => (config.caseSensitive ? text : text.toLowerCase());
-  const methodsByVerb = new Map<string, CompiledMethod[]>();
+  const methodsByVerb = new Map<string, Array<CompiledMethod<Guard>>>();
   for (const method of config.methods) {
     const pattern = splitPath(method.path).map((segment) =>
       segment.startsWith('{') ? null : literal(segment),
     );
     const list = methodsByVerb.get(method.verb) ?? [];
-    list.push({ config: method, pattern, keys: pattern.map((text) => (text === null ? null : key(text))) });
+    list.push({
+      config: method,
+      guard: guardOf(config, method),
+      pattern,
+      keys: pattern.map((text) => (text === null ? null : key(text))),
+    });
     methodsByVerb.set(method.verb, list);
   }
   for (const list of methodsByVerb.values()) list.sort(bySpecificity);
@@ -115,6 +137,7 @@ function compileApi(config: ApiConfig, label: string): ApiRoute {
       // in the upstream URL of a gRPC API.
       upstreamPrefix: config.protocol === 'grpc' ? basePath : prefix,
     },
+    guard: guardOf(config, null),
     base,
     basePath,
     baseKeys: base.map(key),
@@ -145,17 +168,22 @@ function startsWith(keys: readonly string[], segments: readonly string[]): boole
  * case unless the API is `caseSensitive` (case-insensitive frameworks would route `/findbystatus` to
  * findByStatus, so counting it as `/{petId}` would count another operation than the one that runs).
  */
-export function compileCatalog(apis: readonly ApiConfig[]): Router {
+export function compileCatalog(apis: readonly ApiConfig[]): Router<null>;
+export function compileCatalog<Guard>(apis: readonly ApiConfig[], guardOf: GuardOf<Guard>): Router<Guard>;
+export function compileCatalog<Guard>(
+  apis: readonly ApiConfig[],
+  guardOf: GuardOf<Guard | null> = () => null,
+): Router<Guard | null> {
   const labels = uniqueLabels(apis);
   const routes = apis
-    .map((api) => compileApi(api, labels.get(api.id)!))
+    .map((api) => compileApi(api, labels.get(api.id)!, guardOf))
     .sort((a, b) => b.base.length - a.base.length);
   const anyCaseInsensitive = routes.some((route) => !route.caseSensitive);
   const byApi = new Map(routes.map((route) => [route.api, route]));
 
   /** The method of `route` whose pattern matches, in the request's segments as compared. */
   const methodFor = (
-    route: ApiRoute,
+    route: ApiRoute<Guard | null>,
     verb: string,
     segments: readonly string[],
     lower: readonly string[],
@@ -192,6 +220,7 @@ export function compileCatalog(apis: readonly ApiConfig[]): Router {
       return {
         api: route.api,
         method: method?.config ?? null,
+        guard: method ? method.guard : route.guard,
         path: (`${route.basePath}${tail}` || '/') + query,
         upstreamTarget: (`${route.api.upstreamPrefix}${tail}` || '/') + query,
         segments,

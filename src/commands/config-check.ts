@@ -1,4 +1,5 @@
-import { createAuthenticator } from '../auth/create-authenticator.js';
+import { createOperationAuthenticators } from '../auth/operation-authenticators.js';
+import { schemesInUse } from '../config/cross-field-rules.js';
 import { fetchJwks } from '../auth/jwks-keys.js';
 import { systemClock } from '../kit/clock.js';
 import { compileCatalog } from '../catalog/router.js';
@@ -20,14 +21,21 @@ export async function checkConfig(configDir: string): Promise<LoadedConfig> {
     destination: process.stderr,
     secrets: new LogSecrets(secretValues({ ...loaded.extras, ...loaded.config })),
   });
-  const authenticator = await createAuthenticator(loaded, { logger, cwd: process.cwd(), offline: true });
-  await authenticator.close?.();
+  // Every scheme an API or a method names is built, as `start` builds it.
+  const { schemes } = await createOperationAuthenticators(loaded, {
+    logger,
+    cwd: process.cwd(),
+    offline: true,
+  });
+  for (const authenticator of schemes) await authenticator.close?.();
   return loaded;
 }
 
 /** The line that says a config is valid, and what it holds. */
 export function configSummary({ config, environment }: LoadedConfig): string {
-  return `config ok (${environment}): ${config.apis.length} APIs, ${config.applications.length} applications, APIKeyAuthType ${config.APIKeyAuthType}, store ${config.store.type}`;
+  const others = [...schemesInUse(config).keys()].filter((scheme) => scheme !== config.APIKeyAuthType);
+  const perOperation = others.length > 0 ? ` (APIs or methods: ${others.join(', ')})` : '';
+  return `config ok (${environment}): ${config.apis.length} APIs, ${config.applications.length} applications, APIKeyAuthType ${config.APIKeyAuthType}${perOperation}, store ${config.store.type}`;
 }
 
 /** What `check-config --online` found: a line per server reached, and whether each answered as it should. */
@@ -42,7 +50,7 @@ export interface OnlineCheck {
  * carry credentials): the key path says which setting it is.
  */
 export async function onlineChecks({ config }: LoadedConfig): Promise<OnlineCheck[]> {
-  if (config.APIKeyAuthType !== 'jwt' || !config.jwt.jwksUri) return [];
+  if (!schemesInUse(config).has('jwt') || !config.jwt?.jwksUri) return [];
   try {
     const { keys } = await fetchJwks(config.jwt.jwksUri, {
       clock: systemClock,

@@ -22,7 +22,8 @@ function typeOf(schema: JsonSchema): string {
   if (options) return [...new Set(options.map(typeOf))].join(' \\| ');
   if (schema.type === 'array') {
     const item = schema.items ? typeOf(schema.items) : 'any';
-    return `${item.includes(' \\| ') ? `(${item})` : item}[]`;
+    // A list of one of several values: `("a" \| "b")[]`, not `"a" \| "b"[]` (a value, or a list of "b").
+    return item.includes(' \\| ') ? `(${item})[]` : `${item}[]`;
   }
   const range =
     schema.minimum !== undefined && schema.maximum !== undefined && schema.maximum < Number.MAX_SAFE_INTEGER
@@ -31,8 +32,8 @@ function typeOf(schema: JsonSchema): string {
   return `${Array.isArray(schema.type) ? schema.type.join(' \\| ') : (schema.type ?? 'any')}${range}`;
 }
 
-/** The alternatives of a type cell: `"a" \\| "b"` → `"a"`, `"b"`. */
-const alternatives = (type: string) => type.split(' \\| ');
+/** The alternatives of a type cell: `"a" \\| "b"` → `"a"`, `"b"`; a list's `("a" \\| "b")[]` is one. */
+const alternatives = (type: string) => type.split(/ \\\| (?![^(]*\))/);
 
 /** A default as one short cell: scalars as they are, objects and lists named by their shape. */
 function defaultOf(schema: JsonSchema): string {

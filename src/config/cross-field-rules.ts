@@ -4,7 +4,15 @@ import type { Environment } from '../applications/application-schema.js';
 import { catalogIds, referenceProblem } from '../quota/catalog-references.js';
 import { declaredListProblems, declaredPlanProblem, isMembership } from '../quota/declared-quotas.js';
 import { isPasswordHash } from '../kit/password-hash.js';
-import { asymmetricAlgorithms, bytesOf, hmacKeyBytes, upstreamTargets, type Config } from './schema.js';
+import {
+  asymmetricAlgorithms,
+  bytesOf,
+  hmacKeyBytes,
+  upstreamTargets,
+  type AuthType,
+  type Config,
+  type OperationAuth,
+} from './schema.js';
 
 export type KeyPath = ReadonlyArray<string | number>;
 
@@ -35,7 +43,15 @@ export function crossFieldProblems(
   environment: Environment,
   given: GivenValue = () => undefined,
 ): Problem[] {
-  const rules = [catalogProblems, keyProblems, schemeProblems, jwtProblems, listenerProblems, quotaProblems];
+  const rules = [
+    catalogProblems,
+    keyProblems,
+    schemeProblems,
+    operationAuthProblems,
+    jwtProblems,
+    listenerProblems,
+    quotaProblems,
+  ];
   return rules.flatMap((rule) => {
     try {
       return rule(config, environment, given);
@@ -206,11 +222,13 @@ function keyProblems(config: Config, environment: Environment): Problem[] {
     ['applications', i, 'id'],
   ]);
   const keyName = `apikey_${environment}` as const;
-  if ((config.APIKeyAuthType === 'basic' || config.APIKeyAuthType === 'apikey') && !config[keyName]) {
+  const keyScheme = [...schemesInUse(config)].find(([scheme]) => scheme === 'basic' || scheme === 'apikey');
+  if (keyScheme && !config[keyName]) {
+    const [scheme, where] = keyScheme;
     problems.push({
       path: [keyName],
       message:
-        `required when APIKeyAuthType is '${config.APIKeyAuthType}': set it, or set ${keyName.toUpperCase()} ` +
+        `required when ${formatKeyPath(where)} is '${scheme}': set it, or set ${keyName.toUpperCase()} ` +
         'where the config reads it from the environment (as the shipped conf/default.js does); ' +
         '`gateway start --demo` makes one up for its run',
     });
@@ -245,6 +263,66 @@ function schemeProblems(config: Config, environment: Environment): Problem[] {
       }
     });
   }
+  return problems;
+}
+
+/**
+ * Each scheme the config uses, with the first key that names it: `APIKeyAuthType` (when an operation
+ * is left to it, or nothing overrides it), then the `auth` of APIs and methods.
+ */
+export function schemesInUse(config: Config): Map<AuthType, KeyPath> {
+  const used = new Map<AuthType, KeyPath>([[config.APIKeyAuthType, ['APIKeyAuthType']]]);
+  const note = (auth: OperationAuth | undefined, path: KeyPath) => {
+    for (const scheme of typeof auth === 'string' ? [auth] : (auth ?? []))
+      if (!used.has(scheme)) used.set(scheme, path);
+  };
+  config.apis.forEach((api, i) => {
+    note(api.auth, ['apis', i, 'auth']);
+    api.methods.forEach((method, j) => note(method.auth, ['apis', i, 'methods', j, 'auth']));
+  });
+  return used;
+}
+
+/** The top-level settings each scheme reads, and how a missing one is named. */
+const schemeSettingsOf: Partial<Record<AuthType, { key: keyof Config; what: string }>> = {
+  jwt: { key: 'jwt', what: 'the top-level jwt settings (issuer, audience, jwksUri or secret)' },
+  ldap: { key: 'ldap', what: 'the top-level ldap settings' },
+  plugin: { key: 'APIKeyAuthPlugin', what: 'APIKeyAuthPlugin' },
+  apikey: { key: 'tls', what: 'tls (keys travel over HTTPS only)' },
+};
+
+/**
+ * The `auth` of APIs and methods: each scheme it names has its settings at the top level, and a list
+ * holds schemes that each read credentials of their own kind (docs/authentication.md).
+ */
+function operationAuthProblems(config: Config): Problem[] {
+  const problems: Problem[] = [];
+  const check = (auth: OperationAuth | undefined, path: KeyPath) => {
+    if (auth === undefined) return;
+    const schemes = typeof auth === 'string' ? [auth] : auth;
+    const add = (message: string) => problems.push({ path, message });
+    for (const scheme of new Set(schemes)) {
+      const settings = schemeSettingsOf[scheme];
+      if (settings && config[settings.key] === undefined && config.APIKeyAuthType !== scheme)
+        add(`names '${scheme}', which needs ${settings.what}`);
+    }
+    if (typeof auth === 'string') return;
+    if (new Set(auth).size !== auth.length) add('names a scheme twice');
+    if (auth.includes('none'))
+      add("may not list 'none': a public operation takes no credentials, so say auth: 'none' alone");
+    if (auth.includes('plugin') && auth.length > 1)
+      add(
+        "may not list 'plugin' with other schemes: the plugin reads whatever credentials it likes, so it stands alone",
+      );
+    if (auth.includes('basic') && auth.includes('ldap'))
+      add(
+        "may not list both 'basic' and 'ldap': both read Basic credentials, so a request could not say which it means",
+      );
+  };
+  config.apis.forEach((api, i) => {
+    check(api.auth, ['apis', i, 'auth']);
+    api.methods.forEach((method, j) => check(method.auth, ['apis', i, 'methods', j, 'auth']));
+  });
   return problems;
 }
 

@@ -135,7 +135,7 @@ async function pluginKeys(
   cwd: string,
 ): Promise<{ name: string | null; keys: ReadonlySet<string>; problems: string[] }> {
   const spec = values.APIKeyAuthPlugin;
-  if (values.APIKeyAuthType !== 'plugin' || typeof spec !== 'string' || spec === '')
+  if (!namesPlugin(values) || typeof spec !== 'string' || spec === '')
     return { name: null, keys: new Set(), problems: [] };
   try {
     const declared = (await loadAuthPlugin(spec, cwd)).configKeys ?? [];
@@ -150,6 +150,21 @@ async function pluginKeys(
     if (error instanceof ConfigError) return { name: spec, keys: new Set(), problems: [...error.problems] };
     throw error;
   }
+}
+
+/** Whether the config's values, as given, name the plugin scheme: at the top level, or as an `auth`. */
+function namesPlugin(values: Record<string, unknown>): boolean {
+  const names = (auth: unknown) => auth === 'plugin' || (Array.isArray(auth) && auth.includes('plugin'));
+  const records = (list: unknown): Array<Record<string, unknown>> =>
+    Array.isArray(list)
+      ? list.filter((item): item is Record<string, unknown> => typeof item === 'object' && item !== null)
+      : [];
+  return (
+    values.APIKeyAuthType === 'plugin' ||
+    records(values.apis).some(
+      (api) => names(api.auth) || records(api.methods).some((method) => names(method.auth)),
+    )
+  );
 }
 
 function environmentLayer(env: NodeJS.ProcessEnv): Layer {

@@ -44,6 +44,29 @@ export const verbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as con
 /** What an API speaks upstream: HTTP/1.1, or gRPC over HTTP/2 (h2c for `http://`, ALPN h2 for `https://`). */
 export const apiProtocols = ['http', 'grpc'] as const;
 
+/** A scheme named by an API or a method, as `APIKeyAuthType` names the gateway's. */
+const schemeName = z.enum(authTypes, { error: (issue) => unknownAuthType(issue.input) });
+const operationAuthError = `must be one of ${authTypes.join(', ')}, or a list of them`;
+
+/**
+ * The scheme of an API or a method, instead of `APIKeyAuthType` (see docs/authentication.md,
+ * "Authentication per API"): one scheme, or a list whose schemes each read their own credentials.
+ */
+const operationAuth = z
+  .union([schemeName, z.array(schemeName).min(1, { error: 'must name at least one scheme' })], {
+    error: (issue) => {
+      if (issue.code !== 'invalid_union') return msg(operationAuthError)(issue);
+      if (typeof issue.input === 'string') return unknownAuthType(issue.input);
+      const unknown = Array.isArray(issue.input)
+        ? issue.input.find((scheme) => !(authTypes as readonly unknown[]).includes(scheme))
+        : undefined;
+      return typeof unknown === 'string'
+        ? `'${unknown}' ${unknownAuthType(unknown)}`
+        : msg(operationAuthError)(issue);
+    },
+  })
+  .optional();
+
 const verb = z
   .string({ error: msg(`must be one of ${verbs.join(', ')}`) })
   .transform((value) => value.toUpperCase())
@@ -193,6 +216,8 @@ const methodSchema = z.strictObject({
    * counting are the same either way.
    */
   websocket: z.boolean({ error: msg('must be true or false') }).optional(),
+  /** The method's scheme, instead of its API's (`auth`) or the gateway's (`APIKeyAuthType`). */
+  auth: operationAuth,
 });
 
 const apiSchema = z.strictObject({
@@ -214,6 +239,8 @@ const apiSchema = z.strictObject({
   protocol: z.enum(apiProtocols, { error: oneOf("must be 'http' or 'grpc'", apiProtocols) }).default('http'),
   /** Its GET operations accept a WebSocket upgrade (RFC 6455), proxied to the upstream (default: true). */
   websocket: z.boolean({ error: msg('must be true or false') }).default(true),
+  /** The API's scheme, instead of `APIKeyAuthType`: `'none'` makes it public. */
+  auth: operationAuth,
 });
 
 const applicationSchema = z.strictObject({
@@ -692,6 +719,8 @@ export function upstreamTargets(upstream: ApiConfig['upstream']): Array<{ url: s
 }
 export type ApplicationConfig = Config['applications'][number];
 export type AuthType = Config['APIKeyAuthType'];
+/** The scheme of an operation: one, or a list (`apis[].auth`, `apis[].methods[].auth`). */
+export type OperationAuth = AuthType | readonly AuthType[];
 export type StoreConfig = Config['store'];
 export type RedisStoreConfig = Extract<StoreConfig, { type: 'redis' }>;
 export type MemoryStoreConfig = Extract<StoreConfig, { type: 'memory' }>;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AuthRefusalReason, AuthResult, Principal } from '../auth/authenticator.js';
+import type { AuthRefusalReason, AuthResult, Authenticator, Principal } from '../auth/authenticator.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { CounterState, SlotRelease } from '../limiter/counter-store.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
@@ -46,7 +46,7 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
   readonly ruleSet: RuleSet;
   form: ExchangeForm = 'http';
   version: HttpVersion = 'HTTP/1.1';
-  route: RouteMatch | null = null;
+  route: RouteMatch<Authenticator> | null = null;
   /**
    * The path as routed, normalized, with its query (the usage path's too): what authentication and the
    * access line see. Empty until `route` has matched it.
@@ -135,7 +135,12 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
    * on the path that was routed the first time.
    */
   authenticateAgain(): AuthResult | Promise<AuthResult> {
-    return this.ruleSet.authenticator.authenticate(this.req, this.res, this.routedPath);
+    return this.authenticator().authenticate(this.req, this.res, this.routedPath);
+  }
+
+  /** The authenticator of its operation, compiled on its route, or the usage path's. */
+  authenticator(): Authenticator {
+    return this.route === null ? this.ruleSet.usageAuthenticator : this.route.guard;
   }
 
   /** An exchange the gateway cut is the gateway's doing, not the client's abort. */

@@ -1,5 +1,6 @@
 import type { Authenticator } from '../auth/authenticator.js';
-import { createAuthenticator, type AuthenticatorContext } from '../auth/create-authenticator.js';
+import type { AuthenticatorContext } from '../auth/create-authenticator.js';
+import { createOperationAuthenticators } from '../auth/operation-authenticators.js';
 import { compileCatalog, type Router } from '../catalog/router.js';
 import { ApplicationNames } from '../config/application-names.js';
 import type { LoadedConfig } from '../config/load-config.js';
@@ -30,7 +31,9 @@ export class RuleSet {
   private closed: Promise<void> | null = null;
 
   constructor(
-    readonly router: Router,
+    /** The catalog, each operation's authenticator compiled on its route. */
+    readonly router: Router<Authenticator>,
+    /** The authenticator of `APIKeyAuthType`: the control plane documents it, and asks its directory. */
     readonly authenticator: Authenticator,
     readonly trustedPeers: TrustedPeers,
     /** The names the access log gives the applications. */
@@ -45,6 +48,10 @@ export class RuleSet {
     private readonly logger: Logger,
     /** The fields the scheme sets from what it verified (jwt forwardClaims): a client's are dropped. */
     schemeFields: readonly string[] = [],
+    /** Every authenticator the rule set's operations use, each once: what `close` closes. */
+    private readonly authenticators: readonly Authenticator[] = [authenticator],
+    /** The usage path's: every scheme in use (see `OperationAuthenticators.usage`). */
+    readonly usageAuthenticator: Authenticator = authenticator,
   ) {
     // The gateway answers `Expect: 100-continue` itself, once the request is admitted; the upstream must
     // not answer it again. Host, X-Forwarded-* and X-Request-Id are the gateway's to set.
@@ -66,11 +73,14 @@ export class RuleSet {
    */
   static async build(loaded: LoadedConfig, context: AuthenticatorContext): Promise<RuleSet> {
     const { config } = loaded;
-    const router = compileCatalog(config.apis);
+    const authenticators = await createOperationAuthenticators(loaded, context);
+    // Compiled once per load: a request reads its operation's authenticator off its route.
+    const router = compileCatalog(config.apis, (api, method) => authenticators.of(method?.auth ?? api.auth));
     const usage = UsagePath.of(config.usagePath, router);
+    const usesJwt = authenticators.schemes.some((authenticator) => authenticator.scheme === 'jwt');
     return new RuleSet(
       router,
-      await createAuthenticator(loaded, context),
+      authenticators.fallback,
       new TrustedPeers(config.trustProxy),
       new ApplicationNames(config.applications, context.applications),
       config.accessLog.sample429,
@@ -78,7 +88,9 @@ export class RuleSet {
       new CatalogNames(config.apis),
       config.forwardCredentials,
       context.logger,
-      config.APIKeyAuthType === 'jwt' ? Object.values(config.jwt.forwardClaims ?? {}) : [],
+      usesJwt ? Object.values(config.jwt?.forwardClaims ?? {}) : [],
+      authenticators.schemes,
+      authenticators.usage,
     );
   }
 
@@ -99,11 +111,15 @@ export class RuleSet {
     if (this.inFlight === 0) this.close();
   }
 
-  /** Closes the authenticator (an LDAP connection pool, a plugin's resources), once. */
+  /** Closes the authenticators (an LDAP connection pool, a plugin's resources), once. */
   close(): Promise<void> {
-    this.closed ??= (this.authenticator.close?.() ?? Promise.resolve()).catch((error: unknown) => {
-      this.logger.warn({ err: error }, 'closing an authenticator failed');
-    });
+    this.closed ??= Promise.all(
+      this.authenticators.map((authenticator) =>
+        (authenticator.close?.() ?? Promise.resolve()).catch((error: unknown) => {
+          this.logger.warn({ err: error }, 'closing an authenticator failed');
+        }),
+      ),
+    ).then(() => undefined);
     return this.closed;
   }
 }

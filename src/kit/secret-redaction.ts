@@ -69,8 +69,11 @@ export function withoutCredentials(text: string): string {
     .replace(opaqueToken, (run) => (looksLikeKey(run) ? redactedText : run));
 }
 
-/** Config keys that sound secret and are not: the scheme's name and the plugin's location. */
-const notSecret = new Set(['APIKeyAuthType', 'APIKeyAuthPlugin']);
+/**
+ * Config keys that sound secret and are not: the scheme's name, the plugin's location, and the scheme
+ * an API or a method names (`auth: 'basic'` would otherwise blank every "basic" of the log).
+ */
+const notSecret = new Set(['APIKeyAuthType', 'APIKeyAuthPlugin', 'auth']);
 
 /** Every string found under a secret-sounding key of `value`, at any depth (config, plugin keys). */
 export function secretValues(value: unknown, underSecretKey = false): string[] {

@@ -143,3 +143,27 @@ describe('gateway check-config of the jwt scheme', () => {
     expect(result.stderr).not.toContain(jwks.url);
   });
 });
+
+describe('gateway check-config of schemes per API', () => {
+  const defer = cleanupAfterEach();
+
+  it('says the schemes APIs and methods name, and with --online fetches the JWK Set of a jwt only they name', async () => {
+    const { jwks, jwt } = await startTestIdentityProvider(defer);
+    const config = petsConfig('http://127.0.0.1:9/pets', { jwt });
+    const [pets] = config.apis as Array<Record<string, unknown>>;
+    const dir = writeConfigDir({
+      ...config,
+      apis: [
+        { ...pets, auth: ['jwt', 'basic'], methods: [{ ...(pets!.methods as object[])[0], auth: 'none' }] },
+      ],
+    });
+    defer(() => rmSync(dir, { recursive: true, force: true }));
+    const result = await runCli(['check-config', '--config-dir', dir, '--online']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(
+      'config ok (development): 1 APIs, 0 applications, APIKeyAuthType basic (APIs or methods: jwt, none), store memory\n' +
+        'jwt.jwksUri: the JWK Set has 1 key: key-1\n',
+    );
+    expect(jwks.fetches).toBe(1);
+  });
+});

@@ -58,6 +58,7 @@ describe('the catalog, read from the gateway’s own OpenAPI document', () => {
       description: '',
       parameters: ['petId'],
       protocol: 'http',
+      authType: 'basic',
     });
     expect(read.server).toBe('http://127.0.0.1:0');
     expect(apiName(read, petsApiId.toUpperCase())).toBe('Pet Store');

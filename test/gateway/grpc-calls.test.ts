@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { credentials as channelCredentials, status } from '@grpc/grpc-js';
-import { basicChallenge } from '../../src/auth/basic-authenticator.js';
+import { basicChallenge } from '../../src/auth/challenges.js';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { eachStore, startFleetOfTwo } from '../helpers/enforcement-gateways.js';

@@ -211,6 +211,42 @@ describe('open exchanges and the credentials that opened them', () => {
       .toMatchObject({ endedBy: 'revoked', application: 'Feed reader' });
   });
 
+  it("checks an event stream again by its own method's scheme, not the top-level one", async () => {
+    const [pets] = petsConfig(upstream().url).apis as Array<{ methods: object[] }>;
+    const stream = {
+      id: '2b3c4d5e-6f70-4182-9a3b-4c5d6e7f8091',
+      name: 'stream',
+      verb: 'GET',
+      path: '/stream',
+    };
+    const { gateway, timers } = await gatewayWithTimers(
+      {
+        accessLog: { flushMs: 0 },
+        APIKeyAuthType: 'jwt',
+        jwt: { issuer: 'idp', audience: 'api', secret: 'a-shared-secret-of-at-least-32-bytes!' },
+        apis: [{ ...pets, methods: [...pets!.methods, { ...stream, auth: 'basic' }] }],
+      },
+      10,
+    );
+    const { id, keyId, key } = await applicationWithKey(gateway);
+    const response = await openStream(gateway, { authorization: basicAuth(key) });
+    expect(response.statusCode).toBe(200);
+    const both = received(response, 2 * event.length);
+    const whole = endedWhole(response);
+    await sendEvents(1);
+    // Another application changes the directory: the next tick checks every open exchange again.
+    await applicationWithKey(gateway);
+    timers.advance(1_000);
+    streams.at(-1)!.write(event);
+    await both;
+    expect((await adminCall(gateway, 'DELETE', `/applications/${id}/apikeys/${keyId}`)).status).toBe(204);
+    timers.advance(1_000);
+    expect(await whole).toBe(false);
+    await expect
+      .poll(() => accessLines(gateway).find((line) => line.path === '/pets/stream'))
+      .toMatchObject({ endedBy: 'revoked', application: 'Feed reader' });
+  });
+
   it('ends a gRPC streaming call UNAUTHENTICATED on the next tick once its application is deleted', async () => {
     const { gateway, timers } = await gatewayWithTimers(
       { apis: [greeterApi(`http://${greeter().address}`)] },

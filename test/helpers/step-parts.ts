@@ -67,7 +67,7 @@ export function answeringAuthenticator(result: AuthResult, wait = false) {
 /** The rule set of `stepApis`, with `authenticator` and the usage path at `/_quotagate/usage`. */
 export function stepRuleSet(authenticator: Authenticator, upstream?: string): RuleSet {
   const apis = stepApis(upstream);
-  const router = compileCatalog(apis);
+  const router = compileCatalog(apis, () => authenticator);
   return new RuleSet(
     router,
     authenticator,

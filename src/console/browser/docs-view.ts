@@ -209,7 +209,7 @@ function operation(context: Context, api: CatalogApi, method: CatalogMethod, cat
     details.appendChild(
       callNote(method, catalog.server) ??
         (context.isAdmin
-          ? tryForm(context, method, catalog.authType)
+          ? tryForm(context, method, method.authType)
           : h('p', { class: 'note', text: 'Only an API Administrator can send test requests.' })),
     );
   });

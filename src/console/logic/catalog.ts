@@ -13,6 +13,8 @@ export interface CatalogMethod {
   parameters: string[];
   /** How a client calls it: plain HTTP (what "try it" sends), gRPC over HTTP/2, or a WebSocket. */
   protocol: CallProtocol;
+  /** The scheme "try it" sends its request with: the method's own, or the catalog's. */
+  authType: string;
 }
 
 export type CallProtocol = 'http' | 'grpc' | 'websocket';
@@ -38,6 +40,8 @@ interface OpenApiOperation {
   'x-quotagate-api-id'?: string;
   'x-quotagate-method-id'?: string;
   'x-quotagate-protocol'?: string;
+  /** The operation's own scheme, or list of schemes, where it has one. */
+  'x-quotagate-auth'?: string | string[];
 }
 
 interface OpenApiServer {
@@ -74,6 +78,7 @@ export function catalogFromOpenApi(document: unknown): Catalog {
         description: operation.description ?? '',
         parameters: [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]!),
         protocol: protocolOf(operation['x-quotagate-protocol']),
+        authType: tryScheme(operation['x-quotagate-auth'] ?? doc['x-quotagate-auth'] ?? 'none'),
       });
     }
   }
@@ -82,6 +87,15 @@ export function catalogFromOpenApi(document: unknown): Catalog {
     authType: doc['x-quotagate-auth'] ?? 'none',
     server: serverUrl(doc.servers?.[0]),
   };
+}
+
+/**
+ * The scheme of a list that "try it" sends with: a key scheme, for which the gateway adds the project's
+ * key and the form asks nothing, else the first listed (the admin API picks the same).
+ */
+export function tryScheme(auth: string | readonly string[]): string {
+  if (typeof auth === 'string') return auth;
+  return auth.find((scheme) => scheme === 'basic' || scheme === 'apikey') ?? auth[0] ?? 'none';
 }
 
 function protocolOf(value: string | undefined): CallProtocol {

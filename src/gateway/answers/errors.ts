@@ -38,6 +38,7 @@ const bodies = new Map(
  */
 export const authRefusalDetails: Record<AuthRefusalReason, string> = {
   https_required: 'API keys are accepted over HTTPS only (this is the plain-HTTP port)',
+  several_credentials: 'the request carries credentials of more than one scheme: send one',
 };
 
 /** The exact JSON body of an error response. */
