@@ -57,6 +57,7 @@ import { readTlsFiles, type TlsFiles } from '../kit/tls-files.js';
 import { jsonSyntaxError } from '../kit/json-syntax-error.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
+import { registerUpstreamRoutes, type UpstreamRouteParts } from './upstream-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
 
 declare module 'fastify' {
@@ -100,6 +101,7 @@ export interface AdminServerParts {
   metricsText?: () => Promise<string>;
   /** The time the gateway adds to exchanges, of every process that serves the data plane. */
   latency: () => Promise<LatencyReport>;
+  upstreams: UpstreamRouteParts['upstreams'];
   /** `admin.tls`'s key and certificate: the listener serves HTTPS (a reload sets new ones on `server`). */
   tls?: TlsFiles;
 }
@@ -418,6 +420,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
         quotas: parts.repository,
         usage: parts.usage,
       });
+      registerUpstreamRoutes(portal, { upstreams: parts.upstreams });
       portal.get(
         '/apis/openapi.json',
         async () => (catalogDocument ??= catalogOpenApi(live.config, parts.authDocumentation())),

@@ -12,6 +12,7 @@ import type { Limiter } from '../limiter/limiter.js';
 import type { LatencyReport } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { ReadinessCheck } from '../observe/readiness.js';
+import { apisWithoutTarget, type ApiUpstream } from '../console/logic/upstreams.js';
 import type { RejectionSource } from '../observe/rejection-history.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
 import { quotaUsage } from '../quota/quota-usage.js';
@@ -40,6 +41,8 @@ export interface ControlPlaneParts {
   metricsText?: () => Promise<string>;
   /** The data plane's ports, for the console's test requests; null before it listens. */
   dataPlane(): DataPlaneAddress | null;
+  /** The targets of the APIs and what the data planes know of them now. */
+  upstreams(): Promise<ApiUpstream[]>;
 }
 
 /** A built control plane: its listener, and the admin certificates a reload sets. */
@@ -67,7 +70,7 @@ export async function buildControlPlane(
     live: parts.live,
     logger: env.logger,
     metrics: parts.metrics,
-    readiness: parts.readiness,
+    readiness: [...parts.readiness, upstreamsReadiness(parts.upstreams)],
     isDraining: parts.isDraining,
     authDocumentation: () => parts.authenticator().documentation,
     identify: (name) => parts.authenticator().identify?.(name),
@@ -79,6 +82,7 @@ export async function buildControlPlane(
     dataPlane: parts.dataPlane,
     ...(parts.metricsText ? { metricsText: parts.metricsText } : {}),
     latency: parts.latency,
+    upstreams: parts.upstreams,
     ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, env.cwd) } : {}),
   });
   closers.push('admin listener', () => admin.close());
@@ -86,6 +90,14 @@ export async function buildControlPlane(
     listen: () => listenAdmin(admin, config),
     prepareReload: (next, kept) => prepareAdminCertificates(admin, next.config, kept, env.cwd),
   };
+}
+
+/**
+ * Ready while each API of a pool has a target its health checks find healthy: a gateway that can reach
+ * no target of an API answers its clients 503 (a pool without `healthCheck` is never found out).
+ */
+function upstreamsReadiness(upstreams: () => Promise<ApiUpstream[]>): ReadinessCheck {
+  return { name: 'upstreams', ready: async () => apisWithoutTarget(await upstreams()).length === 0 };
 }
 
 /** Opens the admin listener of `config` on `admin`; a port that cannot be had says which key moves it. */

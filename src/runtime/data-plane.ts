@@ -14,6 +14,8 @@ import { readTlsFiles } from '../kit/tls-files.js';
 import { openAccessLog } from '../observe/access-log.js';
 import type { AddedLatency } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
+import { registerTargetMetrics } from '../upstream/target-metrics.js';
+import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
 import { UpstreamProxy } from '../upstream/upstream-proxy.js';
 import type { Closers } from './closers.js';
@@ -58,6 +60,8 @@ export interface BuiltDataPlane {
   prepareReload(next: LoadedConfig, kept: readonly string[]): Promise<() => void>;
   flushLogs(): void;
   reopenLogs(): void;
+  /** The targets of the APIs in force and what this data plane knows of them now. */
+  upstreams(): ApiUpstream[];
 }
 
 /**
@@ -90,6 +94,9 @@ export async function buildDataPlane(
   // default, while the limiter (closed after it) can still count it.
   closers.push('upstream', () => proxy.close());
   proxy.watchTargets(config.apis);
+  let apis = config.apis;
+  const upstreams = () => proxy.targetStates(apis);
+  registerTargetMetrics(metrics.registry, upstreams);
   const authContext = {
     logger,
     cwd,
@@ -129,6 +136,7 @@ export async function buildDataPlane(
         proxy.proxyTimeout = next.config.proxyTimeout;
         proxy.drains.limit = next.config.upstreamDrainLimit;
         proxy.watchTargets(next.config.apis);
+        apis = next.config.apis;
         // After logrotate has moved the file: the lines that follow go to a new one.
         if (accessLog) {
           accessLog.flushMs = next.config.accessLog.flushMs;
@@ -139,6 +147,7 @@ export async function buildDataPlane(
     },
     flushLogs: () => accessLog?.flush(),
     reopenLogs: () => accessLog?.reopen(),
+    upstreams,
   };
 }
 

@@ -6,6 +6,7 @@ import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import { latencyReport } from '../observe/added-latency.js';
 import { createMetrics, type Metrics } from '../observe/metrics.js';
 import type { RejectionSource } from '../observe/rejection-history.js';
+import { mergeUpstreams } from '../console/logic/upstreams.js';
 import type { ConfigSource } from '../reload/config-source.js';
 import { fixedSettingsOf, pinFixedSettings } from '../reload/fixed-settings.js';
 import { readFleetRejections } from '../stores/fleet-rejections.js';
@@ -182,6 +183,7 @@ function primaryControlPlane(
         clusterMetricsText(metrics.registry, pool.listeningPeers(), { sameProcess: options.workers === 1 }),
       latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
       dataPlane: parts.ports,
+      upstreams: async () => mergeUpstreams(await askWorkers(pool.listeningPeers(), 'upstreams', null)),
     },
     closers,
   );

@@ -1,6 +1,7 @@
 import type { CounterUsage } from '../limiter/counter-store.js';
 import type { EncodedLatency } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { RestrictionRejections } from '../observe/rejection-history.js';
 import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
@@ -34,6 +35,8 @@ export interface ServingGateway extends RunningGateway {
   rejectionsOf(quotaId: string): Promise<RestrictionRejections[]>;
   /** What the counters this process holds count under `keyPrefix` (the memory store of one data plane). */
   usage(keyPrefix: string, windowMs: number): Promise<CounterUsage[]>;
+  /** The targets of the APIs in force and what this data plane knows of them now, for its primary. */
+  upstreams(): ApiUpstream[];
 }
 
 /** The data plane's ports of `ports`, for the console's test requests. */

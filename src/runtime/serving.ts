@@ -103,6 +103,7 @@ export async function startServing(
       rejectionsOf: (quotaId) => running.handOverRejections(quotaId),
       usage: (keyPrefix, windowMs) => running.limiter.usage(keyPrefix, windowMs),
       reload: () => reloader.reload(),
+      upstreams: () => dataPlane.upstreams(),
       flushLogs: () => dataPlane.flushLogs(),
       reopenLogs: () => dataPlane.reopenLogs(),
       async close() {

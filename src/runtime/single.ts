@@ -31,6 +31,7 @@ export function startSingle(
         rejections: served.counters.rejectionsOf,
         latency: async () => latencyReport([served.latency.encoded()]),
         dataPlane: served.ports,
+        upstreams: async () => served.dataPlane.upstreams(),
       },
       served.closers,
     ),

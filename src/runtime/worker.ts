@@ -109,6 +109,7 @@ function answerPrimary(primary: IpcPeer, gateway: ServingGateway): void {
   primary.answer('latency', () => gateway.latency());
   primary.answer('rejections', ({ quotaId }) => gateway.rejectionsOf(quotaId));
   primary.answer('usage', ({ keyPrefix, windowMs }) => gateway.usage(keyPrefix, windowMs));
+  primary.answer('upstreams', () => gateway.upstreams());
   primary.notify('listening', dataPlaneAddress(gateway.ports));
 }
 

@@ -3,9 +3,11 @@ import { createProxyServer, type ProxyServer } from 'http-proxy-3';
 import { Pool } from 'undici';
 import type { Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
+import { upstreamTargets, type ApiConfig } from '../config/schema.js';
+import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { TargetHealth } from './health-checks.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
-import { TargetPool } from './target-pool.js';
+import { TargetPool, type TargetCounts } from './target-pool.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -58,6 +60,8 @@ export class Origins {
   private byApi = new WeakMap<CompiledApi, Origin>();
   /** The pool of each compiled API that has one (`upstream: { targets }`), made as its first exchange comes. */
   private pools = new WeakMap<CompiledApi, TargetPool<Origin>>();
+  /** What was sent to each target of a pool, by its API's id and its origin: a reload keeps a target's. */
+  private counts = new Map<string, TargetCounts>();
 
   /**
    * @param connectTimeout milliseconds a connection has to open (`proxyTimeout` when the first exchange
@@ -93,6 +97,7 @@ export class Origins {
       weight,
       health: this.healthOf(api.config.id, origin),
       score: 0,
+      counts: this.countsOf(api.config.id, origin),
     }));
     const { upstream } = api.config;
     const pool =
@@ -103,6 +108,40 @@ export class Origins {
     return pool;
   }
 
+  /**
+   * The targets of `apis` (the config in force) and what this gateway knows of them now: their health,
+   * their exchanges in flight, and what was sent to them. Counts of targets no longer configured are
+   * dropped.
+   */
+  states(apis: readonly ApiConfig[]): ApiUpstream[] {
+    const kept = new Map<string, TargetCounts>();
+    const states = apis.map((api) => {
+      const pooled = typeof api.upstream !== 'string';
+      const targets = upstreamTargets(api.upstream).map(({ url, weight }) => {
+        const origin = new URL(url).origin;
+        const counts = pooled ? this.countsOf(api.id, origin) : noCounts;
+        if (pooled) kept.set(countsKey(api.id, origin), counts);
+        const inFlightNow = this.byKey.get(`${api.protocol} ${origin}`);
+        return {
+          url,
+          weight,
+          healthy: this.healthOf(api.id, origin).healthy,
+          inFlight: inFlightNow === undefined ? 0 : inFlight(inFlightNow),
+          ...counts,
+        };
+      });
+      return {
+        api: api.id,
+        name: api.name,
+        balance: typeof api.upstream === 'string' ? null : api.upstream.balance,
+        healthCheck: typeof api.upstream !== 'string' && api.upstream.healthCheck !== undefined,
+        targets,
+      };
+    });
+    this.counts = kept;
+    return states;
+  }
+
   /** Closes the upstream connections; call after the last exchange. */
   async close(): Promise<void> {
     const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
@@ -110,6 +149,13 @@ export class Origins {
     this.byApi = new WeakMap();
     this.pools = new WeakMap();
     await Promise.all(pools);
+  }
+
+  private countsOf(apiId: string, origin: string): TargetCounts {
+    const key = countsKey(apiId, origin);
+    let counts = this.counts.get(key);
+    if (counts === undefined) this.counts.set(key, (counts = { requests: 0, failures: 0, retries: 0 }));
+    return counts;
   }
 
   /** The origin of `upstreamOrigin` for an API of `protocol`, opened when none is yet. */
@@ -140,6 +186,11 @@ export class Origins {
     return origin;
   }
 }
+
+const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;
+
+/** The one-URL form counts nothing per target: its exchanges are `quotagate_requests_total`'s. */
+const noCounts: Readonly<TargetCounts> = { requests: 0, failures: 0, retries: 0 };
 
 /** Exchanges in flight to `origin`: sent, waiting for a connection, or queued (an h2 pool counts none). */
 function inFlight(origin: Origin): number {

@@ -11,6 +11,24 @@ export interface PoolTarget<O = unknown> {
   readonly health: TargetHealth;
   /** Smooth weighted round-robin's running score (nginx's `current_weight`). */
   score: number;
+  /** What was sent to it, shared with the pools of later reloads that keep it (its metrics read them). */
+  readonly counts: TargetCounts;
+}
+
+/** Exchanges sent to a target since the start, as its metrics and the admin listener report them. */
+export interface TargetCounts {
+  /** Exchanges sent to it, retries included. */
+  requests: number;
+  /** Exchanges to it that failed without an answer (refused, reset, timed out, invalid). */
+  failures: number;
+  /** Exchanges sent to it after another target failed them. */
+  retries: number;
+}
+
+/** Counts the failure of the exchange's last target, of the targets it was sent to in order. */
+export function countFailure(tried: ReadonlyArray<PoolTarget> | undefined): void {
+  const last = tried?.at(-1);
+  if (last !== undefined) last.counts.failures += 1;
 }
 
 /**
@@ -50,15 +68,17 @@ export class TargetPool<O = unknown> {
     return this.pickOther(noTargets)!;
   }
 
-  /** The target an exchange goes to next, other than those it `tried`; null when none is left. */
+  /**
+   * The target an exchange goes to next, other than those it `tried` (counted as sent to it, and as a
+   * retry after the first); null when none is left.
+   */
   pickOther(tried: ReadonlyArray<PoolTarget<O>>): PoolTarget<O> | null {
-    const onlyHealthy = this.targets.some((target) => target.health.healthy && !tried.includes(target));
-    const usable = (target: PoolTarget<O>) =>
-      !tried.includes(target) && (target.health.healthy || !onlyHealthy);
-    if (this.balance === 'round-robin') return this.roundRobin(usable, null);
-    let fewest = Infinity;
-    for (const target of this.targets) if (usable(target)) fewest = Math.min(fewest, this.load(target));
-    return this.roundRobin(usable, fewest);
+    const picked = this.chosen(tried);
+    if (picked !== null) {
+      picked.counts.requests += 1;
+      if (tried.length > 0) picked.counts.retries += 1;
+    }
+    return picked;
   }
 
   /**
@@ -70,6 +90,16 @@ export class TargetPool<O = unknown> {
     let inFlight = 0;
     for (const target of this.targets) inFlight += this.inFlight(target.origin);
     return this.retrying < Math.max(3, inFlight * 0.2);
+  }
+
+  private chosen(tried: ReadonlyArray<PoolTarget<O>>): PoolTarget<O> | null {
+    const onlyHealthy = this.targets.some((target) => target.health.healthy && !tried.includes(target));
+    const usable = (target: PoolTarget<O>) =>
+      !tried.includes(target) && (target.health.healthy || !onlyHealthy);
+    if (this.balance === 'round-robin') return this.roundRobin(usable, null);
+    let fewest = Infinity;
+    for (const target of this.targets) if (usable(target)) fewest = Math.min(fewest, this.load(target));
+    return this.roundRobin(usable, fewest);
   }
 
   private load(target: PoolTarget<O>): number {

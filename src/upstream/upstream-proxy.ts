@@ -12,7 +12,8 @@ import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
 import { failureOutcome, timedOut } from './outcomes.js';
 import { mayGoElsewhere } from './retries.js';
-import type { PoolTarget, TargetPool } from './target-pool.js';
+import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
+import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
 import type { WebSocketSteps } from './websocket/relay.js';
@@ -95,6 +96,11 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    */
   watchTargets(apis: readonly ApiConfig[]): void {
     this.healthChecks.watch(apis);
+  }
+
+  /** The targets of `apis` and what this gateway knows of them now (the admin listener, metrics, /readyz). */
+  targetStates(apis: readonly ApiConfig[]): ApiUpstream[] {
+    return this.origins.states(apis);
   }
 
   /**
@@ -189,6 +195,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }
+    if (exchange.targetsTried > 0) countFailure(this.attempts.get(exchange)?.tried);
     if (exchange.targetsTried > 0 && this.triedElsewhere(error, exchange)) return;
     if (exchange.upstreamOutcome === 'completed')
       exchange.upstreamOutcome = failureOutcome(error, exchange.upstreamMs !== null);

@@ -1,6 +1,7 @@
 import type { Worker } from 'node:cluster';
 import type { MessagePort, Worker as Thread } from 'node:worker_threads';
 import type { EncodedLatency } from '../observe/added-latency.js';
+import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { DataPlaneAddress } from '../gateway/data-plane-address.js';
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-store.js';
@@ -71,6 +72,8 @@ export interface IpcRequests {
   metrics: [null, MetricsJson];
   /** Primary → worker: the time it added to exchanges, for the admin listener's `/latency`. */
   latency: [null, EncodedLatency];
+  /** Primary → worker: the targets of the APIs and what it knows of them, for `/upstreams` and `/readyz`. */
+  upstreams: [null, ApiUpstream[]];
   /** Primary → worker: the recent rejections of a quota's restrictions, for the console. */
   rejections: [{ quotaId: string }, RestrictionRejections[]];
   /**

@@ -41,13 +41,13 @@ describe('admin listener', () => {
     const { gateway } = await start();
     const res = await fetch(`${gateway.adminUrl}/readyz`);
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ status: 'ready', checks: {} });
+    expect(await res.json()).toEqual({ status: 'ready', checks: { upstreams: 'ok' } });
   });
 
   it('answers /readyz with 200 when the Redis store answers', async () => {
     const { gateway } = await start({ store: { type: 'redis', url: inject('redisUrl') } });
     const res = await fetch(`${gateway.adminUrl}/readyz`);
-    expect(await res.json()).toEqual({ status: 'ready', checks: { redis: 'ok' } });
+    expect(await res.json()).toEqual({ status: 'ready', checks: { redis: 'ok', upstreams: 'ok' } });
     expect(res.status).toBe(200);
   });
 
@@ -57,7 +57,7 @@ describe('admin listener', () => {
     });
     const res = await fetch(`${gateway.adminUrl}/readyz`);
     expect(res.status).toBe(503);
-    expect(await res.json()).toEqual({ status: 'not ready', checks: { redis: 'unreachable' } });
+    expect(await res.json()).toEqual({ status: 'not ready', checks: { redis: 'unreachable', upstreams: 'ok' } });
     expect((await fetch(`${gateway.adminUrl}/healthz`)).status).toBe(200);
   });
 

@@ -32,6 +32,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: OpenAPI (%s store)', (st
         '/api/portal/v1.3/quotas/{id}',
         '/api/portal/v1.3/quotas/{id}/usage',
         '/api/portal/v1.3/refused-quotas',
+        '/api/portal/v1.3/upstreams',
       ]);
       expect(Object.keys(document.paths['/api/portal/v1.3/quotas/{id}']!).sort()).toEqual([
         'delete',

@@ -101,6 +101,20 @@ const cases: AlertCase[] = [
     quietAt: '14m',
     firesAt: '16m',
   },
+  {
+    // Target b of Pet Store fails its health checks on gw-1 from minute 2; target a, and gw-2, stay healthy.
+    alert: 'QuotagateUpstreamTargetDown',
+    series: {
+      [gateway('quotagate_upstream_target_healthy', ',api="Pet Store",target="http://10.0.0.1:9000"')]: '1x6',
+      [gateway('quotagate_upstream_target_healthy', ',api="Pet Store",target="http://10.0.0.2:9000"')]:
+        '1 1 0 0 0 0 0',
+      [otherGateway('quotagate_upstream_target_healthy', ',api="Pet Store",target="http://10.0.0.2:9000"')]:
+        '1x6',
+    },
+    fires: { job: 'quotagate', instance: 'gw-1:8081', api: 'Pet Store', target: 'http://10.0.0.2:9000' },
+    quietAt: '3m',
+    firesAt: '4m',
+  },
   perInstance(
     'QuotagateLogLinesDropped',
     'quotagate_log_lines_dropped_total',
@@ -146,7 +160,7 @@ function unitTests(): string {
 }
 
 describe('the Prometheus alert rules', () => {
-  it('alert on the store, reloads, 5xx, rejections and dropped log lines, each with a severity', () => {
+  it('alert on the store, reloads, 5xx, rejections, dropped log lines and upstream targets down, each with a severity', () => {
     expect(new Set(cases.map((each) => each.alert))).toEqual(new Set(rules.map((rule) => rule.alert)));
     for (const rule of rules) expect(['critical', 'warning'], rule.alert).toContain(rule.labels.severity);
   });

@@ -10,6 +10,7 @@ function targetOf(name: string, weight: number, health: Partial<TargetHealth> = 
     weight,
     health: { healthy: true, failures: 0, successes: 0, ...health },
     score: 0,
+    counts: { requests: 0, failures: 0, retries: 0 },
   };
 }
 

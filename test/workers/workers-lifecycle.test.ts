@@ -71,7 +71,7 @@ describe('workers: 2', () => {
     defer(() => held.close());
     const gateway = await startGateway({ workers: 2, apis: petsConfig(held.url).apis });
     const ready = await fetch(`${gateway.admin}/readyz`);
-    expect(await ready.json()).toEqual({ status: 'ready', checks: { workers: 'ok' } });
+    expect(await ready.json()).toEqual({ status: 'ready', checks: { workers: 'ok', upstreams: 'ok' } });
     const pids = gateway.workerPids();
     // In flight until readiness has been read during the drain: the upstream answers only then.
     const inFlight = get(gateway, '/pets/1');
@@ -131,7 +131,7 @@ describe('workers: 1', () => {
     expect(access.pid).toBe(gateway.cli.child.pid);
     expect(await (await fetch(`${gateway.admin}/readyz`)).json()).toEqual({
       status: 'ready',
-      checks: { workers: 'ok' },
+      checks: { workers: 'ok', upstreams: 'ok' },
     });
   }, 60_000);
 });
