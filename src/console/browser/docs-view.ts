@@ -7,6 +7,7 @@ import {
   type CatalogMethod,
 } from '../logic/catalog.js';
 import type { TryAnswer } from '../logic/try-answer.js';
+import { targetsSummary, type ApiUpstream } from '../logic/upstreams.js';
 import { messageOf } from './api.js';
 import type { Context, View } from './context.js';
 import { h, replace } from './dom.js';
@@ -217,9 +218,54 @@ function operation(context: Context, api: CatalogApi, method: CatalogMethod, cat
   return details;
 }
 
-/** The catalog's OpenAPI document as operations per API, each with a "try it" form. */
+/**
+ * An API's upstream targets as the gateway knows them now: the balance policy and how many are healthy,
+ * then each target's URL, weight, state and exchanges in flight.
+ */
+function targetsView(upstream: ApiUpstream): HTMLElement {
+  return h(
+    'div',
+    { class: 'targets', 'data-targets': upstream.api },
+    h('p', { class: 'muted', text: targetsSummary(upstream) }),
+    h(
+      'table',
+      {},
+      h(
+        'tr',
+        {},
+        ['Target', 'Weight', 'State', 'In flight'].map((title) => h('th', { text: title })),
+      ),
+      upstream.targets.map((target) =>
+        h(
+          'tr',
+          { 'data-target': target.url },
+          h('td', {}, h('code', { text: target.url })),
+          h('td', { text: String(target.weight) }),
+          h(
+            'td',
+            {},
+            h('span', {
+              class: `status ${target.healthy ? 'ok' : 'bad'}`,
+              text: target.healthy ? 'healthy' : 'out',
+            }),
+          ),
+          h('td', { text: String(target.inFlight) }),
+        ),
+      ),
+    ),
+  );
+}
+
+/**
+ * The catalog's OpenAPI document as operations per API, each with a "try it" form, under the API's
+ * upstream targets and their state (left out when they cannot be read).
+ */
 export const docsView: View = async (context, root) => {
-  const catalog = await context.catalog();
+  const [catalog, upstreams] = await Promise.all([
+    context.catalog(),
+    context.api.get<ApiUpstream[]>('/upstreams').catch(() => []),
+  ]);
+  const upstreamOf = new Map(upstreams.map((upstream) => [upstream.api, upstream]));
   replace(
     root,
     h(
@@ -247,6 +293,7 @@ export const docsView: View = async (context, root) => {
             'section',
             { class: 'card api' },
             h('h3', { text: api.name }),
+            upstreamOf.has(api.id) ? targetsView(upstreamOf.get(api.id)!) : null,
             api.methods.map((method) => operation(context, api, method, catalog)),
           ),
         ),
