@@ -135,6 +135,7 @@ const names = {
   wsRelay: 'ws-package relay (each message read and sent on), 64-byte messages',
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   redis: 'quotagate as shipped, Redis store',
+  pool: 'quotagate as shipped, memory store, 3 upstream targets checked every second',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
   peerRedis: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (Redis)',
@@ -253,6 +254,26 @@ async function main(): Promise<void> {
     }),
   );
   const shippedLayers = { quota: true, accessLog: true } as const;
+  // Two more origins of the same answer: the pool's row spreads its requests over three targets.
+  const moreOrigins = await Promise.all(
+    ['upstream-2', 'upstream-3'].map((name) =>
+      nginx
+        ? setups.nginx(
+            nginx,
+            name,
+            `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
+          )
+        : setups
+            .node(name, 'node-upstream.js', [], false)
+            .then((target) => ({ port: Number(new URL(target.url).port), pid: target.pid })),
+    ),
+  );
+  add(
+    await setups.quotagate(names.pool, 'pool', upstream, memory, {
+      ...shippedLayers,
+      moreTargets: moreOrigins.map(({ port }) => `http://127.0.0.1:${port}`),
+    }),
+  );
   if (values.baseline) {
     const cli = path.resolve(values.baseline, 'dist/cli.js');
     add(await setups.quotagate(names.baseline, 'baseline', upstream, memory, { ...shippedLayers, cli }));
@@ -315,6 +336,7 @@ async function main(): Promise<void> {
     names.quotas,
     names.shipped,
     names.baseline,
+    names.pool,
     names.redis,
     names.workers,
     names.peer,
