@@ -217,11 +217,16 @@ async function main(): Promise<void> {
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
   const meter = new RedisMeter(redisUrl, redis.child.pid!);
 
+  // Two more ports of the same upstream: the pool's row spreads its requests over three targets. One
+  // nginx serves them all, so that the row measures the gateway's work and not the loopback's wake-ups
+  // of three processes, each asleep more often than one (docs/performance.md, issue 44).
+  const morePorts = [await freePort(), await freePort()];
   const upstreamServer = nginx
     ? await setups.nginx(
         nginx,
         'upstream',
-        `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
+        `${morePorts.map((port) => `    listen 127.0.0.1:${port};\n`).join('')}` +
+          `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
       )
     : await setups
         .node('node upstream', 'node-upstream.js', [], false)
@@ -254,24 +259,19 @@ async function main(): Promise<void> {
     }),
   );
   const shippedLayers = { quota: true, accessLog: true } as const;
-  // Two more origins of the same answer: the pool's row spreads its requests over three targets.
-  const moreOrigins = await Promise.all(
-    ['upstream-2', 'upstream-3'].map((name) =>
-      nginx
-        ? setups.nginx(
-            nginx,
-            name,
-            `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
-          )
-        : setups
-            .node(name, 'node-upstream.js', [], false)
-            .then((target) => ({ port: Number(new URL(target.url).port), pid: target.pid })),
-    ),
-  );
+  // Without nginx, two more Node upstreams stand for the pool's other targets.
+  const moreOrigins = nginx
+    ? morePorts.map((port) => `http://127.0.0.1:${port}`)
+    : await Promise.all(
+        ['upstream-2', 'upstream-3'].map(async (name) => {
+          const target = await setups.node(name, 'node-upstream.js', [], false);
+          return new URL(target.url).origin;
+        }),
+      );
   add(
     await setups.quotagate(names.pool, 'pool', upstream, memory, {
       ...shippedLayers,
-      moreTargets: moreOrigins.map(({ port }) => `http://127.0.0.1:${port}`),
+      moreTargets: moreOrigins,
     }),
   );
   if (values.baseline) {
