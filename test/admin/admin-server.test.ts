@@ -57,7 +57,10 @@ describe('admin listener', () => {
     });
     const res = await fetch(`${gateway.adminUrl}/readyz`);
     expect(res.status).toBe(503);
-    expect(await res.json()).toEqual({ status: 'not ready', checks: { redis: 'unreachable', upstreams: 'ok' } });
+    expect(await res.json()).toEqual({
+      status: 'not ready',
+      checks: { redis: 'unreachable', upstreams: 'ok' },
+    });
     expect((await fetch(`${gateway.adminUrl}/healthz`)).status).toBe(200);
   });
 
