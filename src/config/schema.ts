@@ -205,7 +205,8 @@ const upstreamPool = z.strictObject({
   outlierDetection: outlierDetectionSchema.optional(),
   /**
    * Other targets an exchange may be sent to when its connection failed before anything of it went out
-   * (or, for an idempotent request without a body, was cut before any answer came): 0 for none.
+   * (or, for an idempotent request without a body, was cut before any answer came, or answered 502, 503
+   * or 504): 0 for none.
    */
   retries: z
     .int({ error: msg('must be a whole number from 0 to 10') })

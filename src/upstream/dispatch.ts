@@ -12,7 +12,7 @@ import type { Origin } from './origins.js';
 /**
  * The handler chains, composed once: an exchange takes the one its API and its request need. A plain
  * API's answer goes through the response writer alone; a gRPC API's through the gRPC trailers-only
- * handler too; a pool's through the target's answer (outlier detection) first; the body watch only where something reads the answer's body. The drain after the client
+ * handler too; a pool's through the target's answer (outlier detection, retries on 502-504) first; the body watch only where something reads the answer's body. The drain after the client
  * leaves is the exchange's own (`readRestOfAnswer`), started only when the pipeline asks for it, and the
  * deadline runs only for a call that has one.
  */

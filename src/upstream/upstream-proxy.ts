@@ -13,7 +13,7 @@ import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
 import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
-import { mayGoElsewhere } from './retries.js';
+import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import type { PoolTarget, TargetPool } from './target-pool.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
@@ -193,16 +193,29 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     return true;
   }
 
-  targetAnswered(
-    exchange: Exchange,
-    _controller: Dispatcher.DispatchController,
-    statusCode: number,
-  ): boolean {
+  targetAnswered(exchange: Exchange, controller: Dispatcher.DispatchController, statusCode: number): boolean {
     const attempt = this.attempts.get(exchange)!;
     const target = attempt.tried[attempt.tried.length - 1]!;
-    if (statusCode < 500) this.outliers.succeeded(target);
-    else this.outliers.failed(attempt.api, attempt.pool, target);
-    return false;
+    if (statusCode < 500) {
+      this.outliers.succeeded(target);
+      return false;
+    }
+    this.outliers.failed(attempt.api, attempt.pool, target);
+    if (!mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed)
+      return false;
+    const retry = this.retryTarget(exchange, attempt);
+    if (retry === null) return false;
+    this.logger.info(
+      { status: statusCode, target: exchange.target, next: retry.next.name },
+      'upstream target answered a gateway error: trying another',
+    );
+    // The answer is set aside, its connection closed: the error undici tells of it now is not the
+    // exchange's (a settled exchange hears none), and no byte of it reaches the client.
+    exchange.settled = true;
+    controller.abort(new Error(`the target answered ${statusCode}: the exchange went to another`));
+    exchange.responseHeaders = null;
+    this.sendElsewhere(exchange, attempt, retry);
+    return true;
   }
 
   /** The pass that sends the exchange's request upstream (origins.ts). */
