@@ -32,6 +32,11 @@ export interface GatewayLayers {
   workers?: number | 'auto';
   /** The built CLI to start: this checkout's (`dist/cli.js`), or another build's to compare with. */
   cli?: string;
+  /**
+   * More origins of the same upstream: the API's upstream is then a pool of `upstream` and these
+   * (round-robin), each checked for health every second.
+   */
+  moreTargets?: readonly string[];
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -39,7 +44,7 @@ export async function startQuotagate(
   dir: string,
   upstream: string,
   store: Record<string, unknown>,
-  { auth = 'basic', accessLog = false, workers = 1, cli = 'dist/cli.js' }: GatewayLayers = {},
+  { auth = 'basic', accessLog = false, workers = 1, cli = 'dist/cli.js', moreTargets }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
   mkdirSync(dir, { recursive: true });
@@ -62,7 +67,12 @@ export async function startQuotagate(
         id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',
         name: 'Pet Store',
         basePath: '/pets',
-        upstream: `${upstream}/pets`,
+        upstream: moreTargets
+          ? {
+              targets: [upstream, ...moreTargets].map((origin) => `${origin}/pets`),
+              healthCheck: { path: '/healthz', interval: 1000, timeout: 500 },
+            }
+          : `${upstream}/pets`,
         methods: [
           { id: 'c4d2a9e3-71b8-4c6f-9e0d-2a5b8f1c3d32', name: 'getPet', verb: 'GET', path: '/{petId}' },
         ],

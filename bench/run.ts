@@ -135,6 +135,7 @@ const names = {
   wsRelay: 'ws-package relay (each message read and sent on), 64-byte messages',
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   redis: 'quotagate as shipped, Redis store',
+  pool: 'quotagate as shipped, memory store, 3 upstream targets checked every second',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
   peerRedis: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (Redis)',
@@ -216,11 +217,16 @@ async function main(): Promise<void> {
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
   const meter = new RedisMeter(redisUrl, redis.child.pid!);
 
+  // Two more ports of the same upstream: the pool's row spreads its requests over three targets. One
+  // nginx serves them all, so that the row measures the gateway's work and not the loopback's wake-ups
+  // of three processes, each asleep more often than one (docs/performance.md, issue 44).
+  const morePorts = [await freePort(), await freePort()];
   const upstreamServer = nginx
     ? await setups.nginx(
         nginx,
         'upstream',
-        `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
+        `${morePorts.map((port) => `    listen 127.0.0.1:${port};\n`).join('')}` +
+          `    location / { default_type application/json; return 200 '{"ok":true}'; }`,
       )
     : await setups
         .node('node upstream', 'node-upstream.js', [], false)
@@ -253,6 +259,21 @@ async function main(): Promise<void> {
     }),
   );
   const shippedLayers = { quota: true, accessLog: true } as const;
+  // Without nginx, two more Node upstreams stand for the pool's other targets.
+  const moreOrigins = nginx
+    ? morePorts.map((port) => `http://127.0.0.1:${port}`)
+    : await Promise.all(
+        ['upstream-2', 'upstream-3'].map(async (name) => {
+          const target = await setups.node(name, 'node-upstream.js', [], false);
+          return new URL(target.url).origin;
+        }),
+      );
+  add(
+    await setups.quotagate(names.pool, 'pool', upstream, memory, {
+      ...shippedLayers,
+      moreTargets: moreOrigins,
+    }),
+  );
   if (values.baseline) {
     const cli = path.resolve(values.baseline, 'dist/cli.js');
     add(await setups.quotagate(names.baseline, 'baseline', upstream, memory, { ...shippedLayers, cli }));
@@ -315,6 +336,7 @@ async function main(): Promise<void> {
     names.quotas,
     names.shipped,
     names.baseline,
+    names.pool,
     names.redis,
     names.workers,
     names.peer,
