@@ -90,6 +90,20 @@ describe('passive outlier detection of a pool', () => {
     expect(served(sick)).toBe(5);
   });
 
+  it('ejects a killed target after refused connections: the exchanges that follow go straight to another', async () => {
+    const [killed, well] = [await target(), await target()];
+    await killed.close();
+    const gateway = await gatewayWith({
+      targets: [killed.url, well.url],
+      outlierDetection: { consecutiveFailures: 2, ejectTime: 30_000 },
+    });
+    expect(new Set(await getMany(gateway, 10))).toEqual(new Set([200]));
+    expect(loggedTargets(gateway, ejected)).toEqual([killed.url]);
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(10));
+    // The 1st and the 3rd were refused, and sent on; none after them tried the killed target.
+    expect(accessLines(gateway).map(({ tried }) => tried)).toEqual([2, 1, 2, 1, 1, 1, 1, 1, 1, 1]);
+  });
+
   it('never ejects more than half of the targets at once', async () => {
     const fleet = [await target(503), await target(503), await target(503), await target(503)];
     const gateway = await gatewayWith({
