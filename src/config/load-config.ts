@@ -207,8 +207,10 @@ function toProblems(issue: z.core.$ZodIssue): Problem[] {
  * fault only within it (zod leaves the input out of a reported issue, so its type is read from them).
  */
 function objectOptionIssues(issue: z.core.$ZodIssueInvalidUnion): z.core.$ZodIssue[] | null {
+  // A key of an object, not an item of a list: a list's union (`auth: ['jwt', 'basik']`) names the
+  // value it refuses in its own message.
   const within = issue.errors.filter(
-    (issues) => issues.length > 0 && issues.every((inner) => inner.path.length > 0),
+    (issues) => issues.length > 0 && issues.every((inner) => typeof inner.path[0] === 'string'),
   );
   return within.length === 1 ? within[0]! : null;
 }

@@ -174,6 +174,19 @@ const healthCheckSchema = z.strictObject({
     .default(2),
 });
 
+const outlierDetectionSchema = z.strictObject({
+  /**
+   * Failures in a row of the exchanges sent to a target (a connection refused, reset or timed out, or a
+   * 5xx answer) that eject it.
+   */
+  consecutiveFailures: z
+    .int({ error: msg('must be a whole number of at least 1') })
+    .min(1, { error: msg('must be a whole number of at least 1') })
+    .default(5),
+  /** Milliseconds an ejected target is sent no exchanges. */
+  ejectTime: milliseconds.default(30_000),
+});
+
 const upstreamPool = z.strictObject({
   /** The instances of the API, each with the same path (`http://10.0.0.1:9000/v2`). */
   targets: z
@@ -188,9 +201,12 @@ const upstreamPool = z.strictObject({
     .default('round-robin'),
   /** Active health checks from every gateway (none without it). */
   healthCheck: healthCheckSchema.optional(),
+  /** Passive outlier detection from the exchanges of every gateway (none without it). */
+  outlierDetection: outlierDetectionSchema.optional(),
   /**
    * Other targets an exchange may be sent to when its connection failed before anything of it went out
-   * (or, for an idempotent request without a body, was cut before any answer came): 0 for none.
+   * (or, for an idempotent request without a body, was cut before any answer came, or answered 502, 503
+   * or 504): 0 for none.
    */
   retries: z
     .int({ error: msg('must be a whole number from 0 to 10') })
@@ -711,6 +727,7 @@ export type MethodConfig = ApiConfig['methods'][number];
 export type UpstreamPoolConfig = Exclude<ApiConfig['upstream'], string>;
 export type HealthCheckConfig = NonNullable<UpstreamPoolConfig['healthCheck']>;
 export type BalancePolicy = UpstreamPoolConfig['balance'];
+export type OutlierDetectionConfig = NonNullable<UpstreamPoolConfig['outlierDetection']>;
 
 /** An upstream's targets, each with its URL and weight: one of weight 1 for the URL form. */
 export function upstreamTargets(upstream: ApiConfig['upstream']): Array<{ url: string; weight: number }> {

@@ -6,12 +6,13 @@ import { watched } from './handlers/body-watch.js';
 import { startDeadline } from './handlers/deadline.js';
 import { grpcTrailersOnly } from './handlers/grpc-trailers-only.js';
 import { responseWriter } from './handlers/response-writer.js';
+import { targetAnswer } from './handlers/target-answer.js';
 import type { Origin } from './origins.js';
 
 /**
  * The handler chains, composed once: an exchange takes the one its API and its request need. A plain
  * API's answer goes through the response writer alone; a gRPC API's through the gRPC trailers-only
- * handler too; the body watch only where something reads the answer's body. The drain after the client
+ * handler too; a pool's through the target's answer (outlier detection, retries on 502-504) first; the body watch only where something reads the answer's body. The drain after the client
  * leaves is the exchange's own (`readRestOfAnswer`), started only when the pipeline asks for it, and the
  * deadline runs only for a call that has one.
  */
@@ -20,11 +21,15 @@ const chains = {
   plainWatched: watched(responseWriter),
   grpc: grpcTrailersOnly(responseWriter),
   grpcWatched: watched(grpcTrailersOnly(responseWriter)),
+  // The target's answer is looked at before the watch: one set aside is never watched.
+  pooled: targetAnswer(responseWriter),
+  pooledWatched: targetAnswer(watched(responseWriter)),
 } as const satisfies Record<string, AnswerChain>;
 
 /** The handlers of `exchange`'s answer. */
 function chainOf(exchange: Exchange): AnswerChain {
   if (exchange.grpc) return exchange.bodyWatch === null ? chains.grpc : chains.grpcWatched;
+  if (exchange.targetsTried > 0) return exchange.bodyWatch === null ? chains.pooled : chains.pooledWatched;
   return exchange.bodyWatch === null ? chains.plain : chains.plainWatched;
 }
 
@@ -50,8 +55,8 @@ export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost)
 }
 
 /**
- * Sends the exchange again, to `origin`, the next target of its API's pool, after nothing of it reached
- * the one before (retries.ts): with that target's Host (the last field an HTTP exchange is given) and
+ * Sends the exchange again, to `origin`, the next target of its API's pool, after the one before could
+ * not take it (retries.ts): with that target's Host (the last field an HTTP exchange is given) and
  * `timeout`, what is left of proxyTimeout.
  */
 export function redispatch(exchange: Exchange, origin: Origin, timeout: number): void {

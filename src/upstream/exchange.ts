@@ -30,6 +30,11 @@ export interface ExchangeHost {
   readonly drains: AnswerDrains<Exchange>;
   /** The upstream exchange failed while its client is there: its outcome is set and the pipeline told. */
   fail(error: Error, exchange: Exchange): void;
+  /**
+   * The target of an exchange of an API with a pool answered `statusCode` (its head came, nothing of it
+   * is written yet): true when the answer was set aside and the exchange sent to another target.
+   */
+  targetAnswered(exchange: Exchange, controller: Dispatcher.DispatchController, statusCode: number): boolean;
   /** The upstream ended a gRPC call without a status: its outcome is `invalid`. */
   answeredWithoutStatus(exchange: Exchange): void;
   /** The time from the upstream response's head to the client response's head handed to Node. */

@@ -6,6 +6,7 @@ import type { CompiledApi } from '../catalog/router.js';
 import { upstreamTargets, type ApiConfig } from '../config/schema.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { TargetHealth } from './health-checks.js';
+import type { TargetStanding } from './target-pool.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
 import { TargetPool, type TargetCounts } from './target-pool.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
@@ -73,6 +74,8 @@ export class Origins {
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
     /** What the health checks found of a target of an API (by its id and origin). */
     private readonly healthOf: (apiId: string, origin: string) => TargetHealth,
+    /** What outlier detection found of a target of an API (by its id and origin). */
+    private readonly standingOf: (apiId: string, origin: string) => TargetStanding,
   ) {}
 
   /** The origin of `api`'s upstream (the one-URL form), opened as its first exchange comes. */
@@ -86,7 +89,7 @@ export class Origins {
 
   /**
    * The pool of `api`'s targets (`upstream: { targets }`), made as its first exchange comes: each
-   * target's origin is shared with any API that has it, and its health is the checks' of this API.
+   * target's origin is shared with any API that has it, and its health and standing are this API's.
    */
   poolOf(api: CompiledApi): TargetPool<Origin> {
     const known = this.pools.get(api);
@@ -96,6 +99,7 @@ export class Origins {
       name: origin,
       weight,
       health: this.healthOf(api.config.id, origin),
+      standing: this.standingOf(api.config.id, origin),
       score: 0,
       counts: this.countsOf(api.config.id, origin),
     }));
@@ -103,7 +107,13 @@ export class Origins {
     const pool =
       typeof upstream === 'string'
         ? new TargetPool(targets, 'round-robin', inFlight, 0)
-        : new TargetPool(targets, upstream.balance, inFlight, upstream.retries);
+        : new TargetPool(
+            targets,
+            upstream.balance,
+            inFlight,
+            upstream.retries,
+            upstream.outlierDetection ?? null,
+          );
     this.pools.set(api, pool);
     return pool;
   }

@@ -13,6 +13,9 @@ const notConnected: ReadonlySet<string> = new Set([
 /** A connection cut before any answer came: the request may have been taken, and acted on. */
 const cutBeforeAnswer: ReadonlySet<string> = new Set(['ECONNRESET', 'UND_ERR_SOCKET']);
 
+/** Answers that say the target could not serve the request (a gateway's, RFC 9110 §15.6.3-5): Envoy's `gateway-error`. */
+const gatewayErrors: ReadonlySet<number> = new Set([502, 503, 504]);
+
 /** Methods a client may send twice to the same effect (RFC 9110 §9.2.2). */
 const idempotent: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE']);
 
@@ -32,6 +35,23 @@ export function mayGoElsewhere(error: Error, exchange: Exchange): boolean {
     cutBeforeAnswer.has(code) &&
     !isInvalidAnswer(error) &&
     !exchange.hasBody &&
+    idempotent.has(exchange.req.method ?? '')
+  );
+}
+
+/**
+ * Whether the exchange, answered `statusCode` by its target, may go to another target instead: a 502,
+ * 503 or 504 to an idempotent request without a body, told as its head came, before any of it was
+ * written to the client (its head included), and while the client waits for it. A POST is never sent
+ * twice so: the target took it, and may have acted on it.
+ */
+export function mayGoElsewhereAfter(statusCode: number, exchange: Exchange): boolean {
+  return (
+    gatewayErrors.has(statusCode) &&
+    !exchange.res.headersSent &&
+    !exchange.hasBody &&
+    !exchange.grpc &&
+    exchange.drained === null &&
     idempotent.has(exchange.req.method ?? '')
   );
 }

@@ -1,5 +1,15 @@
-import type { BalancePolicy } from '../config/schema.js';
+import type { BalancePolicy, OutlierDetectionConfig } from '../config/schema.js';
 import type { TargetHealth } from './health-checks.js';
+
+/** What this gateway's exchanges found of one target of a pool (passive outlier detection). */
+export interface TargetStanding {
+  /** Exchanges in a row that failed (a connection refused, reset or timed out, a 5xx answer). */
+  failures: number;
+  /** Whether it is ejected: it is sent nothing while a target of its pool is in. */
+  ejected: boolean;
+  /** The timer that ends its ejection; null while it is not ejected. */
+  ejection: unknown;
+}
 
 /** One target of an API's pool: its origin (its connections: origins.ts's `Origin`), its share, and its health. */
 export interface PoolTarget<O = unknown> {
@@ -9,6 +19,8 @@ export interface PoolTarget<O = unknown> {
   readonly weight: number;
   /** What the health checks of this gateway found, shared with the pools of later reloads. */
   readonly health: TargetHealth;
+  /** What passive outlier detection found of it, shared with the pools of later reloads. */
+  readonly standing: TargetStanding;
   /** Smooth weighted round-robin's running score (nginx's `current_weight`). */
   score: number;
   /** What was sent to it, shared with the pools of later reloads that keep it (its metrics read them). */
@@ -32,9 +44,10 @@ export function countFailure(tried: ReadonlyArray<PoolTarget> | undefined): void
 }
 
 /**
- * Spreads an API's exchanges across its targets by their weights, among the healthy ones; when none is
- * healthy, among all of them (a gateway that refused everything would be down for sure, one that tries
- * may still reach a target its checks have not yet seen come back).
+ * Spreads an API's exchanges across its targets by their weights, among those in (healthy, and not
+ * ejected by outlier detection); when none is in, among all of them (a gateway that refused everything
+ * would be down for sure, one that tries may still reach a target its checks have not yet seen come
+ * back).
  *
  * `round-robin` is nginx's smooth weighted round-robin: over any run of as many picks as the weights
  * add up to, each target is picked its weight's number of times, interleaved (3:1 gives a a b a, not
@@ -53,6 +66,7 @@ export class TargetPool<O = unknown> {
 
   /**
    * @param retries other targets an exchange may be sent to after the one before could not take it
+   * @param outlierDetection when targets are ejected after failures in a row (outlier-detection.ts)
    */
   constructor(
     readonly targets: ReadonlyArray<PoolTarget<O>>,
@@ -60,6 +74,7 @@ export class TargetPool<O = unknown> {
     /** Exchanges in flight to a target's origin (its pool's running, pending and queued requests). */
     private readonly inFlight: (origin: O) => number,
     readonly retries: number,
+    readonly outlierDetection: OutlierDetectionConfig | null = null,
   ) {}
 
   /** The target the next exchange goes to. */
@@ -93,9 +108,8 @@ export class TargetPool<O = unknown> {
   }
 
   private chosen(tried: ReadonlyArray<PoolTarget<O>>): PoolTarget<O> | null {
-    const onlyHealthy = this.targets.some((target) => target.health.healthy && !tried.includes(target));
-    const usable = (target: PoolTarget<O>) =>
-      !tried.includes(target) && (target.health.healthy || !onlyHealthy);
+    const onlyIn = this.targets.some((target) => isIn(target) && !tried.includes(target));
+    const usable = (target: PoolTarget<O>) => !tried.includes(target) && (!onlyIn || isIn(target));
     if (this.balance === 'round-robin') return this.roundRobin(usable, null);
     let fewest = Infinity;
     for (const target of this.targets) if (usable(target)) fewest = Math.min(fewest, this.load(target));
@@ -123,3 +137,6 @@ export class TargetPool<O = unknown> {
 }
 
 const noTargets: readonly never[] = [];
+
+/** Whether a target takes exchanges: healthy, and not ejected. */
+const isIn = (target: PoolTarget): boolean => target.health.healthy && !target.standing.ejected;

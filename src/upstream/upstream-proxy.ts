@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import type { Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../observe/added-latency.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
@@ -10,8 +11,9 @@ import { AnswerDrains } from './handlers/drain-after-leave.js';
 import { spokeNoHttp2 } from './http2-upstream.js';
 import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
+import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
-import { mayGoElsewhere } from './retries.js';
+import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
@@ -69,6 +71,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   readonly webSocketSteps: WebSocketSteps;
   /** The active health checks of the targets of the APIs with a pool. */
   private readonly healthChecks: HealthChecks;
+  /** The passive outlier detection of the targets of the APIs with a pool. */
+  private readonly outliers: OutlierDetection;
   private readonly origins: Origins;
   /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
   private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
@@ -82,20 +86,23 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     this.drains = new AnswerDrains(options.drainLimit ?? 256, options.onDrainCut);
     this.webSocketSteps = webSocketSteps(this);
     this.healthChecks = new HealthChecks(this.timers, this.logger);
+    this.outliers = new OutlierDetection(this.timers, this.logger);
     this.origins = new Origins(
       this,
       () => this.proxyTimeout,
       this.timers,
       (api, origin) => this.healthChecks.stateOf(api, origin),
+      (api, origin) => this.outliers.standingOf(api, origin),
     );
   }
 
   /**
    * Checks the health of the targets of `apis` (the config's, at start and at each reload): targets that
-   * remain keep what was found of them.
+   * remain keep what was found of them (their health, and their standing with outlier detection).
    */
   watchTargets(apis: readonly ApiConfig[]): void {
     this.healthChecks.watch(apis);
+    this.outliers.watch(apis);
   }
 
   /** The targets of `apis` and what this gateway knows of them now (the admin listener, metrics, /readyz). */
@@ -132,6 +139,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /** Stops the health checks and closes the upstream connections; call after the last exchange. */
   async close(): Promise<void> {
+    this.outliers.close();
     await Promise.all([this.healthChecks.close(), this.origins.close()]);
   }
 
@@ -141,27 +149,26 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const target = pool.pick();
     exchange.target = target.name;
     exchange.targetsTried = 1;
-    this.attempts.set(exchange, { pool, tried: [target] });
+    this.attempts.set(exchange, { api: api.config.id, pool, tried: [target] });
     return target.origin;
   }
 
   /**
-   * Sends a failed exchange of an API with a pool to another target, when it may go again
-   * (retries.ts), its API's `retries` are not spent, some of proxyTimeout is left (it bounds the whole
-   * exchange), the API's retry budget allows it, and a target it has not tried is left.
+   * The target an exchange of an API with a pool may go to next, with the milliseconds of proxyTimeout
+   * left (it bounds the whole exchange): while its API's `retries` are not spent, some time is left, the
+   * API's retry budget allows it, and a target it has not tried is left; else null.
    */
-  private triedElsewhere(error: Error, exchange: Exchange): boolean {
-    const attempt = this.attempts.get(exchange);
-    if (attempt === undefined || !mayGoElsewhere(error, exchange)) return false;
+  private retryTarget(exchange: Exchange, attempt: PooledAttempt): Retry | null {
     const { pool, tried } = attempt;
     const left = this.proxyTimeout - (this.clock.monotonic() - exchange.forwardedAt);
-    if (tried.length > pool.retries || left <= 0 || !pool.mayRetry()) return false;
+    if (tried.length > pool.retries || left <= 0 || !pool.mayRetry()) return null;
     const next = pool.pickOther(tried);
-    if (next === null) return false;
-    this.logger.info(
-      { err: { code: (error as NodeJS.ErrnoException).code }, target: exchange.target, next: next.name },
-      'upstream target failed before the request went out: trying another',
-    );
+    return next === null ? null : { next, left };
+  }
+
+  /** Sends the exchange to `retry.next`, within the retry budget of its pool while its client is there. */
+  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left }: Retry): void {
+    const { pool, tried } = attempt;
     tried.push(next);
     exchange.target = next.name;
     exchange.targetsTried = tried.length;
@@ -170,6 +177,50 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     exchange.settled = false;
     exchange.controller = null;
     redispatch(exchange, next.origin, left);
+  }
+
+  /**
+   * Sends a failed exchange of an API with a pool to another target, when it may go again
+   * (retries.ts) and `retryTarget` gives one.
+   */
+  private triedElsewhere(error: Error, exchange: Exchange, attempt: PooledAttempt): boolean {
+    if (!mayGoElsewhere(error, exchange)) return false;
+    const retry = this.retryTarget(exchange, attempt);
+    if (retry === null) return false;
+    this.logger.info(
+      {
+        err: { code: (error as NodeJS.ErrnoException).code },
+        target: exchange.target,
+        next: retry.next.name,
+      },
+      'upstream target failed before the request went out: trying another',
+    );
+    this.sendElsewhere(exchange, attempt, retry);
+    return true;
+  }
+
+  targetAnswered(exchange: Exchange, controller: Dispatcher.DispatchController, statusCode: number): boolean {
+    const attempt = this.attempts.get(exchange)!;
+    const target = attempt.tried[attempt.tried.length - 1]!;
+    if (statusCode < 500) {
+      this.outliers.succeeded(target);
+      return false;
+    }
+    this.outliers.failed(attempt.api, attempt.pool, target);
+    if (!mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed)
+      return false;
+    const retry = this.retryTarget(exchange, attempt);
+    if (retry === null) return false;
+    this.logger.info(
+      { status: statusCode, target: exchange.target, next: retry.next.name },
+      'upstream target answered a gateway error: trying another',
+    );
+    // The answer is set aside, its connection closed: the error undici tells of it now is not the
+    // exchange's (a settled exchange hears none), and no byte of it reaches the client.
+    exchange.settled = true;
+    controller.abort(new Error(`the target answered ${statusCode}: the exchange went to another`));
+    exchange.responseHeaders = null;
+    this.sendElsewhere(exchange, attempt, retry);
     return true;
   }
 
@@ -195,8 +246,13 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }
-    if (exchange.targetsTried > 0) countFailure(this.attempts.get(exchange)?.tried);
-    if (exchange.targetsTried > 0 && this.triedElsewhere(error, exchange)) return;
+    const attempt = exchange.targetsTried > 0 ? this.attempts.get(exchange) : undefined;
+    if (attempt !== undefined) {
+      countFailure(attempt.tried);
+      if (isTargetFailure(error))
+        this.outliers.failed(attempt.api, attempt.pool, attempt.tried[attempt.tried.length - 1]!);
+      if (this.triedElsewhere(error, exchange, attempt)) return;
+    }
     if (exchange.upstreamOutcome === 'completed')
       exchange.upstreamOutcome = failureOutcome(error, exchange.upstreamMs !== null);
     const notHttp2 = exchange.grpc && spokeNoHttp2(error);
@@ -231,6 +287,14 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
 /** An exchange of an API with a pool: the pool, and the targets it was sent to, in order. */
 interface PooledAttempt {
+  /** Its API's id. */
+  readonly api: string;
   readonly pool: TargetPool<Origin>;
   readonly tried: Array<PoolTarget<Origin>>;
+}
+
+/** Where an exchange goes next, and the milliseconds of proxyTimeout it has left. */
+interface Retry {
+  readonly next: PoolTarget<Origin>;
+  readonly left: number;
 }

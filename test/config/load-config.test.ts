@@ -118,6 +118,10 @@ const rules: Array<[string, string]> = [
     'apis[1].upstream.targets[0].weight: must be a whole number from 1 to 1000',
   ],
   [
+    'upstream-outlier-failures-zero',
+    'apis[1].upstream.outlierDetection.consecutiveFailures: must be a whole number of at least 1',
+  ],
+  [
     'websocket-method-without-upgrades',
     'apis[1].methods[0].websocket: may not be true: apis[1].websocket is false (the API refuses upgrades)',
   ],

@@ -94,6 +94,8 @@ export function testHost(clock: Clock = systemClock, proxyTimeout = 5_000, drain
     addedResponse(ms) {
       added.push(ms);
     },
+    // Its exchanges are of the one-URL form: no target's answer is set aside.
+    targetAnswered: () => false,
   };
 }
 

@@ -80,8 +80,9 @@ describe("http-proxy-3's web passes, as the origins use them", () => {
 const apiAt = (origin: string, protocol: 'http' | 'grpc' = 'http'): CompiledApi =>
   ({ config: { protocol }, upstreamOrigin: origin }) as unknown as CompiledApi;
 
-/** Every target healthy: these tests are of the one-URL form. */
+/** Every target healthy, none ejected: these tests are of the one-URL form. */
 const healthy = () => ({ healthy: true, failures: 0, successes: 0 });
+const inGoodStanding = () => ({ failures: 0, ejected: false, ejection: null });
 
 /** The response of each request the front server took, as the gateway links them through its exchange. */
 const sent = new WeakMap<IncomingMessage, ServerResponse>();
@@ -98,7 +99,7 @@ describe('the origins', () => {
   };
 
   it('share one origin among the APIs of one upstream and protocol, and open another for another', async () => {
-    const origins = new Origins(use, () => 1_000, systemClock, healthy);
+    const origins = new Origins(use, () => 1_000, systemClock, healthy, inGoodStanding);
     defer(() => origins.close());
     const first = origins.of(apiAt('http://127.0.0.1:8080'));
     expect(origins.of(apiAt('http://127.0.0.1:8080'))).toBe(first);
@@ -108,7 +109,7 @@ describe('the origins', () => {
   });
 
   it("send an exchange through its origin's server to the gateway's pass", async () => {
-    const origins = new Origins(use, () => 1_000, systemClock, healthy);
+    const origins = new Origins(use, () => 1_000, systemClock, healthy, inGoodStanding);
     defer(() => origins.close());
     const origin = origins.of(apiAt('http://127.0.0.1:1'));
     const front = await listen(
