@@ -10,6 +10,11 @@ const targetStateSchema = z.object({
     description:
       "Whether the health checks find it healthy (every data plane's); always true without healthCheck",
   }),
+  ejected: z.boolean().meta({
+    description:
+      "Whether outlier detection has it ejected now (any data plane's); false without outlierDetection",
+  }),
+  ejections: z.number().int().meta({ description: 'Times outlier detection ejected it since the start' }),
   inFlight: z.number().int().meta({ description: 'Exchanges sent to it and not yet answered, now' }),
   requests: z.number().int().meta({ description: 'Exchanges sent to it since the start, retries included' }),
   failures: z.number().int().meta({

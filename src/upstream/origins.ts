@@ -130,12 +130,15 @@ export class Origins {
       const targets = upstreamTargets(api.upstream).map(({ url, weight }) => {
         const origin = new URL(url).origin;
         const counts = pooled ? this.countsOf(api.id, origin) : noCounts;
+        const standing = pooled ? this.standingOf(api.id, origin) : null;
         if (pooled) kept.set(countsKey(api.id, origin), counts);
         const inFlightNow = this.byKey.get(`${api.protocol} ${origin}`);
         return {
           url,
           weight,
           healthy: this.healthOf(api.id, origin).healthy,
+          ejected: standing?.ejected ?? false,
+          ejections: standing?.ejections ?? 0,
           inFlight: inFlightNow === undefined ? 0 : inFlight(inFlightNow),
           ...counts,
         };

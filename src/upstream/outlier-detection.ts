@@ -50,7 +50,7 @@ export class OutlierDetection {
     const key = keyOf(apiId, origin);
     const known = this.standings.get(key);
     if (known) return known;
-    const standing: TargetStanding = { failures: 0, ejected: false, ejection: null };
+    const standing: TargetStanding = { failures: 0, ejected: false, ejection: null, ejections: 0 };
     this.standings.set(key, standing);
     return standing;
   }
@@ -78,6 +78,7 @@ export class OutlierDetection {
     for (const { standing: other } of pool.targets) if (other.ejected) ejected += 1;
     if (ejected + 1 > pool.targets.length / 2) return;
     standing.ejected = true;
+    standing.ejections += 1;
     standing.ejection = this.timers.setTimeout(() => {
       standing.ejected = false;
       standing.ejection = null;

@@ -7,7 +7,7 @@ interface TargetFamily {
   name: string;
   help: string;
   type: 'gauge' | 'counter';
-  aggregator: 'sum' | 'min';
+  aggregator: 'sum' | 'min' | 'max';
   read(target: TargetState): number;
 }
 
@@ -19,6 +19,21 @@ const families: readonly TargetFamily[] = [
     // Across the workers of `workers: N`: 0 as soon as one of them finds it out.
     aggregator: 'min',
     read: (target) => (target.healthy ? 1 : 0),
+  },
+  {
+    name: 'quotagate_upstream_target_ejected',
+    help: "1 while this gateway's outlier detection has the target of a pool API ejected, 0 otherwise; by API name (id where names repeat) and target origin",
+    type: 'gauge',
+    // Across the workers of `workers: N`: 1 as soon as one of them has it ejected.
+    aggregator: 'max',
+    read: (target) => (target.ejected ? 1 : 0),
+  },
+  {
+    name: 'quotagate_upstream_target_ejections_total',
+    help: 'Times outlier detection ejected the target of a pool API, by API name (id where names repeat) and target origin',
+    type: 'counter',
+    aggregator: 'sum',
+    read: (target) => target.ejections,
   },
   {
     name: 'quotagate_upstream_target_in_flight',

@@ -9,6 +9,8 @@ export interface TargetStanding {
   ejected: boolean;
   /** The timer that ends its ejection; null while it is not ejected. */
   ejection: unknown;
+  /** Times it was ejected since the start (its metric reads it). */
+  ejections: number;
 }
 
 /** One target of an API's pool: its origin (its connections: origins.ts's `Origin`), its share, and its health. */

@@ -11,6 +11,8 @@ const state = (url: string, extra: Partial<TargetState> = {}): TargetState => ({
   url,
   weight: 1,
   healthy: true,
+  ejected: false,
+  ejections: 0,
   inFlight: 0,
   requests: 0,
   failures: 0,
@@ -30,12 +32,18 @@ describe('the upstream states of several data planes', () => {
   it('adds up the counts and exchanges in flight, and finds a target healthy only while every one does', () => {
     const merged = mergeUpstreams([
       [pool([state('http://a', { requests: 3, inFlight: 1 }), state('http://b', { failures: 2 })])],
-      [pool([state('http://a', { requests: 4, retries: 1 }), state('http://b', { healthy: false })])],
+      [
+        pool([
+          state('http://a', { requests: 4, retries: 1, ejected: true, ejections: 1 }),
+          state('http://b', { healthy: false, ejections: 2 }),
+        ]),
+      ],
     ]);
+    // Ejected as soon as one data plane has it ejected; ejections add up.
     expect(merged).toEqual([
       pool([
-        state('http://a', { requests: 7, inFlight: 1, retries: 1 }),
-        state('http://b', { failures: 2, healthy: false }),
+        state('http://a', { requests: 7, inFlight: 1, retries: 1, ejected: true, ejections: 1 }),
+        state('http://b', { failures: 2, healthy: false, ejections: 2 }),
       ]),
     ]);
   });

@@ -4,7 +4,14 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { auth } from '../helpers/proxy-parts.js';
 import { request } from '../helpers/raw-http.js';
-import { accessLines, petsConfig, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
+import {
+  accessLines,
+  adminUser,
+  petsConfig,
+  startTestGateway,
+  userAuth,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const defer = cleanupAfterEach();
@@ -67,6 +74,26 @@ const loggedTargets = (gateway: TestGateway, msg: string) =>
 
 const ejected = 'upstream target ejected: its exchanges failed in a row';
 
+/** Each target's `ejected` and `ejections` as the admin port's `/upstreams` and `/metrics` say them. */
+async function ejections(gateway: TestGateway) {
+  const headers = { authorization: userAuth(adminUser) };
+  const answer = await fetch(`${gateway.adminUrl}/api/portal/v1.3/upstreams`, { headers });
+  const [pets] = (await answer.json()) as Array<{ targets: Array<{ ejected: boolean; ejections: number }> }>;
+  const metrics = await (await fetch(`${gateway.adminUrl}/metrics`, { headers })).text();
+  const series = (name: string) =>
+    metrics
+      .split('\n')
+      .filter((line) => line.startsWith(`${name}{`))
+      .map((line) => Number(line.split(' ').at(-1)));
+  return {
+    listed: pets!.targets.map(({ ejected, ejections }) => [ejected, ejections]),
+    metrics: [
+      series('quotagate_upstream_target_ejected'),
+      series('quotagate_upstream_target_ejections_total'),
+    ],
+  };
+}
+
 describe('passive outlier detection of a pool', () => {
   it('ejects a target answering 503 after consecutiveFailures, sends it nothing for ejectTime, then again', async () => {
     const clock = new FakeClock();
@@ -77,6 +104,16 @@ describe('passive outlier detection of a pool', () => {
     expect(new Set(await getMany(gateway, 5))).toEqual(new Set([200]));
     expect(loggedTargets(gateway, ejected)).toEqual([sick.url]);
     expect(served(sick)).toBe(3);
+    expect(await ejections(gateway)).toEqual({
+      listed: [
+        [true, 1],
+        [false, 0],
+      ],
+      metrics: [
+        [1, 0],
+        [1, 0],
+      ],
+    });
     expect(new Set(await getMany(gateway, 10))).toEqual(new Set([200]));
     expect(served(sick)).toBe(3);
     expect(served(well)).toBe(15);
@@ -86,6 +123,10 @@ describe('passive outlier detection of a pool', () => {
     expect(served(sick)).toBe(3);
     await clock.advance(1);
     expect(loggedTargets(gateway, 'upstream target back: its ejection ended')).toEqual([sick.url]);
+    expect((await ejections(gateway)).listed).toEqual([
+      [false, 1],
+      [false, 0],
+    ]);
     expect(new Set(await getMany(gateway, 4))).toEqual(new Set([200]));
     expect(served(sick)).toBe(5);
   });

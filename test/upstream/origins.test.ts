@@ -82,7 +82,7 @@ const apiAt = (origin: string, protocol: 'http' | 'grpc' = 'http'): CompiledApi 
 
 /** Every target healthy, none ejected: these tests are of the one-URL form. */
 const healthy = () => ({ healthy: true, failures: 0, successes: 0 });
-const inGoodStanding = () => ({ failures: 0, ejected: false, ejection: null });
+const inGoodStanding = () => ({ failures: 0, ejected: false, ejection: null, ejections: 0 });
 
 /** The response of each request the front server took, as the gateway links them through its exchange. */
 const sent = new WeakMap<IncomingMessage, ServerResponse>();

@@ -9,7 +9,7 @@ function targetOf(name: string, weight: number, health: Partial<TargetHealth> = 
     name,
     weight,
     health: { healthy: true, failures: 0, successes: 0, ...health },
-    standing: { failures: 0, ejected: false, ejection: null },
+    standing: { failures: 0, ejected: false, ejection: null, ejections: 0 },
     score: 0,
     counts: { requests: 0, failures: 0, retries: 0 },
   };

@@ -245,8 +245,8 @@ function targetsView(upstream: ApiUpstream): HTMLElement {
             'td',
             {},
             h('span', {
-              class: `status ${target.healthy ? 'ok' : 'bad'}`,
-              text: target.healthy ? 'healthy' : 'out',
+              class: `status ${target.healthy && !target.ejected ? 'ok' : 'bad'}`,
+              text: !target.healthy ? 'out' : target.ejected ? 'ejected' : 'healthy',
             }),
           ),
           h('td', { text: String(target.inFlight) }),

@@ -10,6 +10,10 @@ export interface TargetState {
   weight: number;
   /** Whether the health checks find it healthy (every data plane's); always true without healthCheck. */
   healthy: boolean;
+  /** Whether outlier detection has it ejected now (any data plane's); false without outlierDetection. */
+  ejected: boolean;
+  /** Times outlier detection ejected it since the start. */
+  ejections: number;
   /** Exchanges sent to it and not yet answered, now. */
   inFlight: number;
   /** Exchanges sent to it since the start, retries included. */
@@ -46,6 +50,8 @@ export function mergeUpstreams(answers: ReadonlyArray<readonly ApiUpstream[]>): 
         const same = other[apiIndex]?.targets[targetIndex];
         if (same === undefined || same.url !== target.url) continue;
         merged.healthy &&= same.healthy;
+        merged.ejected ||= same.ejected;
+        merged.ejections += same.ejections;
         merged.inFlight += same.inFlight;
         merged.requests += same.requests;
         merged.failures += same.failures;
