@@ -1,19 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { ConfigError } from '../../src/kit/config-error.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
-
-const badConfig = (name: string) => `test/fixtures/bad-config/${name}`;
-
-async function problemsOf(configDir: string): Promise<readonly string[]> {
-  try {
-    await loadConfig({ configDir, env: {} });
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error(`${configDir} loaded without a problem`);
-}
+import { badConfig, problemsOf } from '../helpers/config-problems.js';
 
 // One fixture per rule of `apis[].auth` and `apis[].methods[].auth`: each changes the valid base.mjs once.
 const rules: Array<[string, string]> = [

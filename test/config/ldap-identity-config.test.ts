@@ -1,20 +1,8 @@
 import { rmSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
-
-const badConfig = (name: string) => `test/fixtures/bad-config/${name}`;
-
-async function problemsOf(configDir: string): Promise<readonly string[]> {
-  try {
-    await loadConfig({ configDir, env: {} });
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error(`${configDir} loaded without a problem`);
-}
+import { badConfig, problemsOf } from '../helpers/config-problems.js';
 
 // One fixture per rule of ldap.identityAttribute, each changing the valid base.mjs in one way; the
 // rows belong in the table of test/config/load-config.test.ts.

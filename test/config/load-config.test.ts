@@ -1,23 +1,11 @@
 import { rmSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { gatewayOwnedFields } from '../../src/kit/gateway-owned-fields.js';
 import { greeterApi } from '../helpers/grpc-greeter.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
-
-const badConfig = (name: string) => `test/fixtures/bad-config/${name}`;
-
-async function problemsOf(configDir: string, env: NodeJS.ProcessEnv = {}): Promise<readonly string[]> {
-  try {
-    await loadConfig({ configDir, env });
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error(`${configDir} loaded without a problem`);
-}
+import { badConfig, problemsOf } from '../helpers/config-problems.js';
 
 // One fixture per rule: each changes the valid base.mjs in exactly one way.
 const rules: Array<[string, string]> = [

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { getMany, poolConfig, served, startPoolGateway } from '../helpers/pool-gateways.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { auth } from '../helpers/proxy-parts.js';
 import { request } from '../helpers/raw-http.js';
@@ -9,18 +10,8 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const defer = cleanupAfterEach();
 
-/** The pets API of the test config, with `upstream` as given (a pool). */
-function poolConfig(upstream: Record<string, unknown>): Record<string, unknown> {
-  const config = petsConfig('http://127.0.0.1:1');
-  const [pets] = config.apis as Array<Record<string, unknown>>;
-  return { ...config, apis: [{ ...pets, upstream }] };
-}
-
-async function gatewayWith(upstream: Record<string, unknown>, clock?: FakeClock): Promise<TestGateway> {
-  const gateway = await startTestGateway(poolConfig(upstream), {}, clock ? { timers: clock } : {});
-  defer(() => gateway.close());
-  return gateway;
-}
+const gatewayWith = (upstream: Record<string, unknown>, clock?: FakeClock): Promise<TestGateway> =>
+  startPoolGateway(defer, upstream, clock);
 
 /** A target that answers `/healthz` as `healthy()` says (200 or 500) and everything else with 200. */
 async function target(
@@ -37,16 +28,6 @@ async function target(
   });
   defer(() => upstream.close());
   return upstream;
-}
-
-/** The requests of the API (not the health checks) that reached `upstream`. */
-const served = (upstream: TestUpstream) => upstream.requests.filter(({ url }) => url !== '/healthz').length;
-
-async function getMany(gateway: TestGateway, count: number): Promise<number[]> {
-  const statuses: number[] = [];
-  for (let i = 0; i < count; i += 1)
-    statuses.push((await request(gateway.url, { path: `/pets/${i}`, headers: auth })).status);
-  return statuses;
 }
 
 /** Waits for the log line `msg` about `targetUrl`: the health checks' I/O is real, their time is the clock's. */
