@@ -116,20 +116,12 @@ function catalogProblems(config: Config): Problem[] {
  * A gRPC call's path is `/<package.Service>/<Method>` from the server's root (gRPC over HTTP/2,
  * "Path"), and the API's basePath is the service: a path in its upstream URL, as a REST API's names its
  * base path, would go before it and find no method (12 UNIMPLEMENTED). The URL names the server only.
+ * Every target of a pool has the path of the first (targetPathProblems): the first is the one told.
  */
 function grpcUpstreamProblems(config: Config): Problem[] {
   return config.apis.flatMap((api, i) => {
     if (api.protocol !== 'grpc') return [];
-    const targets = upstreamTargets(api.upstream);
-    if (targets.length > 1)
-      return [
-        {
-          path: ['apis', i, 'upstream', 'targets'],
-          message:
-            "must name one target in an API of protocol 'grpc': its calls are not balanced across targets yet (put a gRPC-aware balancer behind one target)",
-        },
-      ];
-    const [target] = targets;
+    const [target] = upstreamTargets(api.upstream);
     if (target === undefined || !URL.canParse(target.url)) return [];
     const { pathname } = new URL(target.url);
     if (pathname === '' || pathname === '/') return [];

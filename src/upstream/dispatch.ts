@@ -8,6 +8,7 @@ import { grpcTrailersOnly } from './handlers/grpc-trailers-only.js';
 import { responseWriter } from './handlers/response-writer.js';
 import { targetAnswer } from './handlers/target-answer.js';
 import type { Origin } from './origins.js';
+import { ReplayableBody } from './replayable-body.js';
 
 /**
  * The handler chains, composed once: an exchange takes the one its API and its request need. A plain
@@ -73,12 +74,27 @@ function send(exchange: Exchange, origin: Origin, timeout: number): void {
       headers: exchange.upstreamFields as string[],
       // undici takes an async iterable as a body (its types say Readable): framed by the Content-Length
       // among the fields, or chunked without one.
-      body: exchange.hasBody ? (countedBody(exchange) as unknown as Readable) : null,
+      body: exchange.hasBody ? (bodyOf(exchange) as unknown as Readable) : null,
       headersTimeout: timeout,
       bodyTimeout: timeout,
     },
     exchange,
   );
+}
+
+/** The request body of each gRPC call of an API with a pool, which every target it is sent to reads. */
+const replayableBodies = new WeakMap<Exchange, ReplayableBody>();
+
+/**
+ * The request body as the exchange sends it: read from its client once, and for a gRPC call of an API
+ * with a pool, kept from its start (its first bytes) so that a target that refused the call's stream
+ * can be passed over for another (retries.ts).
+ */
+function bodyOf(exchange: Exchange): AsyncIterable<Buffer> | ReplayableBody {
+  if (!exchange.grpc || exchange.targetsTried === 0) return countedBody(exchange);
+  let body = replayableBodies.get(exchange);
+  if (body === undefined) replayableBodies.set(exchange, (body = new ReplayableBody(countedBody(exchange))));
+  return body;
 }
 
 /**

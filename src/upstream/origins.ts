@@ -205,8 +205,9 @@ const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;
 /** The one-URL form counts nothing per target: its exchanges are `quotagate_requests_total`'s. */
 const noCounts: Readonly<TargetCounts> = { requests: 0, failures: 0, retries: 0 };
 
-/** Exchanges in flight to `origin`: sent, waiting for a connection, or queued (an h2 pool counts none). */
+/** Exchanges in flight to `origin`: sent, waiting for a connection, or queued. */
 function inFlight(origin: Origin): number {
+  if (origin.pool instanceof Http2Upstream) return origin.pool.inFlight();
   if (!(origin.pool instanceof Pool)) return 0;
   const { running, pending, queued } = origin.pool.stats;
   return running + pending + queued;

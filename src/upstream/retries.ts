@@ -1,4 +1,5 @@
 import type { Exchange } from './exchange.js';
+import { StreamRefused } from './http2-upstream.js';
 import { isInvalidAnswer } from './outcomes.js';
 
 /** Failures to connect: nothing of the request went out, so any request may go to another target. */
@@ -21,18 +22,24 @@ const idempotent: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT'
 
 /**
  * Whether the exchange, failed with `error`, may go to another target of its API's pool: never once the
- * upstream's head came, the client has a byte of the answer, or a byte of the request body was read
- * (it cannot be sent again); a connection that could not be opened, for any method; a connection cut
- * before any answer, for an idempotent request without a body only. A gRPC call is never sent again
- * (its API has one target).
+ * upstream's head came or the client has a byte of the answer. A stream its target refused was not
+ * processed (RFC 9113 §8.7: REFUSED_STREAM, or above a GOAWAY's last stream id), so any call may go
+ * again, gRPC's too, when its body can be sent again from its start: the gateway streams request
+ * bodies, and keeps only their first bytes (replayable-body.ts). Otherwise never once a byte of the
+ * request body was read (it cannot be sent again); a connection that could not be opened, for any
+ * method, gRPC's too (nothing of the call went out); a connection cut before any answer, for an
+ * idempotent request without a body only, never a gRPC call (whose method says nothing of whether it
+ * may run twice).
  */
 export function mayGoElsewhere(error: Error, exchange: Exchange): boolean {
-  if (exchange.upstreamMs !== null || exchange.res.headersSent || exchange.bytesIn > 0 || exchange.grpc)
-    return false;
+  if (exchange.upstreamMs !== null || exchange.res.headersSent) return false;
+  if (error instanceof StreamRefused) return error.bodyKept;
+  if (exchange.bytesIn > 0) return false;
   const code = (error as NodeJS.ErrnoException).code ?? '';
   if (notConnected.has(code)) return true;
   return (
     cutBeforeAnswer.has(code) &&
+    !exchange.grpc &&
     !isInvalidAnswer(error) &&
     !exchange.hasBody &&
     idempotent.has(exchange.req.method ?? '')

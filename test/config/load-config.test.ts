@@ -97,8 +97,8 @@ const rules: Array<[string, string]> = [
     'apis[1].upstream.targets[1]: must have the path of targets[0] (/store), not /shop: every target of an API is sent the same path',
   ],
   [
-    'upstream-grpc-pool',
-    "apis[1].upstream.targets: must name one target in an API of protocol 'grpc': its calls are not balanced across targets yet (put a gRPC-aware balancer behind one target)",
+    'grpc-pool-target-with-path',
+    "apis[1].upstream.targets[0]: must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove /helloworld.Greeter)",
   ],
   ['upstream-balance-unknown', "apis[1].upstream.balance: must be 'round-robin' or 'least-requests'"],
   [
@@ -369,6 +369,21 @@ describe('loadConfig: valid configs', () => {
         'http://127.0.0.1:50051',
         'https://greeter.test/',
       ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('takes a gRPC API with a pool of targets: its calls are balanced per call', async () => {
+    const targets = ['http://127.0.0.1:50051', { url: 'http://127.0.0.1:50052', weight: 3 }];
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9', {
+        apis: [{ ...greeterApi('http://127.0.0.1:50051'), upstream: { targets, retries: 1 } }],
+      }),
+    );
+    try {
+      const { config } = await loadConfig({ configDir: dir, env: {} });
+      expect(config.apis[0]?.upstream).toMatchObject({ targets, retries: 1 });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -196,6 +196,20 @@ export function greeterClient(address: string, credentials = grpc.credentials.cr
       return { replies, outcome: outcomeOf(call, replies), cancel: () => call.cancel() };
     },
     /**
+     * A ListHellos whose client stops reading once `count` replies have come: it takes no more (its
+     * stream is paused, and so flow control holds the sender back) until it is cancelled.
+     */
+    stalledHellos(name: string, count: number, metadata = new grpc.Metadata()) {
+      const replies: HelloReply[] = [];
+      const call = client.ListHellos!({ name }, metadata) as grpc.ClientReadableStream<HelloReply>;
+      call.on('data', (reply: HelloReply) => {
+        replies.push(reply);
+        if (replies.length >= count) call.pause();
+      });
+      call.on('error', () => undefined);
+      return { replies, cancel: () => call.cancel() };
+    },
+    /**
      * A Chat that sends each name only once the answer to the one before has come back: it can only
      * end if messages flow both ways while the call is open.
      */

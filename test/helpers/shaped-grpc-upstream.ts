@@ -39,6 +39,8 @@ export interface ShapedGrpcUpstream {
   url: string;
   /** `127.0.0.1:<port>`, for a grpc-js client calling it directly. */
   address: string;
+  /** Connections (HTTP/2 sessions) it has taken so far. */
+  sessions(): number;
   /** Streams opened so far, and those of them closed. */
   opened(): number;
   closed(): number;
@@ -53,17 +55,21 @@ export interface ShapedGrpcUpstream {
  * heads, messages and trailers no gRPC library would send. It counts the streams that closed, and
  * ends the sessions still open when it closes.
  * @param defer the test's cleanups, which close it after the test
+ * @param settings the HTTP/2 settings it sends (its `maxConcurrentStreams`, say)
  */
 export async function startShapedGrpcUpstream(
   answer: (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void,
   defer: (cleanup: () => Promise<void>) => void,
+  settings: http2.Settings = {},
 ): Promise<ShapedGrpcUpstream> {
-  const server = http2.createServer();
+  const server = http2.createServer({ settings });
   const sessions = new Set<ServerHttp2Session>();
+  let sessionsTaken = 0;
   let opened = 0;
   let closed = 0;
   const waiting: Array<{ count: number; resolve: () => void }> = [];
   server.on('session', (session: ServerHttp2Session) => {
+    sessionsTaken += 1;
     sessions.add(session);
     session.on('close', () => sessions.delete(session));
   });
@@ -86,6 +92,7 @@ export async function startShapedGrpcUpstream(
   const upstream: ShapedGrpcUpstream = {
     url: `http://127.0.0.1:${port}`,
     address: `127.0.0.1:${port}`,
+    sessions: () => sessionsTaken,
     opened: () => opened,
     closed: () => closed,
     closedStreams: (count) =>

@@ -2,7 +2,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import http2, { type ServerHttp2Stream } from 'node:http2';
 import type { Dispatcher } from 'undici';
 import { describe, expect, it } from 'vitest';
-import { headEndedStream, Http2Upstream, idleSessionMs } from '../../src/upstream/http2-upstream.js';
+import {
+  headEndedStream,
+  Http2Upstream,
+  idleSessionMs,
+  streamsPerConnection,
+  streamWindowBytes,
+} from '../../src/upstream/http2-upstream.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import {
@@ -12,8 +18,9 @@ import {
 } from '../helpers/shaped-grpc-upstream.js';
 
 /**
- * The HTTP/2 connections to a gRPC API's upstream: every byte of an answer before its trailers, one call
- * per connection, and connections kept between calls for a while.
+ * The HTTP/2 connections to a gRPC API's upstream: every byte of an answer before its trailers, calls
+ * sharing connections up to a bound of streams, none held back by another's slow reader, and
+ * connections kept between calls for a while.
  */
 const defer = cleanupAfterEach();
 
@@ -127,25 +134,118 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
     expect(told.error?.message).toBe('the upstream reset its stream (code 8)');
   });
 
-  it('gives each call in flight a connection of its own, and keeps it for the next call', async () => {
+  it('puts calls in flight on one connection, and keeps it for the next call', async () => {
     const held: ServerHttp2Stream[] = [];
     const target = await startShapedGrpcUpstream((stream) => held.push(stream), defer);
-    const sessions = new Set<object>();
+    const connections = upstreamOf(target);
+    const calls = Array.from({ length: 20 }, () => call(connections));
+    await expect.poll(() => held.length).toBe(20);
+    expect(connections.inFlight()).toBe(20);
+    expect(new Set(held.map((stream) => stream.session)).size).toBe(1);
+    for (const stream of held.splice(0))
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    await Promise.all(calls);
+    // A call is in flight until its stream has closed, just after its end was told.
+    await expect.poll(() => connections.inFlight()).toBe(0);
+    const next = call(connections);
+    await expect.poll(() => held.length).toBe(1);
+    held[0]!.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    expect((await next).trailers).toEqual({});
+    expect(target.sessions()).toBe(1);
+  });
+
+  it("opens another connection only when those open carry the streams the upstream's SETTINGS allow", async () => {
+    const held: ServerHttp2Stream[] = [];
+    const target = await startShapedGrpcUpstream((stream) => held.push(stream), defer, {
+      maxConcurrentStreams: 5,
+    });
+    const connections = upstreamOf(target);
+    const calls = Array.from({ length: 20 }, () => call(connections));
+    await expect.poll(() => held.length).toBe(20);
+    expect(target.sessions()).toBe(4);
+    const perSession = new Map<object, number>();
+    for (const { session } of held) perSession.set(session!, (perSession.get(session!) ?? 0) + 1);
+    expect([...perSession.values()]).toEqual([5, 5, 5, 5]);
+    for (const stream of held.splice(0))
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    expect((await Promise.all(calls)).map(({ status }) => status)).toEqual(Array(20).fill(200));
+  });
+
+  it('carries streamsPerConnection calls on a connection at most, however many its upstream allows', async () => {
+    const held: ServerHttp2Stream[] = [];
+    const target = await startShapedGrpcUpstream((stream) => held.push(stream), defer);
+    const connections = upstreamOf(target);
+    const calls = Array.from({ length: streamsPerConnection + 1 }, () => call(connections));
+    await expect.poll(() => held.length).toBe(streamsPerConnection + 1);
+    expect(target.sessions()).toBe(2);
+    for (const stream of held.splice(0))
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    await Promise.all(calls);
+  });
+
+  it('never stalls a call behind another on its connection whose reader stopped, however much that one is sent', async () => {
+    const large = Buffer.alloc(4_000_000, 7);
+    const target = await startShapedGrpcUpstream((stream, headers) => {
+      stream.respond(grpcHead(), { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(headers[':path'] === '/large' ? large : large.subarray(0, 1_000_000));
+    }, defer);
+    const connections = upstreamOf(target);
+    // The first call's reader takes one chunk, and no more.
+    let stoppedAt = 0;
+    connections.dispatch(
+      { method: 'POST', path: '/large', headers: [], body: null },
+      {
+        onRequestStart: () => undefined,
+        onResponseData(controller, chunk) {
+          stoppedAt += chunk.length;
+          controller.pause();
+        },
+      },
+    );
+    await expect.poll(() => stoppedAt).toBeGreaterThan(0);
+    const second = await call(connections);
+    expect(second).toMatchObject({ status: 200, bytes: 1_000_000, error: null });
+    expect(target.sessions()).toBe(1);
+    expect(stoppedAt).toBeLessThan(large.length);
+  });
+
+  it("opens the connection window to streamsPerConnection streams' windows: paused streams can never fill it", async () => {
+    const windows: number[] = [];
+    const target = await startShapedGrpcUpstream((stream) => {
+      windows.push(stream.session!.state.remoteWindowSize!);
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    }, defer);
+    expect((await call(upstreamOf(target))).status).toBe(200);
+    expect(windows).toEqual([streamsPerConnection * streamWindowBytes]);
+  });
+
+  it('puts no new call on a connection its upstream sent GOAWAY', async () => {
+    const held: ServerHttp2Stream[] = [];
+    const target = await startShapedGrpcUpstream((stream) => held.push(stream), defer);
     const connections = upstreamOf(target);
     const first = call(connections);
-    const second = call(connections);
-    await expect.poll(() => held.length).toBe(2);
-    for (const stream of held.splice(0)) {
-      sessions.add(stream.session!);
-      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
-    }
-    await Promise.all([first, second]);
-    expect(sessions.size).toBe(2);
-    const third = call(connections);
     await expect.poll(() => held.length).toBe(1);
-    expect(sessions.has(held[0]!.session!)).toBe(true);
-    held[0]!.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
-    expect((await third).trailers).toEqual({});
+    const [leaving] = held.splice(0);
+    leaving!.session!.goaway(http2.constants.NGHTTP2_NO_ERROR, leaving!.id);
+    // The PING's answer comes once the gateway has read the GOAWAY sent before it.
+    await new Promise((resolve) => leaving!.session!.ping(resolve));
+    const second = call(connections);
+    await expect.poll(() => held.length).toBe(1);
+    expect(held[0]!.session).not.toBe(leaving!.session);
+    for (const stream of [leaving!, held[0]!])
+      stream.respond(grpcHead({ 'grpc-status': '0' }), { endStream: true });
+    expect((await Promise.all([first, second])).map(({ status }) => status)).toEqual([200, 200]);
+    expect(target.sessions()).toBe(2);
+  });
+
+  it('fails a stream its upstream refused (REFUSED_STREAM, RFC 9113 §8.7) as not processed, its body kept', async () => {
+    const target = await startShapedGrpcUpstream(
+      (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM),
+      defer,
+    );
+    const told = await call(upstreamOf(target));
+    expect(told.error).toMatchObject({ code: 'UPSTREAM_STREAM_REFUSED', bodyKept: true });
   });
 
   it('closes a kept connection that no call took for idleSessionMs', async () => {
