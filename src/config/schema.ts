@@ -204,9 +204,9 @@ const upstreamPool = z.strictObject({
   /** Passive outlier detection from the exchanges of every gateway (none without it). */
   outlierDetection: outlierDetectionSchema.optional(),
   /**
-   * Other targets an exchange may be sent to when its connection failed before anything of it went out
-   * (or, for an idempotent request without a body, was cut before any answer came, or answered 502, 503
-   * or 504): 0 for none.
+   * Other targets an exchange may be sent to when its connection failed before anything of it went out,
+   * or the target refused a gRPC call's stream (not processed), or, for an idempotent request without a
+   * body, its connection was cut before any answer came, or it was answered 502, 503 or 504: 0 for none.
    */
   retries: z
     .int({ error: msg('must be a whole number from 0 to 10') })

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { buildConnector, errors, type Dispatcher } from 'undici';
 import type { Clock } from '../kit/clock.js';
-import { Http2Call, type SessionState } from './http2-call.js';
+import { Http2Call, StreamRefused, type SessionState } from './http2-call.js';
 
 export { headEndedStream, StreamRefused } from './http2-call.js';
 
@@ -46,6 +46,10 @@ export const streamsPerConnection = 100;
  * window (RFC 9113 §6.9.2), said here because the connection's window is sized from it.
  */
 export const streamWindowBytes = 65_535;
+/** Calls `session` carries at once at most: what its upstream's SETTINGS allow, `streamsPerConnection` at most. */
+const streamsAllowed = (session: ClientHttp2Session): number =>
+  Math.min(session.remoteSettings.maxConcurrentStreams ?? streamsPerConnection, streamsPerConnection);
+
 /** One connection: what its calls know of it, and its socket, which Node may leave open (see `ended`). */
 interface Connection extends SessionState {
   readonly socket: Socket;
@@ -146,8 +150,7 @@ export class Http2Upstream implements UpstreamDispatcher {
   private withRoom(): ClientHttp2Session | null {
     for (const [session, state] of this.sessions) {
       if (!state.ready || state.leaving || session.closed || session.destroyed) continue;
-      const allowed = session.remoteSettings.maxConcurrentStreams ?? streamsPerConnection;
-      if (state.calls < Math.min(allowed, streamsPerConnection)) return session;
+      if (state.calls < streamsAllowed(session)) return session;
     }
     return null;
   }
@@ -174,9 +177,14 @@ export class Http2Upstream implements UpstreamDispatcher {
       state.socket.destroy();
       return;
     }
+    this.idle(session, state);
+    this.place();
+  }
+
+  /** Keeps `session`, with no call on it, for `idleSessionMs`: it keeps no process alive meanwhile. */
+  private idle(session: ClientHttp2Session, state: Connection): void {
     session.unref();
     state.idleTimer = this.timers.setTimeout(() => session.close(), idleSessionMs);
-    this.place();
   }
 
   /** Fails the calls waiting for a connection: the one being opened could not be. */
@@ -232,9 +240,18 @@ export class Http2Upstream implements UpstreamDispatcher {
     session.once('remoteSettings', () => {
       this.timers.clearTimeout(noSettings);
       state.ready = true;
-      session.setLocalWindowSize(streamsPerConnection * streamWindowBytes);
       this.connecting = false;
+      if (streamsAllowed(session) === 0) {
+        // It takes no stream now: opening another for the calls waiting would do no better.
+        session.close();
+        return this.connectFailed(
+          new StreamRefused('the upstream allows no streams (its SETTINGS say 0)', true),
+        );
+      }
+      session.setLocalWindowSize(streamsPerConnection * streamWindowBytes);
       this.place();
+      // The calls it was opened for may have left meanwhile.
+      if (state.calls === 0) this.idle(session, state);
     });
     session.on('error', (error: Error) => (state.error = error));
     session.on('goaway', (_code: number, lastStreamId: number) => {

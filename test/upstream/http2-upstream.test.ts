@@ -248,6 +248,18 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
     expect(told.error).toMatchObject({ code: 'UPSTREAM_STREAM_REFUSED', bodyKept: true });
   });
 
+  it('fails the calls for an upstream whose SETTINGS allow no stream as refused, opening no more connections', async () => {
+    const target = await startShapedGrpcUpstream(() => undefined, defer, { maxConcurrentStreams: 0 });
+    const connections = upstreamOf(target);
+    const told = await Promise.all([call(connections), call(connections)]);
+    expect(told.map(({ error }) => (error as NodeJS.ErrnoException | null)?.code)).toEqual([
+      'UPSTREAM_STREAM_REFUSED',
+      'UPSTREAM_STREAM_REFUSED',
+    ]);
+    expect(target.sessions()).toBe(1);
+    expect(connections.inFlight()).toBe(0);
+  });
+
   it('closes a kept connection that no call took for idleSessionMs', async () => {
     const closed: string[] = [];
     const target = await startShapedGrpcUpstream((stream) => {
