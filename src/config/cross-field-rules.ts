@@ -121,11 +121,13 @@ function catalogProblems(config: Config): Problem[] {
 function grpcUpstreamProblems(config: Config): Problem[] {
   return config.apis.flatMap((api, i) => {
     if (api.protocol !== 'grpc') return [];
+    const problems = grpcHealthCheckProblems(api.upstream, i);
     const [target] = upstreamTargets(api.upstream);
-    if (target === undefined || !URL.canParse(target.url)) return [];
+    if (target === undefined || !URL.canParse(target.url)) return problems;
     const { pathname } = new URL(target.url);
-    if (pathname === '' || pathname === '/') return [];
+    if (pathname === '' || pathname === '/') return problems;
     return [
+      ...problems,
       {
         path:
           typeof api.upstream === 'string' ? ['apis', i, 'upstream'] : ['apis', i, 'upstream', 'targets', 0],
@@ -133,6 +135,22 @@ function grpcUpstreamProblems(config: Config): Problem[] {
       },
     ];
   });
+}
+
+/**
+ * The active health checks are HTTP/1.1 GETs, which a gRPC server (HTTP/2 only, and whose health is
+ * the grpc.health.v1 service) refuses: every target of a gRPC API would be out. Its calls are watched
+ * by outlier detection instead.
+ */
+function grpcHealthCheckProblems(upstream: Config['apis'][number]['upstream'], i: number): Problem[] {
+  if (typeof upstream === 'string' || upstream.healthCheck === undefined) return [];
+  return [
+    {
+      path: ['apis', i, 'upstream', 'healthCheck'],
+      message:
+        "is not available in an API of protocol 'grpc': the checks are HTTP/1.1 GETs, which a gRPC server refuses (use outlierDetection, which watches its calls)",
+    },
+  ];
 }
 
 /**

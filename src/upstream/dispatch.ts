@@ -22,6 +22,9 @@ const chains = {
   plainWatched: watched(responseWriter),
   grpc: grpcTrailersOnly(responseWriter),
   grpcWatched: watched(grpcTrailersOnly(responseWriter)),
+  // A pool's gRPC answer is told to outlier detection too (a success ends a target's run of failures).
+  grpcPooled: targetAnswer(grpcTrailersOnly(responseWriter)),
+  grpcPooledWatched: targetAnswer(watched(grpcTrailersOnly(responseWriter))),
   // The target's answer is looked at before the watch: one set aside is never watched.
   pooled: targetAnswer(responseWriter),
   pooledWatched: targetAnswer(watched(responseWriter)),
@@ -29,6 +32,8 @@ const chains = {
 
 /** The handlers of `exchange`'s answer. */
 function chainOf(exchange: Exchange): AnswerChain {
+  if (exchange.grpc && exchange.targetsTried > 0)
+    return exchange.bodyWatch === null ? chains.grpcPooled : chains.grpcPooledWatched;
   if (exchange.grpc) return exchange.bodyWatch === null ? chains.grpc : chains.grpcWatched;
   if (exchange.targetsTried > 0) return exchange.bodyWatch === null ? chains.pooled : chains.pooledWatched;
   return exchange.bodyWatch === null ? chains.plain : chains.plainWatched;

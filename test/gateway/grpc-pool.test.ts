@@ -165,6 +165,40 @@ describe('a gRPC API with a pool of targets', () => {
     expect((await triedOf(gateway, 3)).map(({ tried }) => tried)).toEqual([1, 1, 2]);
   });
 
+  it("tells outlier detection of a target's answers: a 5xx is a failure, an answer ends the run", async () => {
+    const well = await greeter();
+    // Its calls are answered 503 (a proxy in front of the server, say), OK, 503, 503, then OK.
+    const answers = [503, 200, 503, 503];
+    const flaky = await startShapedGrpcUpstream((stream) => {
+      if ((answers.shift() ?? 200) === 503) {
+        stream.respond({ ':status': 503 }, { endStream: true });
+        return;
+      }
+      stream.respond(grpcHead(), { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(helloMessage('Hello from the flaky one'));
+    }, defer);
+    const gateway = await gatewayOver({
+      targets: [flaky.url, urlOf(well)],
+      outlierDetection: { consecutiveFailures: 2, ejectTime: 30_000 },
+    });
+    const client = clientOf(gateway);
+    const ejections = () =>
+      gateway.logs.filter(({ msg }) => msg === 'upstream target ejected: its exchanges failed in a row');
+    const codes: number[] = [];
+    const callMany = async (count: number) => {
+      for (let i = 0; i < count; i += 1)
+        codes.push((await client.sayHello('ann', credentials())).status.code);
+    };
+    // Round-robin: the flaky target takes calls 1, 3, 5 and 7.
+    await callMany(6);
+    expect(ejections()).toEqual([]);
+    await callMany(4);
+    expect(ejections()).toMatchObject([{ target: flaky.url }]);
+    expect(codes).toEqual([14, 0, 0, 0, 14, 0, 14, 0, 0, 0]);
+    expect(flaky.opened()).toBe(4);
+  });
+
   it('answers UNAVAILABLE when every target refused the call, and logs the targets tried', async () => {
     const [first, second] = [await refusingTarget(), await refusingTarget()];
     const gateway = await gatewayOver({ targets: [first.url, second.url] });
