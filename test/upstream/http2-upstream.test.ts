@@ -9,6 +9,7 @@ import {
   streamsPerConnection,
   streamWindowBytes,
 } from '../../src/upstream/http2-upstream.js';
+import { ReplayableBody } from '../../src/upstream/replayable-body.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import {
@@ -246,6 +247,32 @@ describe('the HTTP/2 connections to a gRPC upstream', () => {
     );
     const told = await call(upstreamOf(target));
     expect(told.error).toMatchObject({ code: 'UPSTREAM_STREAM_REFUSED', bodyKept: true });
+  });
+
+  it("says a refused call's body is not kept once more than the bytes kept of it were read", async () => {
+    const target = await startShapedGrpcUpstream(
+      (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM),
+      defer,
+    );
+    const connections = upstreamOf(target);
+    const refusedWith = (chunks: string[]) =>
+      new Promise<Error | null>((resolve) => {
+        async function* source(): AsyncGenerator<Buffer> {
+          for (const chunk of chunks) yield Buffer.from(chunk);
+        }
+        connections.dispatch(
+          { method: 'POST', path: '/a', headers: [], body: new ReplayableBody(source(), 8) as never },
+          { onRequestStart: () => undefined, onResponseError: (_controller, error) => resolve(error) },
+        );
+      });
+    expect(await refusedWith(['1234', '5678'])).toMatchObject({
+      code: 'UPSTREAM_STREAM_REFUSED',
+      bodyKept: true,
+    });
+    expect(await refusedWith(['1234', '5678', '9'])).toMatchObject({
+      code: 'UPSTREAM_STREAM_REFUSED',
+      bodyKept: false,
+    });
   });
 
   it('fails the calls for an upstream whose SETTINGS allow no stream as refused, opening no more connections', async () => {
