@@ -50,6 +50,15 @@ export const streamWindowBytes = 65_535;
 const streamsAllowed = (session: ClientHttp2Session): number =>
   Math.min(session.remoteSettings.maxConcurrentStreams ?? streamsPerConnection, streamsPerConnection);
 
+/**
+ * Closes a connection that takes no more calls, and has none. Its socket too: Node's session, closed
+ * after a GOAWAY, leaves its socket open for the peer to close.
+ */
+function dropped(session: ClientHttp2Session, { socket }: Connection): void {
+  session.destroy();
+  socket.destroy();
+}
+
 /** One connection: what its calls know of it, and its socket, which Node may leave open (see `ended`). */
 interface Connection extends SessionState {
   readonly socket: Socket;
@@ -171,10 +180,7 @@ export class Http2Upstream implements UpstreamDispatcher {
       return;
     }
     if (this.destroyed || state.leaving || session.closed || session.destroyed) {
-      // Node's session, closed after a GOAWAY, leaves its socket open for the peer to close: it is
-      // of no more use.
-      session.destroy();
-      state.socket.destroy();
+      dropped(session, state);
       return;
     }
     this.idle(session, state);
@@ -257,6 +263,7 @@ export class Http2Upstream implements UpstreamDispatcher {
     session.on('goaway', (_code: number, lastStreamId: number) => {
       state.leaving = true;
       state.lastStreamId = lastStreamId;
+      if (state.calls === 0) dropped(session, state);
     });
     session.once('close', () => {
       this.timers.clearTimeout(noSettings);
