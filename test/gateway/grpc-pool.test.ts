@@ -106,6 +106,20 @@ describe('a gRPC API with a pool of targets', () => {
     expect(new Set(lines.map(({ target }) => target))).toEqual(new Set(targets.map(urlOf)));
   });
 
+  it('sends calls, under least-requests, to the target with fewer calls in flight', async () => {
+    const [busy, idle] = [await greeter(), await greeter()];
+    const gateway = await gatewayOver({ targets: [urlOf(busy), urlOf(idle)], balance: 'least-requests' });
+    const client = clientOf(gateway);
+    // Held open after its replies: it stays in flight on the first target until it is cancelled.
+    const held = client.streamHellos('held', credentials());
+    await vi.waitFor(() => expect(held.replies).toHaveLength(3));
+    for (let i = 0; i < 4; i += 1)
+      expect((await client.sayHello('ann', credentials())).status.code).toBe(status.OK);
+    expect([busy.calls.length, idle.calls.length]).toEqual([1, 4]);
+    held.cancel();
+    expect((await held.outcome).status.code).toBe(status.CANCELLED);
+  });
+
   it('sends the calls a killed target cannot take to another: every call is answered OK', async () => {
     const [killed, well] = [await greeter(), await greeter()];
     await killed.close();
