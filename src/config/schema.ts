@@ -213,6 +213,14 @@ const upstreamPool = z.strictObject({
     .min(0, { error: msg('must be a whole number from 0 to 10') })
     .max(10, { error: msg('must be a whole number from 0 to 10') })
     .default(2),
+  /**
+   * Milliseconds from one resolution of a target's host name to the next: each address it resolves to is
+   * a target of the name's weight (an IP literal is not resolved).
+   */
+  dnsRefresh: z
+    .int({ error: msg('must be a whole number of milliseconds, at least 1000') })
+    .min(1_000, { error: msg('must be a whole number of milliseconds, at least 1000') })
+    .default(30_000),
 });
 
 /** An API's upstream: one URL, or a pool of targets (see docs/routing-and-proxy.md, "Upstreams"). */

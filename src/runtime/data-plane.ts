@@ -165,6 +165,7 @@ function upstreamProxyOf(loaded: LoadedConfig, env: Env, parts: DataPlaneParts):
     },
     drainLimit: config.upstreamDrainLimit,
     onDrainCut: () => parts.metrics.upstreamDrainsCut.inc(),
+    resolveHost: env.resolveHost,
   });
 }
 

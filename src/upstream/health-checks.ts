@@ -2,6 +2,7 @@ import { Agent, request } from 'undici';
 import { upstreamTargets, type ApiConfig, type HealthCheckConfig } from '../config/schema.js';
 import type { Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
+import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
 
 /** What this gateway's health checks found of one target. */
 export interface TargetHealth {
@@ -15,6 +16,8 @@ export interface TargetHealth {
 interface Check {
   readonly api: string;
   readonly origin: string;
+  /** The Host of its GET: the name `origin`'s address was resolved from; null when `origin` is as configured. */
+  readonly host: string | null;
   readonly health: TargetHealth;
   config: HealthCheckConfig;
   /** The timer of the next check. */
@@ -32,7 +35,8 @@ interface Check {
  * refused or cut) and back after `healthyAfter` successes in a row. Time is the injected timers'.
  *
  * The state of a target is kept by its API's id and its origin, so that a reload that keeps a target
- * keeps what was found of it (and the pools it builds read the same `TargetHealth`).
+ * keeps what was found of it (and the pools it builds read the same `TargetHealth`). Each address a
+ * target's host name resolved to is a target checked apart, its GET sent with the name as its Host.
  */
 export class HealthChecks {
   private readonly checks = new Map<string, Check>();
@@ -53,31 +57,30 @@ export class HealthChecks {
   }
 
   /**
-   * Checks the targets of `apis` that have a `healthCheck`: new ones from now, those already checked
-   * with what they were found to be (under their new settings), and no more those that are gone.
+   * Checks the targets of `apis` that have a `healthCheck` (each address of a name `addressesOf` knows):
+   * new ones from now, those already checked with what they were found to be (under their new settings),
+   * and no more those that are gone.
    */
-  watch(apis: readonly ApiConfig[]): void {
-    const wanted = new Map<string, { api: string; origin: string; config: HealthCheckConfig }>();
+  watch(apis: readonly ApiConfig[], addressesOf: AddressesOf = noAddresses): void {
+    const wanted = new Map<string, Omit<Check, 'health' | 'timer' | 'running' | 'abort'>>();
     for (const api of apis) {
       if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) continue;
-      for (const { url } of upstreamTargets(api.upstream)) {
-        const origin = new URL(url).origin;
-        wanted.set(keyOf(api.id, origin), { api: api.id, origin, config: api.upstream.healthCheck });
-      }
+      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), addressesOf))
+        wanted.set(keyOf(api.id, origin), { api: api.id, origin, host, config: api.upstream.healthCheck });
     }
     for (const [key, check] of this.checks)
       if (!wanted.has(key)) {
         this.stop(check);
         this.checks.delete(key);
       }
-    for (const [key, { api, origin, config }] of wanted) {
+    for (const [key, target] of wanted) {
       const known = this.checks.get(key);
       if (known) {
-        known.config = config;
+        known.config = target.config;
         continue;
       }
       const health: TargetHealth = { healthy: true, failures: 0, successes: 0 };
-      const check: Check = { api, origin, health, config, timer: null, running: null, abort: null };
+      const check: Check = { ...target, health, timer: null, running: null, abort: null };
       this.checks.set(key, check);
       this.run(check);
     }
@@ -122,6 +125,7 @@ export class HealthChecks {
     try {
       const { statusCode, body } = await request(`${check.origin}${check.config.path}`, {
         method: 'GET',
+        ...(check.host === null ? {} : { headers: { host: check.host } }),
         dispatcher: this.agent,
         signal: abort.signal,
       });

@@ -65,10 +65,15 @@ export class Http2Upstream implements UpstreamDispatcher {
   private readonly idle: ClientHttp2Session[] = [];
   private destroyed = false;
 
+  /**
+   * @param host the host (name and port) TLS's SNI and certificate check take: `origin`'s own, or the
+   *   name an address `origin` was resolved from
+   */
   constructor(
     origin: string,
     connectTimeout: number,
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+    private readonly host = new URL(origin).host,
   ) {
     this.target = new URL(origin);
     const tls = this.target.protocol === 'https:';
@@ -109,8 +114,8 @@ export class Http2Upstream implements UpstreamDispatcher {
       then(null, session);
       return;
     }
-    const { hostname, host, protocol, port } = this.target;
-    this.connect({ hostname, host, protocol, port, localAddress: null }, (error, socket) => {
+    const { hostname, protocol, port } = this.target;
+    this.connect({ hostname, host: this.host, protocol, port, localAddress: null }, (error, socket) => {
       if (error) return then(error);
       // undici marks an h2c socket as `h2` itself; a TLS socket says what its handshake chose.
       const { alpnProtocol } = socket as TLSSocket;
