@@ -8,9 +8,11 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { getMany, poolConfig, served } from '../helpers/pool-gateways.js';
 import { auth } from '../helpers/proxy-parts.js';
+import { credentials } from '../helpers/grpc-credentials.js';
+import { greeterApi, greeterClient, startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { request } from '../helpers/raw-http.js';
 import { createTestCertificate } from '../helpers/tls-cert.js';
-import { adminCall, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
+import { adminCall, petsConfig, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const defer = cleanupAfterEach();
@@ -200,5 +202,36 @@ describe('a target of https:// whose host name resolves to an address', () => {
     // The test's certificate is trusted by nobody (no target left: 503): the name reached the server all the same.
     expect((await request(gateway.url, { path: '/pets/1', headers: auth })).status).toBe(503);
     expect(servernames).toEqual(['svc.test']);
+  });
+});
+
+describe('the one target of a gRPC API whose host name resolves to several addresses', () => {
+  it('spreads the calls over each address', async () => {
+    const one = await startGreeterUpstream();
+    defer(() => one.close());
+    const two = await startGreeterUpstream(undefined, `127.0.0.2:${one.port}`);
+    defer(() => two.close());
+    const gateway = await startTestGateway(
+      petsConfig('http://127.0.0.1:9', {
+        apis: [{ ...greeterApi(''), upstream: { targets: [`http://svc.test:${one.port}`] } }],
+      }),
+      {},
+      { resolveHost: new SvcAnswer().resolve },
+    );
+    defer(() => gateway.close());
+    await vi.waitFor(async () => {
+      const [greeter] = (await (await adminCall(gateway, 'GET', '/upstreams')).json()) as Array<{
+        targets: unknown[];
+      }>;
+      expect(greeter!.targets).toHaveLength(2);
+    });
+    const client = greeterClient(new URL(gateway.url).host);
+    defer(() => client.close());
+    const outcomes = [];
+    for (let i = 0; i < 6; i += 1) outcomes.push(await client.sayHello(`ann ${i}`, credentials()));
+    expect(outcomes.map(({ replies }) => replies[0]?.message)).toEqual(
+      [0, 1, 2, 3, 4, 5].map((i) => `Hello ann ${i}`),
+    );
+    expect([one.calls.length, two.calls.length]).toEqual([3, 3]);
   });
 });
