@@ -68,6 +68,10 @@ export class Origins {
   private pools = new WeakMap<CompiledApi, TargetPool<Origin>>();
   /** What was sent to each target of a pool, by its API's id and its origin: a reload keeps a target's. */
   private counts = new Map<string, TargetCounts>();
+  /** The keys of `byKey` of the origins opened for an address a name resolved to. */
+  private readonly addressKeys = new Set<string>();
+  /** The pools of addresses no longer resolved, closing once their exchanges are answered. */
+  private readonly retiring = new Set<UpstreamDispatcher>();
 
   /**
    * @param connectTimeout milliseconds a connection has to open (`proxyTimeout` when the first exchange
@@ -137,6 +141,32 @@ export class Origins {
   }
 
   /**
+   * Closes the connections of the addresses that no target of `apis` (the config in force) resolves to
+   * any more, once the exchanges on them are answered (undici's graceful `close`), so that the pods a
+   * Kubernetes Service saw come and go leave no pool behind. An HTTP/2 upstream (a gRPC API's) has no
+   * such close: it stays, its connections closed once idle (`idleSessionMs`).
+   */
+  retireAddresses(apis: readonly ApiConfig[]): void {
+    const resolved = new Set<string>();
+    for (const api of apis) {
+      if (typeof api.upstream === 'string') continue;
+      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), this.addressesOf))
+        if (host !== null) resolved.add(originKey(api.protocol, origin, host));
+    }
+    for (const key of this.addressKeys) {
+      const { pool } = this.byKey.get(key)!;
+      if (resolved.has(key) || !(pool instanceof Pool)) continue;
+      this.byKey.delete(key);
+      this.addressKeys.delete(key);
+      this.retiring.add(pool);
+      void pool
+        .close()
+        .catch(() => undefined)
+        .finally(() => this.retiring.delete(pool));
+    }
+  }
+
+  /**
    * The targets of `apis` (the config in force) and what this gateway knows of them now: their health,
    * their exchanges in flight, and what was sent to them. Counts of targets no longer configured are
    * dropped.
@@ -178,7 +208,9 @@ export class Origins {
   /** Closes the upstream connections; call after the last exchange. */
   async close(): Promise<void> {
     const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
+    for (const pool of this.retiring) pools.push(pool.destroy());
     this.byKey.clear();
+    this.addressKeys.clear();
     this.byApi = new WeakMap();
     this.pools = new WeakMap();
     await Promise.all(pools);
@@ -205,6 +237,7 @@ export class Origins {
     if (known) return known;
     const origin = this.open(protocol, upstreamOrigin, host ?? new URL(upstreamOrigin).host);
     this.byKey.set(key, origin);
+    if (host !== null) this.addressKeys.add(key);
     return origin;
   }
 

@@ -119,6 +119,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     this.apis = apis;
     this.addresses.watch(apis);
     this.followTargets();
+    this.origins.retireAddresses(apis);
   }
 
   /** The targets of `apis` and what this gateway knows of them now (the admin listener, metrics, /readyz). */
@@ -170,6 +171,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   private addressesChanged(): void {
     this.origins.addressesChanged();
     this.followTargets();
+    this.origins.retireAddresses(this.apis);
   }
 
   /** The origin of the target of `api`'s pool that the exchange goes to, noted on the exchange. */

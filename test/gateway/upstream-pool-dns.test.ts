@@ -132,7 +132,7 @@ describe('a target whose host name resolves to several addresses', () => {
     expect((await listed(gateway)).map(({ url }) => url)).toEqual([`${one.url}/`, `${two.url}/`]);
   });
 
-  it('lets an exchange in flight to an address no longer resolved finish there', async () => {
+  it('lets an exchange in flight to an address no longer resolved finish there, then closes its connection', async () => {
     const held: ServerResponse[] = [];
     const [one, two] = await twoAddresses([(_req, res) => held.push(res)]);
     const answer = new SvcAnswer();
@@ -149,6 +149,8 @@ describe('a target whose host name resolves to several addresses', () => {
     const late = await pending;
     expect([late.status, late.body]).toEqual([200, 'late pet']);
     expect([served(one), served(two)]).toEqual([1, 4]);
+    // Its answer given, the gateway closes its connection to the address (kept alive 4 s otherwise).
+    await vi.waitFor(() => expect(one.requests[0]!.socket.destroyed).toBe(true));
   });
 
   it('checks the health of each address apart, and sends nothing to one that is out', async () => {
