@@ -153,6 +153,32 @@ describe('a target whose host name resolves to several addresses', () => {
     await vi.waitFor(() => expect(one.requests[0]!.socket.destroyed).toBe(true));
   });
 
+  it('stops resolving a name a reload drops, and closes the connections of its addresses', async () => {
+    const [one, two] = await twoAddresses();
+    const answer = new SvcAnswer();
+    let asked = 0;
+    const counted: HostResolver = (hostname) => {
+      asked += 1;
+      return answer.resolve(hostname);
+    };
+    const clock = new FakeClock();
+    const gateway = await startTestGateway(
+      poolConfig({ targets: [`http://svc.test:${one.port}`], dnsRefresh }),
+      {},
+      { timers: clock, resolveHost: counted },
+    );
+    defer(() => gateway.close());
+    await targetsBecome(gateway, [`${one.url}/`, `${two.url}/`]);
+    await getMany(gateway, 2);
+    expect(await gateway.reloadWith(poolConfig({ targets: [two.url] }))).toMatchObject({ applied: true });
+    await vi.waitFor(() => expect(one.requests[0]!.socket.destroyed).toBe(true));
+    expect((await listed(gateway)).map(({ url, host }) => [url, host])).toEqual([[two.url, null]]);
+    await clock.advance(dnsRefresh);
+    expect(asked).toBe(1);
+    expect(new Set(await getMany(gateway, 4))).toEqual(new Set([200]));
+    expect([served(one), served(two)]).toEqual([1, 5]);
+  });
+
   it('checks the health of each address apart, and sends nothing to one that is out', async () => {
     const sick: Handler = (req, res) => res.writeHead(req.url === '/healthz' ? 500 : 200).end('pet');
     const [one, two] = await twoAddresses([sick]);
