@@ -3,6 +3,7 @@ import type { ApiConfig } from '../../src/config/schema.js';
 import {
   noAddresses,
   resolvedTargets,
+  systemResolver,
   TargetAddresses,
   type HostResolver,
 } from '../../src/upstream/target-addresses.js';
@@ -231,5 +232,11 @@ describe('the resolution of the targets’ host names', () => {
     answer(['10.0.0.1']);
     await addresses.idle();
     expect(addresses.addressesOf('svc.test')).toEqual(['10.0.0.1']);
+  });
+});
+
+describe('the system resolver', () => {
+  it('resolves as Node’s connections do, /etc/hosts included: localhost to its loopback address', async () => {
+    expect(await systemResolver('localhost')).toContain('127.0.0.1');
   });
 });
