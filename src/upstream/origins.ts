@@ -9,6 +9,7 @@ import type { TargetHealth } from './health-checks.js';
 import type { TargetStanding } from './target-pool.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
 import { TargetPool, type TargetCounts } from './target-pool.js';
+import { upstreamConnector, webSocketAgent, type UpstreamTls } from './upstream-tls.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -76,13 +77,15 @@ export class Origins {
     private readonly healthOf: (apiId: string, origin: string) => TargetHealth,
     /** What outlier detection found of a target of an API (by its id and origin). */
     private readonly standingOf: (apiId: string, origin: string) => TargetStanding,
+    /** The TLS of the connections of an API (by its id) to its target at an origin (upstream-tls.ts). */
+    private readonly tlsOf: (apiId: string, origin: string) => UpstreamTls | null = () => null,
   ) {}
 
   /** The origin of `api`'s upstream (the one-URL form), opened as its first exchange comes. */
   of(api: CompiledApi): Origin {
     const known = this.byApi.get(api);
     if (known) return known;
-    const origin = this.origin(api.config.protocol, api.upstreamOrigin);
+    const origin = this.origin(api.config.protocol, api.upstreamOrigin, api.config.id);
     this.byApi.set(api, origin);
     return origin;
   }
@@ -95,7 +98,7 @@ export class Origins {
     const known = this.pools.get(api);
     if (known) return known;
     const targets = (api.upstreamTargets ?? []).map(({ origin, weight }) => ({
-      origin: this.origin(api.config.protocol, origin),
+      origin: this.origin(api.config.protocol, origin, api.config.id),
       name: origin,
       weight,
       health: this.healthOf(api.config.id, origin),
@@ -132,7 +135,7 @@ export class Origins {
         const counts = pooled ? this.countsOf(api.id, origin) : noCounts;
         const standing = pooled ? this.standingOf(api.id, origin) : null;
         if (pooled) kept.set(countsKey(api.id, origin), counts);
-        const inFlightNow = this.byKey.get(`${api.protocol} ${origin}`);
+        const inFlightNow = this.byKey.get(originKey(api.protocol, origin, this.tlsOf(api.id, origin)));
         return {
           url,
           weight,
@@ -171,26 +174,44 @@ export class Origins {
     return counts;
   }
 
-  /** The origin of `upstreamOrigin` for an API of `protocol`, opened when none is yet. */
-  private origin(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
-    const key = `${protocol} ${upstreamOrigin}`;
+  /**
+   * The origin of `upstreamOrigin` for API `apiId` of `protocol`, opened when none is yet: shared with
+   * the APIs of the same protocol whose TLS to it is the same.
+   */
+  private origin(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string, apiId: string): Origin {
+    const tls = this.tlsOf(apiId, upstreamOrigin);
+    const key = originKey(protocol, upstreamOrigin, tls);
     const known = this.byKey.get(key);
     if (known) return known;
-    const origin = this.open(protocol, upstreamOrigin);
+    const origin = this.open(protocol, upstreamOrigin, tls);
     this.byKey.set(key, origin);
     return origin;
   }
 
-  private open(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
+  private open(
+    protocol: CompiledApi['config']['protocol'],
+    upstreamOrigin: string,
+    tls: UpstreamTls | null,
+  ): Origin {
     const target = new URL(upstreamOrigin);
+    const connectTimeout = this.connectTimeout();
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
       protocol === 'grpc'
-        ? new Http2Upstream(upstreamOrigin, this.connectTimeout(), this.timers)
-        : new Pool(upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
+        ? new Http2Upstream(upstreamOrigin, connectTimeout, this.timers, tls?.options)
+        : new Pool(upstreamOrigin, {
+            pipelining: 1,
+            ...(tls ? { connect: upstreamConnector(tls, connectTimeout) } : { connectTimeout }),
+          });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
-    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
+    const server = createProxyServer({
+      target,
+      selfHandleResponse: true,
+      xfwd: false,
+      toProxy: true,
+      ...(tls ? { agent: webSocketAgent(tls) } : {}),
+    });
     const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
     const origin: Origin = { server, pool, host: target.host, openWebSocket };
     sendFirst(server, (req) => this.use.send(req, origin));
@@ -201,6 +222,10 @@ export class Origins {
 }
 
 const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;
+
+/** The key an origin is shared by: its protocol, its URL, and the identity of its TLS settings. */
+const originKey = (protocol: string, origin: string, tls: UpstreamTls | null) =>
+  tls === null ? `${protocol} ${origin}` : `${protocol} ${origin} ${tls.identity}`;
 
 /** The one-URL form counts nothing per target: its exchanges are `quotagate_requests_total`'s. */
 const noCounts: Readonly<TargetCounts> = { requests: 0, failures: 0, retries: 0 };

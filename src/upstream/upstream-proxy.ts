@@ -15,6 +15,7 @@ import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
 import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
+import { noUpstreamTls, tlsOfTarget, type UpstreamTlsByApi } from './upstream-tls.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
@@ -74,6 +75,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /** The passive outlier detection of the targets of the APIs with a pool. */
   private readonly outliers: OutlierDetection;
   private readonly origins: Origins;
+  /** The `upstream.tls` of the APIs in force, read (the origins opened from now on use it). */
+  private upstreamTls = noUpstreamTls;
   /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
   private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
 
@@ -93,15 +96,19 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       this.timers,
       (api, origin) => this.healthChecks.stateOf(api, origin),
       (api, origin) => this.outliers.standingOf(api, origin),
+      (api, origin) => tlsOfTarget(this.upstreamTls, api, origin),
     );
   }
 
   /**
    * Checks the health of the targets of `apis` (the config's, at start and at each reload): targets that
    * remain keep what was found of them (their health, and their standing with outlier detection).
+   * Connections opened from now on (exchanges, WebSocket openings, checks) are made with `upstreamTls`,
+   * their APIs' TLS read from its files; those open stay as they are.
    */
-  watchTargets(apis: readonly ApiConfig[]): void {
-    this.healthChecks.watch(apis);
+  watchTargets(apis: readonly ApiConfig[], upstreamTls: UpstreamTlsByApi = noUpstreamTls): void {
+    this.upstreamTls = upstreamTls;
+    this.healthChecks.watch(apis, upstreamTls);
     this.outliers.watch(apis);
   }
 
