@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import path from 'node:path';
@@ -86,7 +86,10 @@ export function webSocketAgent(tls: UpstreamTls): https.Agent {
   return new https.Agent({ ...tls.options });
 }
 
-/** The files of `tls`, read; null when one cannot be (each named in `problems`). */
+/**
+ * The files of `tls`, read; null when one cannot be, or a certificate file holds no certificate (which
+ * Node's `ca` would take without a word, trusting nothing), each named in `problems`.
+ */
 function readFiles(
   tls: UpstreamTlsConfig,
   cwd: string,
@@ -98,16 +101,31 @@ function readFiles(
   for (const name of ['ca', 'cert', 'key'] as const) {
     const file = tls[name];
     if (file === undefined) continue;
+    const key = formatKeyPath([...at, name]);
     try {
       options[name] = readFileSync(path.resolve(cwd, file));
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
-      problems.push(`${formatKeyPath([...at, name])}: cannot read ${file} (${code})`);
+      problems.push(`${key}: cannot read ${file} (${code})`);
+      readable = false;
+      continue;
+    }
+    if (name !== 'key' && !holdsCertificate(options[name])) {
+      problems.push(`${key}: ${file} holds no certificate (PEM expected)`);
       readable = false;
     }
   }
   if (tls.servername !== undefined) options.servername = tls.servername;
   return readable ? options : null;
+}
+
+function holdsCertificate(pem: Buffer): boolean {
+  try {
+    new X509Certificate(pem);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function identityOf(options: UpstreamTlsOptions): string {

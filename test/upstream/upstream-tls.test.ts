@@ -64,7 +64,7 @@ async function tlsTarget(
   const names: Array<string | false> = [];
   const subjects: string[] = [];
   const server = tls.createServer({ key: served.key, cert: served.cert, ...options }, (socket) => {
-    names.push(socket.servername);
+    names.push(sniOf(socket));
     subjects.push(socket.getPeerX509Certificate()?.subject ?? '');
     socket.end('hello');
   });
@@ -72,6 +72,9 @@ async function tlsTarget(
   defer(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return { port: (server.address() as AddressInfo).port, names, subjects };
 }
+
+/** The name a TLS client sent by SNI (Node has it, its types do not), or false. */
+const sniOf = (socket: TLSSocket) => (socket as TLSSocket & { servername: string | false }).servername;
 
 /** Opens a connection to 127.0.0.1:`port` with `connector`, as undici asks (its Host's name as servername). */
 function connectWith(connector: ReturnType<typeof upstreamConnector>, port: number): Promise<Socket> {
@@ -132,6 +135,14 @@ describe('readUpstreamTls', () => {
     ).toEqual([
       'apis[0].upstream.tls.ca: cannot read missing-ca.pem (ENOENT)',
       'apis[0].upstream.tls.cert: cannot read missing.pem (ENOENT)',
+    ]);
+  });
+
+  it('refuses a certificate or CA file that holds no certificate, which Node would take as trusting nothing', () => {
+    const text = path.join(dirs.make(), 'ca.pem');
+    writeFileSync(text, 'not a certificate');
+    expect(problemsOf(() => readUpstreamTls([api({ ca: text })], dir))).toEqual([
+      `apis[0].upstream.tls.ca: ${text} holds no certificate (PEM expected)`,
     ]);
   });
 
@@ -219,7 +230,7 @@ describe('webSocketAgent', () => {
       { key: served.key, cert: served.cert, requestCert: true, rejectUnauthorized: true, ca: ca.cert },
       (req, res) => {
         const socket = req.socket as TLSSocket;
-        seen.push({ name: socket.servername, subject: socket.getPeerX509Certificate()?.subject });
+        seen.push({ name: sniOf(socket), subject: socket.getPeerX509Certificate()?.subject });
         res.end('ok');
       },
     );
