@@ -119,9 +119,15 @@ function readFiles(
   return readable ? options : null;
 }
 
+/** Whether `pem` holds certificates, every one of them readable (a CA file may be a bundle of several). */
 function holdsCertificate(pem: Buffer): boolean {
+  const blocks = pem.toString('latin1').match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g);
+  return blocks !== null && blocks.every(readable);
+}
+
+function readable(certificate: string): boolean {
   try {
-    new X509Certificate(pem);
+    new X509Certificate(certificate);
     return true;
   } catch {
     return false;

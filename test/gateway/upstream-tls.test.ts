@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
@@ -62,15 +62,21 @@ interface Seen {
 interface HttpsTarget {
   url: string;
   seen: Seen[];
+  /** TLS connections it accepted. */
+  connections: () => number;
+  /** Answers the requests held so far (those of a path beginning `/held`). */
+  release: () => void;
 }
 
 /**
  * An HTTPS target on 127.0.0.1 serving `certificate`, answering 200 to every request (`/healthz` too)
- * and echoing the messages of any WebSocket; with `clientsOf`, it asks for a client certificate and
+ * (a request of a path beginning `/held` once released) and echoing the messages of any WebSocket; with `clientsOf`, it asks for a client certificate and
  * takes only one that CA signed.
  */
 async function httpsTarget(certificate: IssuedCertificate, clientsOf?: PrivateCa): Promise<HttpsTarget> {
   const seen: Seen[] = [];
+  const held: ServerResponse[] = [];
+  let connections = 0;
   const note = (req: IncomingMessage) => {
     const socket = req.socket as TLSSocket;
     seen.push({
@@ -88,9 +94,11 @@ async function httpsTarget(certificate: IssuedCertificate, clientsOf?: PrivateCa
     },
     (req, res) => {
       note(req);
-      res.end('from the target');
+      if (req.url?.startsWith('/held')) held.push(res);
+      else res.end('from the target');
     },
   );
+  server.on('secureConnection', () => (connections += 1));
   const wss = new WebSocketServer({ noServer: true });
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     note(req);
@@ -104,7 +112,14 @@ async function httpsTarget(certificate: IssuedCertificate, clientsOf?: PrivateCa
       server.closeAllConnections();
     });
   });
-  return { url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
+  return {
+    url: `https://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    connections: () => connections,
+    release: () => {
+      for (const res of held.splice(0)) res.end('released');
+    },
+  };
 }
 
 /** An API of its own under `basePath` with `upstream`, its ids made from `n`. */
@@ -282,6 +297,23 @@ describe('the TLS files of an upstream, read again', () => {
     expect(await gateway.reloadWith(config)).toMatchObject({ applied: true });
     expect(await get(gateway, '/rotated/3')).toBe(200);
     expect(target.seen.map(({ url }) => url)).toEqual(['/3']);
+  });
+
+  it('keeps the exchanges in flight on their connections while new ones are made with the reloaded file', async () => {
+    const target = await httpsTarget(local);
+    const caFile = path.join(dirs.make(), 'upstream-ca.pem');
+    writeFileSync(caFile, ca.cert);
+    const config = configOf(tlsApi(1, '/rotating', { targets: [target.url], tls: { ca: caFile } }));
+    const gateway = await gatewayOf(config);
+    const held = get(gateway, '/rotating/held');
+    await vi.waitFor(() => expect(target.seen.map(({ url }) => url)).toEqual(['/held']));
+    // A CA the target's certificate does not chain to: new connections fail with it.
+    writeFileSync(caFile, otherCa.cert);
+    expect(await gateway.reloadWith(config)).toMatchObject({ applied: true });
+    expect(await get(gateway, '/rotating/2')).toBe(503);
+    expect(target.connections()).toBe(1);
+    target.release();
+    expect(await held).toBe(200);
   });
 
   it('refuses a reload whose file TLS cannot use, naming the key, and keeps the TLS in force', async () => {

@@ -138,6 +138,16 @@ describe('readUpstreamTls', () => {
     ]);
   });
 
+  it('reads a CA file that is a bundle of several CAs', () => {
+    const bundle = path.join(dirs.make(), 'bundle.pem');
+    writeFileSync(bundle, `${otherCa.cert}\n${ca.cert}\n`);
+    expect(
+      readUpstreamTls([api({ ca: bundle })], dir)
+        .get('api-ca')
+        ?.options.ca?.toString(),
+    ).toBe(`${otherCa.cert}\n${ca.cert}\n`);
+  });
+
   it('refuses a certificate or CA file that holds no certificate, which Node would take as trusting nothing', () => {
     const text = path.join(dirs.make(), 'ca.pem');
     writeFileSync(text, 'not a certificate');
