@@ -100,22 +100,6 @@ const rules: Array<[string, string]> = [
     'upstream-grpc-pool',
     "apis[1].upstream.targets: must name one target in an API of protocol 'grpc': its calls are not balanced across targets yet (put a gRPC-aware balancer behind one target)",
   ],
-  [
-    'upstream-tls-cert-without-key',
-    'apis[1].upstream.tls.key: is required with tls.cert: a client certificate needs its key',
-  ],
-  [
-    'upstream-tls-file-missing',
-    'apis[1].upstream.tls.ca: cannot read test/fixtures/bad-config/upstream-tls-file-missing/missing-ca.pem (ENOENT)',
-  ],
-  [
-    'upstream-tls-without-https-target',
-    'apis[1].upstream.tls: applies to https:// targets only, and this upstream has none',
-  ],
-  [
-    'upstream-tls-servername-ip',
-    'apis[1].upstream.tls.servername: must be a DNS name, not an IP address (RFC 6066 §3)',
-  ],
   ['upstream-balance-unknown', "apis[1].upstream.balance: must be 'round-robin' or 'least-requests'"],
   [
     'upstream-target-weight-zero',
