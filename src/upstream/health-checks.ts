@@ -1,8 +1,15 @@
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { upstreamTargets, type ApiConfig, type HealthCheckConfig } from '../config/schema.js';
 import type { Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
+import {
+  noUpstreamTls,
+  tlsOfTarget,
+  upstreamConnector,
+  type UpstreamTls,
+  type UpstreamTlsByApi,
+} from './upstream-tls.js';
 
 /** What this gateway's health checks found of one target. */
 export interface TargetHealth {
@@ -20,6 +27,8 @@ interface Check {
   readonly host: string | null;
   readonly health: TargetHealth;
   config: HealthCheckConfig;
+  /** Its API's TLS to the target (upstream-tls.ts), as the exchanges have it. */
+  tls: UpstreamTls | null;
   /** The timer of the next check. */
   timer: unknown;
   /** The check under way, if any. */
@@ -35,13 +44,14 @@ interface Check {
  * refused or cut) and back after `healthyAfter` successes in a row. Time is the injected timers'.
  *
  * The state of a target is kept by its API's id and its origin, so that a reload that keeps a target
- * keeps what was found of it (and the pools it builds read the same `TargetHealth`). Each address a
- * target's host name resolved to is a target checked apart, its GET sent with the name as its Host.
+ * keeps what was found of it (and the pools it builds read the same `TargetHealth`).
  */
 export class HealthChecks {
   private readonly checks = new Map<string, Check>();
   /** The checks' own connections, apart from the exchanges' pools (a check never waits behind one). */
   private readonly agent = new Agent({ pipelining: 1, connections: 1 });
+  /** The connections of the checks of targets with upstream TLS, by the identity of their settings. */
+  private readonly tlsAgents = new Map<string, Agent>();
 
   constructor(
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
@@ -58,15 +68,27 @@ export class HealthChecks {
 
   /**
    * Checks the targets of `apis` that have a `healthCheck` (each address of a name `addressesOf` knows):
-   * new ones from now, those already checked with what they were found to be (under their new settings),
-   * and no more those that are gone.
+   * new ones from now, those already checked with what they were found to be (under their new settings,
+   * `upstreamTls` among them), and no more those that are gone.
    */
-  watch(apis: readonly ApiConfig[], addressesOf: AddressesOf = noAddresses): void {
-    const wanted = new Map<string, Omit<Check, 'health' | 'timer' | 'running' | 'abort'>>();
+  watch(
+    apis: readonly ApiConfig[],
+    upstreamTls: UpstreamTlsByApi = noUpstreamTls,
+    addressesOf: AddressesOf = noAddresses,
+  ): void {
+    const wanted = new Map<string, Pick<Check, 'api' | 'origin' | 'host' | 'config' | 'tls'>>();
     for (const api of apis) {
       if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) continue;
-      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), addressesOf))
-        wanted.set(keyOf(api.id, origin), { api: api.id, origin, host, config: api.upstream.healthCheck });
+      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), addressesOf)) {
+        const tls = tlsOfTarget(upstreamTls, api.id, origin);
+        wanted.set(keyOf(api.id, origin), {
+          api: api.id,
+          origin,
+          host,
+          config: api.upstream.healthCheck,
+          tls,
+        });
+      }
     }
     for (const [key, check] of this.checks)
       if (!wanted.has(key)) {
@@ -77,6 +99,7 @@ export class HealthChecks {
       const known = this.checks.get(key);
       if (known) {
         known.config = target.config;
+        known.tls = target.tls;
         continue;
       }
       const health: TargetHealth = { healthy: true, failures: 0, successes: 0 };
@@ -84,6 +107,7 @@ export class HealthChecks {
       this.checks.set(key, check);
       this.run(check);
     }
+    this.closeUnusedTlsAgents();
   }
 
   /** Resolves once the checks under way have ended (tests move the clock, then wait for the checks' I/O). */
@@ -95,7 +119,31 @@ export class HealthChecks {
   async close(): Promise<void> {
     for (const check of this.checks.values()) this.stop(check);
     this.checks.clear();
-    await this.agent.destroy();
+    const agents = [this.agent, ...this.tlsAgents.values()];
+    this.tlsAgents.clear();
+    await Promise.all(agents.map((agent) => agent.destroy()));
+  }
+
+  /** The connections a check of a target with `tls` goes on: apart from those of other settings. */
+  private dispatcherOf(tls: UpstreamTls | null): Dispatcher {
+    if (tls === null) return this.agent;
+    let agent = this.tlsAgents.get(tls.identity);
+    if (agent === undefined) {
+      // undici's own connect timeout; the check's `timeout` bounds it anyway.
+      agent = new Agent({ pipelining: 1, connections: 1, connect: upstreamConnector(tls, 10_000) });
+      this.tlsAgents.set(tls.identity, agent);
+    }
+    return agent;
+  }
+
+  /** Closes, once their checks under way end, the connections of settings no check has any more. */
+  private closeUnusedTlsAgents(): void {
+    const used = new Set([...this.checks.values()].flatMap(({ tls }) => (tls ? [tls.identity] : [])));
+    for (const [identity, agent] of this.tlsAgents)
+      if (!used.has(identity)) {
+        this.tlsAgents.delete(identity);
+        void agent.close();
+      }
   }
 
   private stop(check: Check): void {
@@ -126,7 +174,7 @@ export class HealthChecks {
       const { statusCode, body } = await request(`${check.origin}${check.config.path}`, {
         method: 'GET',
         ...(check.host === null ? {} : { headers: { host: check.host } }),
-        dispatcher: this.agent,
+        dispatcher: this.dispatcherOf(check.tls),
         signal: abort.signal,
       });
       await body.dump();

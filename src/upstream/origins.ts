@@ -10,6 +10,7 @@ import type { TargetStanding } from './target-pool.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
 import { TargetPool, type TargetCounts } from './target-pool.js';
 import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
+import { upstreamConnector, webSocketAgent, type UpstreamTls } from './upstream-tls.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
@@ -19,7 +20,7 @@ export interface Origin {
   /**
    * The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`), or for an address a target's
    * name resolved to, the name's, which TLS's SNI and certificate check then take too (undici's and
-   * Node's clients derive the servername from the Host field).
+   * Node's clients derive the servername from the Host field, unless `upstream.tls.servername` says).
    */
   readonly host: string;
   /** Opens a WebSocket through `server`. */
@@ -85,6 +86,8 @@ export class Origins {
     private readonly healthOf: (apiId: string, origin: string) => TargetHealth,
     /** What outlier detection found of a target of an API (by its id and origin). */
     private readonly standingOf: (apiId: string, origin: string) => TargetStanding,
+    /** The TLS of the connections of an API (by its id) to its target at an origin (upstream-tls.ts). */
+    private readonly tlsOf: (apiId: string, origin: string) => UpstreamTls | null = () => null,
     /** The addresses the targets' host names resolved to (target-addresses.ts). */
     private readonly addressesOf: AddressesOf = noAddresses,
   ) {}
@@ -93,7 +96,7 @@ export class Origins {
   of(api: CompiledApi): Origin {
     const known = this.byApi.get(api);
     if (known) return known;
-    const origin = this.origin(api.config.protocol, api.upstreamOrigin, null);
+    const origin = this.origin(api.config.protocol, api.upstreamOrigin, api.config.id, null);
     this.byApi.set(api, origin);
     return origin;
   }
@@ -108,7 +111,7 @@ export class Origins {
     if (known) return known;
     const configured = upstreamTargets(api.config.upstream);
     const targets = resolvedTargets(configured, this.addressesOf).map(({ origin, host, weight }) => ({
-      origin: this.origin(api.config.protocol, origin, host),
+      origin: this.origin(api.config.protocol, origin, api.config.id, host),
       name: origin,
       weight,
       health: this.healthOf(api.config.id, origin),
@@ -151,7 +154,7 @@ export class Origins {
     for (const api of apis) {
       if (typeof api.upstream === 'string') continue;
       for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), this.addressesOf))
-        if (host !== null) resolved.add(originKey(api.protocol, origin, host));
+        if (host !== null) resolved.add(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
     }
     for (const key of this.addressKeys) {
       const { pool } = this.byKey.get(key)!;
@@ -181,7 +184,7 @@ export class Origins {
         const counts = pooled ? this.countsOf(api.id, origin) : noCounts;
         const standing = pooled ? this.standingOf(api.id, origin) : null;
         if (pooled) kept.set(countsKey(api.id, origin), counts);
-        const inFlightNow = this.byKey.get(originKey(api.protocol, origin, host));
+        const inFlightNow = this.byKey.get(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
         return {
           url,
           host,
@@ -224,33 +227,51 @@ export class Origins {
   }
 
   /**
-   * The origin of `upstreamOrigin` for an API of `protocol`, opened when none is yet; `host` is the name's
-   * host when `upstreamOrigin` is an address it resolved to, else null.
+   * The origin of `upstreamOrigin` for API `apiId` of `protocol`, opened when none is yet: shared with
+   * the APIs of the same protocol whose TLS to it is the same. `host` is the name's host when
+   * `upstreamOrigin` is an address it resolved to, else null.
    */
   private origin(
     protocol: CompiledApi['config']['protocol'],
     upstreamOrigin: string,
+    apiId: string,
     host: string | null,
   ): Origin {
-    const key = originKey(protocol, upstreamOrigin, host);
+    const tls = this.tlsOf(apiId, upstreamOrigin);
+    const key = originKey(protocol, upstreamOrigin, tls, host);
     const known = this.byKey.get(key);
     if (known) return known;
-    const origin = this.open(protocol, upstreamOrigin, host ?? new URL(upstreamOrigin).host);
+    const origin = this.open(protocol, upstreamOrigin, tls, host ?? new URL(upstreamOrigin).host);
     this.byKey.set(key, origin);
     if (host !== null) this.addressKeys.add(key);
     return origin;
   }
 
-  private open(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string, host: string): Origin {
+  private open(
+    protocol: CompiledApi['config']['protocol'],
+    upstreamOrigin: string,
+    tls: UpstreamTls | null,
+    host: string,
+  ): Origin {
     const target = new URL(upstreamOrigin);
+    const connectTimeout = this.connectTimeout();
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
       protocol === 'grpc'
-        ? new Http2Upstream(upstreamOrigin, this.connectTimeout(), this.timers, host)
-        : new Pool(upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
+        ? new Http2Upstream(upstreamOrigin, connectTimeout, this.timers, tls?.options, host)
+        : new Pool(upstreamOrigin, {
+            pipelining: 1,
+            ...(tls ? { connect: upstreamConnector(tls, connectTimeout) } : { connectTimeout }),
+          });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
-    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
+    const server = createProxyServer({
+      target,
+      selfHandleResponse: true,
+      xfwd: false,
+      toProxy: true,
+      ...(tls ? { agent: webSocketAgent(tls) } : {}),
+    });
     const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
     const origin: Origin = { server, pool, host, openWebSocket };
     sendFirst(server, (req) => this.use.send(req, origin));
@@ -262,9 +283,12 @@ export class Origins {
 
 const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;
 
-/** An address's origin is kept apart for each name that resolved to it: each has its own Host. */
-const originKey = (protocol: string, origin: string, host: string | null) =>
-  host === null ? `${protocol} ${origin}` : `${protocol} ${origin} ${host}`;
+/**
+ * The key an origin is shared by: its protocol, its URL, the identity of its TLS settings, and for an
+ * address, the name it was resolved from (each name has its own Host).
+ */
+const originKey = (protocol: string, origin: string, tls: UpstreamTls | null, host: string | null) =>
+  `${protocol} ${origin}${tls === null ? '' : ` tls=${tls.identity}`}${host === null ? '' : ` host=${host}`}`;
 
 /** The one-URL form counts nothing per target: its exchanges are `quotagate_requests_total`'s. */
 const noCounts: Readonly<TargetCounts> = { requests: 0, failures: 0, retries: 0 };

@@ -16,6 +16,7 @@ import { failureOutcome, timedOut } from './outcomes.js';
 import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import { systemResolver, TargetAddresses, type HostResolver } from './target-addresses.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
+import { noUpstreamTls, tlsOfTarget, type UpstreamTlsByApi } from './upstream-tls.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
@@ -81,6 +82,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /** The APIs of the config in force, whose targets follow their names' addresses. */
   private apis: readonly ApiConfig[] = [];
   private readonly origins: Origins;
+  /** The `upstream.tls` of the APIs in force, read (the origins opened from now on use it). */
+  private upstreamTls = noUpstreamTls;
   /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
   private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
 
@@ -106,6 +109,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
       this.timers,
       (api, origin) => this.healthChecks.stateOf(api, origin),
       (api, origin) => this.outliers.standingOf(api, origin),
+      (api, origin) => tlsOfTarget(this.upstreamTls, api, origin),
       this.addresses.addressesOf,
     );
   }
@@ -113,10 +117,12 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /**
    * Resolves the host names of the targets of `apis` (the config's, at start and at each reload) and
    * checks their health: targets that remain keep what was found of them (their health, and their
-   * standing with outlier detection).
+   * standing with outlier detection). Connections opened from now on (exchanges, WebSocket openings,
+   * checks) are made with `upstreamTls`, their APIs' TLS read from its files; those open stay as they are.
    */
-  watchTargets(apis: readonly ApiConfig[]): void {
+  watchTargets(apis: readonly ApiConfig[], upstreamTls: UpstreamTlsByApi = noUpstreamTls): void {
     this.apis = apis;
+    this.upstreamTls = upstreamTls;
     this.addresses.watch(apis);
     this.followTargets();
     this.origins.retireAddresses(apis);
@@ -163,7 +169,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /** The health checks and the outlier detection of the targets of the APIs in force, each address apart. */
   private followTargets(): void {
-    this.healthChecks.watch(this.apis, this.addresses.addressesOf);
+    this.healthChecks.watch(this.apis, this.upstreamTls, this.addresses.addressesOf);
     this.outliers.watch(this.apis, this.addresses.addressesOf);
   }
 
