@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -11,11 +10,13 @@ import { auth } from '../helpers/proxy-parts.js';
 import { credentials } from '../helpers/grpc-credentials.js';
 import { greeterApi, greeterClient, startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { request } from '../helpers/raw-http.js';
-import { createTestCertificate } from '../helpers/tls-cert.js';
+import { createPrivateCa } from '../helpers/private-ca.js';
+import { useTempDirs } from '../helpers/temp-dirs.js';
 import { adminCall, petsConfig, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
 import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
 
 const defer = cleanupAfterEach();
+const dirs = useTempDirs('quotagate-dns-');
 const dnsRefresh = 5_000;
 
 /** The answer the test gives for `svc.test`: its addresses, or a failure of the resolver. */
@@ -203,33 +204,53 @@ describe('a target whose host name resolves to several addresses', () => {
   });
 });
 
-describe('a target of https:// whose host name resolves to an address', () => {
-  it('connects to the address with the name as its TLS server name', async () => {
-    const certificate = await createTestCertificate();
+describe('a target of https:// whose host name resolves to addresses', () => {
+  it('connects to each address with the name as its TLS server name, its certificate checked for the name', async () => {
+    const ca = await createPrivateCa(dirs.make(), 'dns');
+    // A certificate for the name alone: one checked against an address would fail.
+    const named = await ca.issue('svc', ['svc.test']);
     const servernames: Array<string | undefined> = [];
-    const server = https.createServer({
-      key: readFileSync(certificate.keyFile),
-      cert: certificate.cert,
-      SNICallback: (servername, done) => {
-        servernames.push(servername);
-        done(null);
-      },
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    defer(() => new Promise((resolve) => server.close(() => resolve())));
-    const { port } = server.address() as AddressInfo;
-    const answer = new SvcAnswer();
-    answer.answer = ['127.0.0.1'];
+    const hosts: Array<string | undefined> = [];
+    const listen = (host: string, port: number) => {
+      const server = https.createServer(
+        {
+          key: named.key,
+          cert: named.cert,
+          SNICallback: (servername, done) => {
+            servernames.push(servername);
+            done(null);
+          },
+        },
+        (req, res) => {
+          hosts.push(req.headers.host);
+          res.end(host);
+        },
+      );
+      defer(() => new Promise((resolve) => server.close(() => resolve())));
+      return new Promise<AddressInfo>((resolve) =>
+        server.listen(port, host, () => resolve(server.address() as AddressInfo)),
+      );
+    };
+    const { port } = await listen('127.0.0.1', 0);
+    await listen('127.0.0.2', port);
     const gateway = await startTestGateway(
-      poolConfig({ targets: [`https://svc.test:${port}`], retries: 0 }),
+      poolConfig({ targets: [`https://svc.test:${port}`], retries: 0, tls: { ca: ca.certFile } }),
       {},
-      { resolveHost: answer.resolve },
+      { resolveHost: new SvcAnswer().resolve },
     );
     defer(() => gateway.close());
-    await targetsBecome(gateway, [`https://127.0.0.1:${port}/`]);
-    // The test's certificate is trusted by nobody (no target left: 503): the name reached the server all the same.
-    expect((await request(gateway.url, { path: '/pets/1', headers: auth })).status).toBe(503);
-    expect(servernames).toEqual(['svc.test']);
+    await targetsBecome(gateway, [`https://127.0.0.1:${port}/`, `https://127.0.0.2:${port}/`]);
+    const answers = [];
+    for (let i = 0; i < 4; i += 1)
+      answers.push(await request(gateway.url, { path: `/pets/${i}`, headers: auth }));
+    expect(answers.map(({ status, body }) => [status, body])).toEqual([
+      [200, '127.0.0.1'],
+      [200, '127.0.0.2'],
+      [200, '127.0.0.1'],
+      [200, '127.0.0.2'],
+    ]);
+    expect(new Set(servernames)).toEqual(new Set(['svc.test']));
+    expect(new Set(hosts)).toEqual(new Set([`svc.test:${port}`]));
   });
 });
 
