@@ -4,6 +4,7 @@ import type { TLSSocket } from 'node:tls';
 import { buildConnector, errors, type Dispatcher } from 'undici';
 import type { Clock } from '../kit/clock.js';
 import { Http2Call, StreamRefused, type SessionState } from './http2-call.js';
+import type { UpstreamTlsOptions } from './upstream-tls.js';
 
 export { headEndedStream, StreamRefused } from './http2-call.js';
 
@@ -99,11 +100,19 @@ export class Http2Upstream implements UpstreamDispatcher {
     origin: string,
     connectTimeout: number,
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+    /** The API's `upstream.tls` for an `https://` origin: the servername given here is the one sent. */
+    tlsOptions: UpstreamTlsOptions = {},
+    /**
+     * The host (name and port) TLS's SNI and certificate check take without a servername: `origin`'s
+     * own, or the name an address `origin` was resolved from.
+     */
+    private readonly host = new URL(origin).host,
   ) {
     this.target = new URL(origin);
     this.settingsTimeout = connectTimeout;
     const tls = this.target.protocol === 'https:';
     this.connect = buildConnector({
+      ...tlsOptions,
       allowH2: true,
       timeout: connectTimeout,
       // undici's own switch for prior knowledge, absent from its types: the socket is marked `h2`.
@@ -201,8 +210,8 @@ export class Http2Upstream implements UpstreamDispatcher {
 
   private openSession(): void {
     this.connecting = true;
-    const { hostname, host, protocol, port } = this.target;
-    this.connect({ hostname, host, protocol, port, localAddress: null }, (error, socket) => {
+    const { hostname, protocol, port } = this.target;
+    this.connect({ hostname, host: this.host, protocol, port, localAddress: null }, (error, socket) => {
       if (error) return this.connectFailed(error);
       // undici marks an h2c socket as `h2` itself; a TLS socket says what its handshake chose.
       const { alpnProtocol } = socket as TLSSocket;

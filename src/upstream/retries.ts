@@ -9,6 +9,8 @@ const notConnected: ReadonlySet<string> = new Set([
   'ENETUNREACH',
   'ENOTFOUND',
   'EAI_AGAIN',
+  // The pool of an address its name no longer resolves to, closed (origins.ts's `retireAddresses`).
+  'UND_ERR_CLOSED',
 ]);
 
 /** A connection cut before any answer came: the request may have been taken, and acted on. */
