@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Dispatcher } from 'undici';
+import { errors, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../observe/added-latency.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
@@ -149,8 +149,28 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const target = pool.pick();
     exchange.target = target.name;
     exchange.targetsTried = 1;
-    this.attempts.set(exchange, { api: api.config.id, pool, tried: [target] });
+    // undici's headersTimeout bounds each try on real time, from when its request went out: a deadline
+    // on the gateway's timers bounds them all from the forwarding (a request with a body keeps undici's,
+    // which runs once the body is sent; a WebSocket opening has its own).
+    const deadline =
+      exchange.hasBody || exchange.isOpening()
+        ? null
+        : this.timers.setTimeout(() => this.outOfTime(exchange), this.proxyTimeout);
+    this.attempts.set(exchange, { api: api.config.id, pool, tried: [target], deadline });
     return target.origin;
+  }
+
+  /** proxyTimeout passed since the exchange was forwarded, and no target's answer came: 504. */
+  private outOfTime(exchange: Exchange): void {
+    if (exchange.settled || exchange.upstreamMs !== null) return;
+    exchange.failUpstream(new errors.HeadersTimeoutError('proxyTimeout passed before any target answered'));
+    // One still waiting for a connection is aborted as it gets one (`onRequestStart`).
+    exchange.controller?.abort(new Error('proxyTimeout passed'));
+  }
+
+  /** The exchange's tries are over (a target's answer came, or it failed for good): its deadline too. */
+  private triesOver(attempt: PooledAttempt | undefined): void {
+    if (attempt !== undefined && attempt.deadline !== null) this.timers.clearTimeout(attempt.deadline);
   }
 
   /**
@@ -204,13 +224,18 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const target = attempt.tried[attempt.tried.length - 1]!;
     if (statusCode < 500) {
       this.outliers.succeeded(target);
+      this.triesOver(attempt);
       return false;
     }
     this.outliers.failed(attempt.api, attempt.pool, target);
-    if (!mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed)
+    const retry =
+      !mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed
+        ? null
+        : this.retryTarget(exchange, attempt);
+    if (retry === null) {
+      this.triesOver(attempt);
       return false;
-    const retry = this.retryTarget(exchange, attempt);
-    if (retry === null) return false;
+    }
     this.logger.info(
       { status: statusCode, target: exchange.target, next: retry.next.name },
       'upstream target answered a gateway error: trying another',
@@ -241,17 +266,19 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    */
   fail(error: Error, exchange: Exchange): void {
     const { req, res } = exchange;
+    const attempt = exchange.targetsTried > 0 ? this.attempts.get(exchange) : undefined;
     // The client has gone (an HTTP/2 stream reset before Node destroys it has a live socket).
     if (req.socket.destroyed || res.destroyed) {
+      this.triesOver(attempt);
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }
-    const attempt = exchange.targetsTried > 0 ? this.attempts.get(exchange) : undefined;
     if (attempt !== undefined) {
       countFailure(attempt.tried);
       if (isTargetFailure(error))
         this.outliers.failed(attempt.api, attempt.pool, attempt.tried[attempt.tried.length - 1]!);
       if (this.triedElsewhere(error, exchange, attempt)) return;
+      this.triesOver(attempt);
     }
     if (exchange.upstreamOutcome === 'completed')
       exchange.upstreamOutcome = failureOutcome(error, exchange.upstreamMs !== null);
@@ -291,6 +318,8 @@ interface PooledAttempt {
   readonly api: string;
   readonly pool: TargetPool<Origin>;
   readonly tried: Array<PoolTarget<Origin>>;
+  /** The timer of proxyTimeout over all its tries, on the gateway's timers; null for a request with a body. */
+  readonly deadline: unknown;
 }
 
 /** Where an exchange goes next, and the milliseconds of proxyTimeout it has left. */

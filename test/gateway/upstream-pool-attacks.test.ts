@@ -1,0 +1,130 @@
+import { describe, expect, it, vi } from 'vitest';
+import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+import { poolConfig } from '../helpers/pool-gateways.js';
+import { auth } from '../helpers/proxy-parts.js';
+import { request } from '../helpers/raw-http.js';
+import { spawnTarget } from '../helpers/target-processes.js';
+import { accessLines, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
+
+/**
+ * Issue 44's acceptance: a pool's targets are processes of their own, and each fails as real ones do:
+ * killed (SIGKILL, by its pid) while GETs flow, hung (it accepts, and never answers), refusing, slow,
+ * answering 503. proxyTimeout bounds the whole exchange, retries included, on the gateway's timers: the
+ * test moves them, and the real time it takes never decides the outcome (proxyTimeout is a minute).
+ */
+const defer = cleanupAfterEach();
+const proxyTimeout = 60_000;
+
+async function gatewayWith(upstream: Record<string, unknown>, clock?: FakeClock): Promise<TestGateway> {
+  const config = { ...poolConfig(upstream), proxyTimeout };
+  const gateway = await startTestGateway(config, {}, clock ? { timers: clock } : {});
+  defer(() => gateway.close());
+  return gateway;
+}
+
+const get = (gateway: TestGateway, path = '/pets/1') => request(gateway.url, { path, headers: auth });
+
+/** The access lines of the requests whose path holds `tag`. */
+const linesOf = (gateway: TestGateway, tag: string) =>
+  accessLines(gateway).filter(({ path }) => String(path).includes(tag));
+
+describe('a pool whose targets are processes', () => {
+  it('gives no error to GETs when a target is killed with requests in flight and more coming', async () => {
+    const [doomed, well] = [await spawnTarget(defer), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [doomed.url, well.url] });
+    // Round-robin: the 1st and 3rd go to the target to be killed, which holds them.
+    const inFlight = [1, 2, 3, 4].map((n) => get(gateway, `/pets/hold-${n}`));
+    await vi.waitFor(() => expect(doomed.held()).toBe(2));
+    await vi.waitFor(() => expect(well.held()).toBe(2));
+    await doomed.kill();
+    // The exchanges held by the killed target were cut before any answer: they go to the other.
+    await vi.waitFor(() => expect(well.held()).toBe(4));
+    well.answerHeld();
+    const after = [];
+    for (let i = 0; i < 20; i += 1) after.push(await get(gateway, `/pets/after-${i}`));
+    const answers = [...(await Promise.all(inFlight)), ...after];
+    expect(answers.map(({ status }) => status)).toEqual(Array(24).fill(200));
+    expect(new Set(answers.map(({ body }) => body.replace('late ', '')))).toEqual(
+      new Set([`from ${well.pid}`]),
+    );
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(24));
+    expect(new Set(accessLines(gateway).map(({ target }) => target))).toEqual(new Set([well.url]));
+  });
+
+  it('ends an exchange to a hung target at proxyTimeout on the gateway timers: 504, not sent again', async () => {
+    const clock = new FakeClock();
+    const [hung, well] = [await spawnTarget(defer, 'hang'), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [hung.url, well.url] }, clock);
+    let status = 0;
+    const answer = get(gateway, '/pets/hung').then((res) => (status = res.status));
+    await vi.waitFor(() => expect(hung.held()).toBe(1));
+    await clock.advance(proxyTimeout - 1);
+    expect(status).toBe(0);
+    await clock.advance(1);
+    expect(await answer).toBe(504);
+    // A request the target may have taken is not sent to another once its time is up.
+    expect(well.received).toEqual([]);
+    await vi.waitFor(() => expect(hung.held()).toBe(0));
+    await vi.waitFor(() => expect(linesOf(gateway, 'hung')).toHaveLength(1));
+    expect(linesOf(gateway, 'hung')[0]).toMatchObject({
+      status: 504,
+      outcome: 'timeout',
+      target: hung.url,
+      tried: 1,
+    });
+  });
+
+  it('bounds the whole exchange, the retry included, by proxyTimeout from its start: 503, then hung', async () => {
+    const clock = new FakeClock();
+    const [down, hung] = [await spawnTarget(defer, '503'), await spawnTarget(defer, 'hang')];
+    const gateway = await gatewayWith({ targets: [down.url, hung.url] }, clock);
+    let status = 0;
+    const answer = get(gateway, '/pets/retried').then((res) => (status = res.status));
+    await vi.waitFor(() => expect(hung.held()).toBe(1));
+    expect(down.received).toEqual(['/retried']);
+    await clock.advance(proxyTimeout - 1);
+    expect(status).toBe(0);
+    await clock.advance(1);
+    expect(await answer).toBe(504);
+    await vi.waitFor(() => expect(hung.held()).toBe(0));
+    await vi.waitFor(() => expect(linesOf(gateway, 'retried')).toHaveLength(1));
+    expect(linesOf(gateway, 'retried')[0]).toMatchObject({
+      status: 504,
+      outcome: 'timeout',
+      target: hung.url,
+      tried: 2,
+    });
+  });
+
+  it('waits for a slow target that answers within proxyTimeout, and sends the GET nowhere else', async () => {
+    const clock = new FakeClock();
+    const [slow, well] = [await spawnTarget(defer), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [slow.url, well.url] }, clock);
+    const answer = get(gateway, '/pets/hold-slow');
+    await vi.waitFor(() => expect(slow.held()).toBe(1));
+    await clock.advance(proxyTimeout - 1);
+    slow.answerHeld();
+    expect(await answer).toMatchObject({ status: 200, body: `late from ${slow.pid}` });
+    expect(well.received).toEqual([]);
+    await vi.waitFor(() => expect(linesOf(gateway, 'slow')).toHaveLength(1));
+    expect(linesOf(gateway, 'slow')[0]).toMatchObject({ status: 200, target: slow.url, tried: 1 });
+  });
+
+  it('answers every GET across a target refusing, one answering 503 and one well', async () => {
+    const [refusing, down, well] = [
+      await spawnTarget(defer),
+      await spawnTarget(defer, '503'),
+      await spawnTarget(defer),
+    ];
+    await refusing.stopListening();
+    const gateway = await gatewayWith({ targets: [refusing.url, down.url, well.url] });
+    const answers = [];
+    for (let i = 0; i < 12; i += 1) answers.push(await get(gateway, `/pets/${i}`));
+    expect(answers.map(({ status }) => status)).toEqual(Array(12).fill(200));
+    expect(new Set(answers.map(({ body }) => body))).toEqual(new Set([`from ${well.pid}`]));
+    expect(refusing.received).toEqual([]);
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(12));
+    expect(new Set(accessLines(gateway).map(({ target }) => target))).toEqual(new Set([well.url]));
+  });
+});
