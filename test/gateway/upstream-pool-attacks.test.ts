@@ -3,15 +3,18 @@ import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { poolConfig } from '../helpers/pool-gateways.js';
 import { auth } from '../helpers/proxy-parts.js';
-import { request } from '../helpers/raw-http.js';
+import { rawExchange, request } from '../helpers/raw-http.js';
 import { spawnTarget } from '../helpers/target-processes.js';
 import { accessLines, startTestGateway, type TestGateway } from '../helpers/test-gateway.js';
+import { startUpstream, type SeenRequest, type TestUpstream } from '../helpers/upstream.js';
 
 /**
  * Issue 44's acceptance: a pool's targets are processes of their own, and each fails as real ones do:
  * killed (SIGKILL, by its pid) while GETs flow, hung (it accepts, and never answers), refusing, slow,
  * answering 503. proxyTimeout bounds the whole exchange, retries included, on the gateway's timers: the
  * test moves them, and the real time it takes never decides the outcome (proxyTimeout is a minute).
+ * And what a client smuggles in its head toward a target (a Host, a field Connection names) reaches none
+ * of the targets an exchange is sent to.
  */
 const defer = cleanupAfterEach();
 const proxyTimeout = 60_000;
@@ -128,3 +131,68 @@ describe('a pool whose targets are processes', () => {
     expect(new Set(accessLines(gateway).map(({ target }) => target))).toEqual(new Set([well.url]));
   });
 });
+
+/** Two recording targets, the first answering 503 so that each exchange is sent on to the second. */
+async function recordingTargets(): Promise<[TestUpstream, TestUpstream]> {
+  const down = await startUpstream((_req, res) => res.writeHead(503).end('down'));
+  defer(() => down.close());
+  const echo = await startUpstream();
+  defer(() => echo.close());
+  return [down, echo];
+}
+
+/** One request written as it is on a connection of its own; what the gateway answered, as it came. */
+const raw = (gateway: TestGateway, head: string) =>
+  rawExchange(gateway.url, `${head}Authorization: ${auth.authorization}\r\nConnection: close\r\n\r\n`);
+
+describe('the fields a client smuggles toward a target of a pool', () => {
+  it.each([
+    ['Connection naming Host', 'GET /pets/1 HTTP/1.1\r\nHost: gw.test\r\nConnection: host\r\n'],
+    ['an absolute-form target naming its Host', 'GET http://gw.test/pets/1 HTTP/1.1\r\nHost: gw.test\r\n'],
+  ])('gives each target tried its own Host alone, whatever %s', async (_attack, head) => {
+    const [down, echo] = await recordingTargets();
+    const gateway = await gatewayWith({ targets: [down.url, echo.url] });
+    const answer = await raw(gateway, head);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    for (const [target, seen] of [
+      [down, down.requests[0]!],
+      [echo, echo.requests[0]!],
+    ] as const) {
+      expect(hostLines(seen)).toEqual([new URL(target.url).host]);
+      // The Host the client asked for goes as X-Forwarded-Host, and nowhere else.
+      expect(seen.headers['x-forwarded-host']).toBe('gw.test');
+      expect(seen.rawHeaders.filter((value) => value.includes('gw.test'))).toHaveLength(1);
+    }
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(1));
+    expect(accessLines(gateway)[0]).toMatchObject({ target: echo.url, tried: 2 });
+  });
+
+  it.each([
+    ['a second Host', 'GET /pets/1 HTTP/1.1\r\nHost: gw.test\r\nHost: evil.test\r\n'],
+    [
+      'an absolute-form target naming another host',
+      'GET http://evil.test/pets/1 HTTP/1.1\r\nHost: gw.test\r\n',
+    ],
+  ])('refuses %s with 400 before any target is tried', async (_attack, head) => {
+    const [down, echo] = await recordingTargets();
+    const gateway = await gatewayWith({ targets: [down.url, echo.url] });
+    expect(await raw(gateway, head)).toMatch(/^HTTP\/1\.1 400 /);
+    expect([down.requests, echo.requests]).toEqual([[], []]);
+  });
+
+  it('keeps the gateway X-Forwarded-For when Connection names it, and drops the client one', async () => {
+    const [down, echo] = await recordingTargets();
+    const gateway = await gatewayWith({ targets: [down.url, echo.url] });
+    const head =
+      'GET /pets/1 HTTP/1.1\r\nHost: gw.test\r\nConnection: x-forwarded-for\r\nX-Forwarded-For: 6.6.6.6\r\n';
+    expect(await raw(gateway, head)).toMatch(/^HTTP\/1\.1 200 /);
+    for (const seen of [down.requests[0]!, echo.requests[0]!]) {
+      expect(seen.headers['x-forwarded-for']).toBe('127.0.0.1');
+      expect(seen.rawHeaders.join('\n')).not.toContain('6.6.6.6');
+    }
+  });
+});
+
+/** The Host lines a target received, as they came. */
+const hostLines = (seen: SeenRequest) =>
+  seen.rawHeaders.filter((_, i) => i % 2 === 1 && seen.rawHeaders[i - 1]!.toLowerCase() === 'host');
