@@ -114,6 +114,50 @@ describe('a pool whose targets are processes', () => {
     expect(linesOf(gateway, 'slow')[0]).toMatchObject({ status: 200, target: slow.url, tried: 1 });
   });
 
+  it('never sends a POST on when its target is killed after its body went out', async () => {
+    const [doomed, well] = [await spawnTarget(defer, 'hang'), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [doomed.url, well.url] });
+    const answer = request(gateway.url, {
+      method: 'POST',
+      path: '/pets',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"name":"rex"}',
+    });
+    await vi.waitFor(() => expect(doomed.held()).toBe(1));
+    await doomed.kill();
+    // Nothing answered it: 503, as when no target could be reached; the other target never saw it.
+    expect((await answer).status).toBe(503);
+    expect(well.received).toEqual([]);
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(1));
+    expect(accessLines(gateway)[0]).toMatchObject({ target: doomed.url, tried: 1 });
+  });
+
+  it('takes a hung target out after two checks that time out: the GETs that follow all go elsewhere', async () => {
+    const clock = new FakeClock();
+    const healthCheck = {
+      path: '/healthz',
+      interval: 1_000,
+      timeout: 500,
+      unhealthyAfter: 2,
+      healthyAfter: 2,
+    };
+    const [hung, well] = [await spawnTarget(defer, 'hang'), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [hung.url, well.url], healthCheck }, clock);
+    // The first check runs as the gateway starts, the second one interval later: each times out.
+    await clock.advance(healthCheck.interval + healthCheck.timeout);
+    await vi.waitFor(() =>
+      expect(
+        gateway.logs.some(
+          ({ msg, target }) => msg === 'upstream target out: its health checks fail' && target === hung.url,
+        ),
+      ).toBe(true),
+    );
+    const answers = [];
+    for (let i = 0; i < 10; i += 1) answers.push(await get(gateway, `/pets/${i}`));
+    expect(answers.map(({ status }) => status)).toEqual(Array(10).fill(200));
+    expect(hung.received).toEqual([]);
+  });
+
   it('answers every GET across a target refusing, one answering 503 and one well', async () => {
     const [refusing, down, well] = [
       await spawnTarget(defer),

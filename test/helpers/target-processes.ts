@@ -2,10 +2,10 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
 /**
- * How a target process answers the requests of the API (`/healthz` is always answered 200):
+ * How a target process answers the requests of the API (and `/healthz`, 200 unless it hangs):
  * - `answer`: 200 `from <pid>`, but a path that holds `hold` is held until told;
  * - `503`: 503 `down`;
- * - `hang`: accepts every request and never answers it (held until told, like `hold`).
+ * - `hang`: accepts every request and never answers it (held until told, like `hold`), `/healthz` too.
  */
 export type TargetBehaviour = 'answer' | '503' | 'hang';
 
@@ -31,7 +31,7 @@ const http = require('node:http');
 const behaviour = process.argv[1];
 const held = new Set();
 const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') return void res.end('ok');
+  if (req.url === '/healthz') return void (behaviour === 'hang' ? undefined : res.end('ok'));
   process.stdout.write('got ' + req.url + '\\n');
   if (behaviour === 'hang' || req.url.includes('hold')) {
     held.add(res);
