@@ -15,7 +15,8 @@ import { startUpstream, type TestUpstream } from '../helpers/upstream.js';
  * Every way an exchange of a pool can end while it is being sent to another target (the first answered
  * 503, the second holds it) ends it once: the second target's request is closed (none is left open),
  * and the exchange has exactly one access line. The client resets its connection, the gateway closes
- * (SIGTERM's drain), an HTTP/2 client resets its stream or sends GOAWAY.
+ * (SIGTERM's drain), an HTTP/2 client resets its stream or sends GOAWAY; and a reload that replaces
+ * the targets leaves it on its own.
  */
 const defer = cleanupAfterEach();
 const shutdownTimeout = 10_000;
@@ -111,6 +112,29 @@ describe('an exchange of a pool that ends while it is sent to another target', (
     await holds(holding, 0);
     expect(linesOf(gateway, 'graceless')).toHaveLength(1);
     expect(linesOf(gateway, 'graceless')[0]).toMatchObject({ target: holding.url, tried: 2 });
+  });
+
+  it('stays on its targets through a reload that replaces them: answered once, the next goes to the new', async () => {
+    const { gateway, holding } = await retrying();
+    const fresh = await startUpstream((_req, res) => res.end('fresh'));
+    defer(() => fresh.close());
+    const answer = request(gateway.url, { path: '/pets/reloaded', headers: auth });
+    await holds(holding, 1);
+    const outcome = await gateway.reloadWith({
+      ...poolConfig({ targets: [fresh.url] }),
+      proxyTimeout: 60_000,
+      shutdownTimeout,
+    });
+    expect(outcome).toMatchObject({ applied: true });
+    holding.answerAll();
+    expect(await answer).toMatchObject({ status: 200, body: 'done' });
+    expect(await request(gateway.url, { path: '/pets/next', headers: auth })).toMatchObject({
+      status: 200,
+      body: 'fresh',
+    });
+    await vi.waitFor(() => expect(linesOf(gateway, 'next')).toHaveLength(1));
+    expect(linesOf(gateway, 'reloaded')).toHaveLength(1);
+    expect(linesOf(gateway, 'reloaded')[0]).toMatchObject({ status: 200, target: holding.url, tried: 2 });
   });
 
   it('ends once when an HTTP/2 client resets its stream (RST_STREAM): the session goes on', async () => {
