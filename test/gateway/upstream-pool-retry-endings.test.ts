@@ -2,6 +2,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { describe, expect, it, vi } from 'vitest';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
+import { startCliGateway } from '../helpers/cli-gateway.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { startHoldingUpstream, type HoldingUpstream } from '../helpers/holding-upstream.js';
 import { http2Request, http2Session } from '../helpers/http2-client.js';
@@ -29,11 +30,17 @@ interface Retrying {
   holding: HoldingUpstream;
 }
 
-async function retrying(): Promise<Retrying> {
+/** A target answering 503, and one holding what it is sent. */
+async function targets(): Promise<Pick<Retrying, 'down' | 'holding'>> {
   const down = await startUpstream((_req, res) => res.writeHead(503).end('down'));
   defer(() => down.close());
   const holding = await startHoldingUpstream();
   defer(() => holding.close());
+  return { down, holding };
+}
+
+async function retrying(): Promise<Retrying> {
+  const { down, holding } = await targets();
   const clock = new FakeClock();
   // proxyTimeout and the grace period are the gateway's timers: nothing ends for time unless moved.
   const config = {
@@ -97,6 +104,22 @@ describe('an exchange of a pool that ends while it is sent to another target', (
     await closing;
     expect(linesOf(gateway, 'drained')).toHaveLength(1);
     expect(linesOf(gateway, 'drained')[0]).toMatchObject({ status: 200, target: holding.url, tried: 2 });
+  });
+
+  it('is drained by a real process on SIGTERM: the retry is answered, the process exits, one access line', async () => {
+    const { down, holding } = await targets();
+    const config = { ...poolConfig({ targets: [down.url, holding.url] }), accessLog: { flushMs: 0 } };
+    const gateway = await startCliGateway(config, defer);
+    const answer = request(gateway.url, { path: '/pets/sigterm', headers: auth });
+    await holds(holding, 1);
+    gateway.cli.child.kill('SIGTERM');
+    await gateway.until(() => gateway.logs().some(({ msg }) => msg === 'shutting down'));
+    holding.answerAll();
+    expect(await answer).toMatchObject({ status: 200, body: 'done' });
+    expect((await gateway.cli.exited).code).toBe(0);
+    const lines = gateway.accessLines().filter(({ path }) => String(path).includes('sigterm'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ status: 200, target: holding.url, tried: 2 });
   });
 
   it('is cut once when the grace period of the close passes: nothing left open, one access line', async () => {
