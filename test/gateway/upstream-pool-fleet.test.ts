@@ -62,6 +62,7 @@ const logged = (gateway: TestGateway, msg: string, url: string) =>
 
 const out = 'upstream target out: its health checks fail';
 const back = 'upstream target back: its health checks pass';
+const ejected = 'upstream target ejected: its exchanges failed in a row';
 
 describe.each(['memory', 'redis'] as const)('two gateways in front of one pool, on the %s store', (store) => {
   it('each takes a target out on its own checks, and brings it back on them', async () => {
@@ -89,6 +90,23 @@ describe.each(['memory', 'redis'] as const)('two gateways in front of one pool, 
     await logged(a, back, flaky.url);
     expect((await answeredBy(a, 6)).filter((name) => name === flaky.url)).toHaveLength(3);
     expect(new Set(await answeredBy(b, 6))).toEqual(new Set([well.url]));
+  });
+
+  it('each ejects a target on the failures of its own exchanges', async () => {
+    const sick = await startUpstream((_req, res) => res.writeHead(503).end('down'));
+    defer(() => sick.close());
+    const well = await target();
+    const clocks: [FakeClock, FakeClock] = [new FakeClock(), new FakeClock()];
+    const outlierDetection = { consecutiveFailures: 2, ejectTime: 30_000 };
+    const [a, b] = await twoGateways(store, { targets: [sick.url, well.url], outlierDetection }, clocks);
+    // Round-robin: a's 1st and 3rd go to the sick target first (and on to the other), then it is out for a.
+    expect(new Set(await answeredBy(a, 6))).toEqual(new Set([well.url]));
+    expect(a.logs.filter(({ msg }) => msg === ejected).map(({ target: name }) => name)).toEqual([sick.url]);
+    expect(sick.requests).toHaveLength(2);
+    // b has seen no failure of its own: it still tries the sick target first, every other time.
+    expect(new Set(await answeredBy(b, 2))).toEqual(new Set([well.url]));
+    expect(sick.requests).toHaveLength(3);
+    expect(b.logs.some(({ msg }) => msg === ejected)).toBe(false);
   });
 });
 
