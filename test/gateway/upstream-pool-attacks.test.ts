@@ -143,8 +143,15 @@ describe('a pool whose targets are processes', () => {
     };
     const [hung, well] = [await spawnTarget(defer, 'hang'), await spawnTarget(defer)];
     const gateway = await gatewayWith({ targets: [hung.url, well.url], healthCheck }, clock);
-    // The first check runs as the gateway starts, the second one interval later: each times out.
-    await clock.advance(healthCheck.interval + healthCheck.timeout);
+    // The first check runs as the gateway starts, the second one interval later: each of the hung
+    // target's times out. The clock moves on once the checks under way are over (their I/O is real):
+    // a check still under way is not run again, and the well target's must not time out.
+    await vi.waitFor(() => expect(well.checksClosed()).toBe(1));
+    await clock.advance(healthCheck.timeout);
+    await vi.waitFor(() => expect(hung.checksClosed()).toBe(1));
+    await clock.advance(healthCheck.interval - healthCheck.timeout);
+    await vi.waitFor(() => expect(well.checksClosed()).toBe(2));
+    await clock.advance(healthCheck.timeout);
     await vi.waitFor(() =>
       expect(
         gateway.logs.some(

@@ -15,6 +15,8 @@ export interface TargetProcess {
   pid: number;
   /** Requests of the API it received, in order (their paths). */
   received: string[];
+  /** Health checks that are over (read, or given up on by the checker: `hang`) since it started. */
+  checksClosed(): number;
   /** Requests it holds now, unanswered and still open. */
   held(): number;
   /** Answers every request it holds with 200 `late from <pid>`. */
@@ -31,7 +33,12 @@ const http = require('node:http');
 const behaviour = process.argv[1];
 const held = new Set();
 const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') return void (behaviour === 'hang' ? undefined : res.end('ok'));
+  if (req.url === '/healthz') {
+    // Each check on a connection of its own, closed once read: the checker is done with it then.
+    req.socket.once('close', () => process.stdout.write('check closed\\n'));
+    if (behaviour !== 'hang') res.writeHead(200, { connection: 'close' }).end('ok');
+    return;
+  }
   process.stdout.write('got ' + req.url + '\\n');
   if (behaviour === 'hang' || req.url.includes('hold')) {
     held.add(res);
@@ -63,6 +70,7 @@ export async function spawnTarget(
   });
   const received: string[] = [];
   let holding = 0;
+  let checksClosed = 0;
   const waiters: Array<{ line: string; done: () => void }> = [];
   const port = new Promise<number>((resolve, reject) => {
     child.once('exit', () => reject(new Error('the target process exited before it listened')));
@@ -71,6 +79,7 @@ export async function spawnTarget(
       else if (line.startsWith('got ')) received.push(line.slice(4));
       else if (line === 'held') holding += 1;
       else if (line === 'released') holding -= 1;
+      else if (line === 'check closed') checksClosed += 1;
       for (const waiter of waiters.filter((w) => w.line === line)) {
         waiters.splice(waiters.indexOf(waiter), 1);
         waiter.done();
@@ -82,6 +91,7 @@ export async function spawnTarget(
     url,
     pid: child.pid!,
     received,
+    checksClosed: () => checksClosed,
     held: () => holding,
     answerHeld: () => {
       holding = 0;
