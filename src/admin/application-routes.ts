@@ -11,6 +11,7 @@ import {
   type StoredKey,
 } from '../applications/application-schema.js';
 import { projectApplicationId } from '../applications/application-ids.js';
+import { namesIdentities, namesKeys } from '../applications/caller-schemes.js';
 import type { LiveConfig } from '../config/live-config.js';
 import type { Config } from '../config/schema.js';
 import { generateApiKey } from '../init/generate-api-key.js';
@@ -102,7 +103,7 @@ const approved = { state: 'approved' } as const;
 
 /** The applications whose keys the config holds: the project's own and those of `applications`. */
 function declaredApplications(config: Readonly<Config>): ApplicationAnswer[] {
-  if (config.APIKeyAuthType !== 'basic' && config.APIKeyAuthType !== 'apikey') return [];
+  if (!namesKeys(config)) return [];
   return [
     {
       id: projectApplicationId,
@@ -122,9 +123,6 @@ function declaredApplications(config: Readonly<Config>): ApplicationAnswer[] {
     })),
   ];
 }
-
-/** The schemes whose applications are their callers' identities: the directory's, the tokens', the plugin's. */
-const identitySchemes = new Set<string>(['ldap', 'jwt', 'plugin']);
 
 const knownAnswer = (id: string, known: 'quota' | 'usage'): ApplicationAnswer => ({
   id,
@@ -240,7 +238,7 @@ export function registerApplicationRoutes(app: FastifyInstance, parts: Applicati
   const { live, repository } = parts;
   /** The callers of the scheme in force that the gateway knows, besides the applications made here. */
   const known = async () => {
-    if (!identitySchemes.has(live.config.APIKeyAuthType)) return [];
+    if (!namesIdentities(live.config)) return [];
     const callers = await knownCallers(parts.quotas.all(), parts.usage);
     return callers.filter((caller) => !repository.get(caller.id.toLowerCase()));
   };

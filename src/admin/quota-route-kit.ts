@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { ApplicationDirectory } from '../applications/application-directory.js';
-import { applicationIdOf } from '../applications/application-ids.js';
+import { applicationOf } from '../applications/application-ids.js';
 import type { Identification } from '../auth/authenticator.js';
 import { ApplicationNames } from '../config/application-names.js';
 import type { LiveConfig } from '../config/live-config.js';
@@ -218,10 +218,10 @@ export class QuotaRouteKit {
    * entry `id` names (a login name or a DN): a quota kept under any other spelling would match no one.
    */
   async application(id: string): Promise<string> {
-    const applicationId = applicationIdOf(this.parts.live.config, id, this.parts.made);
-    if (!applicationId) throw new AdminError(404, [`no application with id '${id}'`]);
-    const asked = this.parts.identify?.(applicationId);
-    if (!asked) return applicationId;
+    const named = applicationOf(this.parts.live.config, id, this.parts.made);
+    if (!named) throw new AdminError(404, [`no application with id '${id}'`]);
+    const asked = named.byIdentity ? this.parts.identify?.(named.id) : undefined;
+    if (!asked) return named.id;
     const identification = await asked;
     if (identification === 'unavailable')
       throw new AdminError(503, ['the directory did not answer: which caller this names cannot be told']);

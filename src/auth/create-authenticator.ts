@@ -32,20 +32,9 @@ export interface AuthenticatorContext {
 }
 
 /**
- * The authenticator of `APIKeyAuthType`, built once at startup. A plugin is constructed here, before any
- * listener starts, with `{ config, logger }` as the seed's "server".
- * @throws ConfigError when the plugin cannot be loaded or constructed.
- */
-export function createAuthenticator(
-  loaded: LoadedConfig,
-  context: AuthenticatorContext,
-): Promise<Authenticator> {
-  return createSchemeAuthenticator(loaded.config.APIKeyAuthType, loaded, context);
-}
-
-/**
  * The authenticator of one scheme, from its top-level settings (the config check has made sure the
- * settings of every scheme the config names are there).
+ * settings of every scheme the config names are there). A plugin is constructed here, before any listener
+ * starts, with `{ config, logger }` as the seed's "server".
  * @param keys the key ring of the key schemes, shared when both basic and apikey are in use
  * @throws ConfigError when the scheme's settings are missing, or the plugin cannot be loaded or constructed.
  */

@@ -1,4 +1,5 @@
 import type { LoadedConfig } from '../config/load-config.js';
+import { schemesNamed } from '../applications/caller-schemes.js';
 import type { AuthType, OperationAuth } from '../config/schema.js';
 import type { Authenticator } from './authenticator.js';
 import { createSchemeAuthenticator, type AuthenticatorContext } from './create-authenticator.js';
@@ -39,18 +40,9 @@ function usageSchemes(named: ReadonlySet<AuthType>, fallback: AuthType): AuthTyp
   return schemes.length > 0 ? schemes : [fallback];
 }
 
-/** The schemes the config's APIs and methods name, besides `APIKeyAuthType`. */
-function namedSchemes(loaded: LoadedConfig): Set<AuthType> {
-  const named = new Set<AuthType>([loaded.config.APIKeyAuthType]);
-  const note = (auth: OperationAuth | undefined) => {
-    for (const scheme of typeof auth === 'string' ? [auth] : (auth ?? [])) named.add(scheme);
-  };
-  for (const api of loaded.config.apis) {
-    note(api.auth);
-    for (const method of api.methods) note(method.auth);
-  }
-  return named;
-}
+/** Of `schemes`, the one that keeps a directory of callers (ldap's `identify`), if any does. */
+export const directoryOf = (schemes: readonly Authenticator[]): Authenticator | undefined =>
+  schemes.find((scheme) => scheme.identify !== undefined);
 
 /**
  * Builds the authenticator of every scheme the config names (a plugin constructed, a JWK Set fetched).
@@ -60,7 +52,7 @@ export async function createOperationAuthenticators(
   loaded: LoadedConfig,
   context: AuthenticatorContext,
 ): Promise<OperationAuthenticators> {
-  const named = namedSchemes(loaded);
+  const named = schemesNamed(loaded.config);
   const keys =
     named.has('basic') && named.has('apikey')
       ? new KeyRing(loaded.config, loaded.environment, context.applications)

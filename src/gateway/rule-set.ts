@@ -1,6 +1,6 @@
 import type { Authenticator } from '../auth/authenticator.js';
 import type { AuthenticatorContext } from '../auth/create-authenticator.js';
-import { createOperationAuthenticators } from '../auth/operation-authenticators.js';
+import { createOperationAuthenticators, directoryOf } from '../auth/operation-authenticators.js';
 import { compileCatalog, type Router } from '../catalog/router.js';
 import { ApplicationNames } from '../config/application-names.js';
 import type { LoadedConfig } from '../config/load-config.js';
@@ -92,6 +92,14 @@ export class RuleSet {
       authenticators.schemes,
       authenticators.usage,
     );
+  }
+
+  /**
+   * The scheme that tells what a name given to the admin listener stands for (ldap, where the config
+   * names it: at the top level or for one API only); undefined when no scheme keeps a directory.
+   */
+  get directory(): Authenticator | undefined {
+    return directoryOf(this.authenticators);
   }
 
   /** A request starts on this rule set. */

@@ -31,8 +31,10 @@ export interface ControlPlaneParts {
   isDraining(): boolean;
   owned: OwnedStores;
   quotas(): QuotaIndex;
-  /** The scheme in force: documented by the catalog, asked what a name stands for (ldap). */
+  /** The scheme of `APIKeyAuthType` in force: the catalog documents it. */
   authenticator(): Authenticator;
+  /** The scheme in force asked what a name stands for (ldap, wherever the config names it), if any. */
+  directory(): Authenticator | undefined;
   /** Where the usage of a quota's counters is read. */
   counters: Pick<Limiter, 'usage'>;
   rejections: RejectionSource;
@@ -73,7 +75,7 @@ export async function buildControlPlane(
     readiness: [...parts.readiness, upstreamsReadiness(parts.upstreams)],
     isDraining: parts.isDraining,
     authDocumentation: () => parts.authenticator().documentation,
-    identify: (name) => parts.authenticator().identify?.(name),
+    identify: (name) => parts.directory()?.identify?.(name),
     repository: owned.quotas,
     applicationRepository: owned.applications,
     usage: (quotaId) => quotaUsage(parts.quotas(), parts.counters, owned.quotas, quotaId),

@@ -1,4 +1,8 @@
-import { createAuthenticator } from '../auth/create-authenticator.js';
+import {
+  createOperationAuthenticators,
+  directoryOf,
+  type OperationAuthenticators,
+} from '../auth/operation-authenticators.js';
 import type { Authenticator } from '../auth/authenticator.js';
 import { LiveConfig } from '../config/live-config.js';
 import type { LoadedConfig } from '../config/load-config.js';
@@ -87,6 +91,7 @@ export async function startPrimary(
       ...base,
       pool: running,
       authenticator: scheme.current,
+      directory: scheme.directory,
       isDraining: () => draining,
       ports: () => ports && dataPlaneAddress(ports),
     });
@@ -147,6 +152,7 @@ interface PrimaryControlParts {
   counters: PrimaryCounterStores;
   pool: WorkerPool;
   authenticator(): Authenticator;
+  directory(): Authenticator | undefined;
   isDraining(): boolean;
   ports(): DataPlaneAddress | null;
 }
@@ -177,6 +183,7 @@ function primaryControlPlane(
       owned: parts.owned,
       quotas: parts.stores.quotas,
       authenticator: parts.authenticator,
+      directory: parts.directory,
       counters: parts.counters.usage,
       rejections: workerRejections(pool, parts.stores),
       metricsText: () =>
@@ -254,26 +261,33 @@ function createPool(loaded: LoadedConfig, env: Env, options: PrimaryOptions, par
   };
 }
 
-/** The primary's authenticator: the one in force, what a reload builds, and the one it replaced. */
+/**
+ * The primary's authenticators: those in force, what a reload builds, and those it replaced. Every scheme
+ * the config names is built, as a data plane builds them: a plugin named by one API only fails the start
+ * here too, and an ldap scheme named by one API only still tells the admin listener what a name stands for.
+ */
 async function primaryAuthenticator(loaded: LoadedConfig, env: Env, closers: Closers) {
   const context = { logger: env.logger, cwd: env.cwd };
-  let current: Authenticator = await createAuthenticator(loaded, context);
-  let previous: Authenticator | null = null;
-  closers.push('authenticator', () => current.close?.());
+  let current = await createOperationAuthenticators(loaded, context);
+  let previous: OperationAuthenticators | null = null;
+  const closeAll = (authenticators: OperationAuthenticators) =>
+    Promise.all(authenticators.schemes.map((scheme) => scheme.close?.())).then(() => undefined);
+  closers.push('authenticator', () => closeAll(current));
   return {
-    current: () => current,
+    current: () => current.fallback,
+    directory: () => directoryOf(current.schemes),
     async prepareReload(next: LoadedConfig) {
-      const built = await createAuthenticator(next, context);
+      const built = await createOperationAuthenticators(next, context);
       return () => {
         previous = current;
         current = built;
       };
     },
-    /** Closes the authenticator a reload replaced. */
+    /** Closes the authenticators a reload replaced. */
     async retire() {
       const retired = previous;
       previous = null;
-      await retired?.close?.();
+      if (retired) await closeAll(retired);
     },
   };
 }

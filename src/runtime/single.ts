@@ -27,6 +27,7 @@ export function startSingle(
         owned: served.stores.owned!,
         quotas: served.stores.quotas,
         authenticator: () => served.dataPlane.gateway.dataPlane.authenticator,
+        directory: () => served.dataPlane.gateway.dataPlane.directory,
         counters: served.counters.limiter,
         rejections: served.counters.rejectionsOf,
         latency: async () => latencyReport([served.latency.encoded()]),

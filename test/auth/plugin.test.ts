@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { rmSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createAuthenticator } from '../../src/auth/create-authenticator.js';
+import { createSchemeAuthenticator } from '../../src/auth/create-authenticator.js';
 import { ConfigError } from '../../src/kit/config-error.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createLogger } from '../../src/observe/log.js';
@@ -183,7 +183,7 @@ describe('plugin scheme: the seed sample X-Secret plugin', () => {
     );
     const loaded = await loadConfig({ configDir, env: {} });
     rmSync(configDir, { recursive: true, force: true });
-    const authenticator = await createAuthenticator(loaded, {
+    const authenticator = await createSchemeAuthenticator(loaded.config.APIKeyAuthType, loaded, {
       logger: createLogger({ level: 'silent' }),
       cwd: process.cwd(),
     });

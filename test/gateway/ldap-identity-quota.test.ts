@@ -154,6 +154,26 @@ describe('application quotas named through the directory', () => {
     },
   );
 
+  it('keeps the quota under the identity when only the API names ldap (APIKeyAuthType is basic)', async () => {
+    const config = petsConfig(upstream.url, { ldap: ldapSettingsOf(ldap) });
+    const [pets] = config.apis as Array<Record<string, unknown>>;
+    pets!.auth = 'ldap';
+    const gateway = await startTestGateway(config, {}, { clock: () => clock.now });
+    gateways.push(gateway);
+    const created = await quotaOf(gateway, 'BOB', { method: 'POST', body: JSON.stringify(ownQuota) });
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    const read = await quotaOf(gateway, bob.dn);
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { id: string }).id).toBe(id);
+    expect([await callAs(gateway, 'bob', bob.password), await callAs(gateway, 'Bob', bob.password)]).toEqual([
+      200, 429,
+    ]);
+    expect(
+      (await quotaOf(gateway, 'nobody', { method: 'POST', body: JSON.stringify(ownQuota) })).status,
+    ).toBe(404);
+  });
+
   it('answers 404 for a name no entry has, and for a DN outside searchBase, and creates nothing', async () => {
     const gateway = await ldapGateway({});
     const before = (await (
