@@ -100,6 +100,17 @@ describe('a pool whose targets are processes', () => {
     });
   });
 
+  it('leaves no timer of proxyTimeout behind an exchange once a target has answered', async () => {
+    const clock = new FakeClock();
+    const [down, well] = [await spawnTarget(defer, '503'), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [down.url, well.url] }, clock);
+    await get(gateway, '/pets/first');
+    const pending = clock.pending;
+    // Half of them are sent on from the target answering 503: each try's end is an answer.
+    for (let i = 0; i < 10; i += 1) expect((await get(gateway, `/pets/${i}`)).status).toBe(200);
+    expect(clock.pending).toBe(pending);
+  });
+
   it('waits for a slow target that answers within proxyTimeout, and sends the GET nowhere else', async () => {
     const clock = new FakeClock();
     const [slow, well] = [await spawnTarget(defer), await spawnTarget(defer)];
