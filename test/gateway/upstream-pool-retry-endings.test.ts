@@ -184,6 +184,24 @@ describe('an exchange of a pool that ends while it is sent to another target', (
     });
   });
 
+  it('ends once when its HTTP/2 client drops the connection: the retry is cut, one access line', async () => {
+    const { gateway, holding } = await retrying();
+    const session = await http2Session(gateway.url);
+    const stream = session.request({ ':method': 'GET', ':path': '/pets/h2-dropped', ...auth });
+    stream.on('error', () => undefined);
+    await holds(holding, 1);
+    session.destroy();
+    await holds(holding, 0);
+    await vi.waitFor(() => expect(linesOf(gateway, 'h2-dropped')).toHaveLength(1));
+    await oneMore(gateway, holding);
+    expect(linesOf(gateway, 'h2-dropped')).toHaveLength(1);
+    expect(linesOf(gateway, 'h2-dropped')[0]).toMatchObject({
+      outcome: 'client_aborted',
+      target: holding.url,
+      tried: 2,
+    });
+  });
+
   it('is answered once when its HTTP/2 client sends GOAWAY: the stream it opened still ends', async () => {
     const { gateway, holding } = await retrying();
     const session = await http2Session(gateway.url);
