@@ -242,6 +242,25 @@ describe('the fields a client smuggles toward a target of a pool', () => {
     expect([down.requests, echo.requests]).toEqual([[], []]);
   });
 
+  it('answers pipelined requests in order, each sent on from the target answering 503 alone', async () => {
+    const [down, echo] = await recordingTargets();
+    const gateway = await gatewayWith({ targets: [down.url, echo.url] });
+    const one = (n: number, last: boolean) =>
+      `GET /pets/${n} HTTP/1.1\r\nHost: gw.test\r\nAuthorization: ${auth.authorization}\r\n` +
+      (last ? 'Connection: close\r\n\r\n' : '\r\n');
+    const answer = await rawExchange(gateway.url, one(1, false) + one(2, false) + one(3, true));
+    const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map(([, status]) => status);
+    expect(statuses).toEqual(['200', '200', '200']);
+    const urls = [...answer.matchAll(/"url":"([^"]+)"/g)].map(([, url]) => url);
+    expect(urls).toEqual(['/1', '/2', '/3']);
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(3));
+    expect(accessLines(gateway).map(({ path, target }) => [path, target])).toEqual([
+      ['/pets/1', echo.url],
+      ['/pets/2', echo.url],
+      ['/pets/3', echo.url],
+    ]);
+  });
+
   it('keeps the gateway X-Forwarded-For when Connection names it, and drops the client one', async () => {
     const [down, echo] = await recordingTargets();
     const gateway = await gatewayWith({ targets: [down.url, echo.url] });
