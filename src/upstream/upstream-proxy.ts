@@ -13,7 +13,7 @@ import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
 import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
-import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
+import { couldNotConnect, mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
@@ -176,24 +176,26 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   /**
    * The target an exchange of an API with a pool may go to next, with the milliseconds of proxyTimeout
    * left (it bounds the whole exchange): while its API's `retries` are not spent, some time is left, the
-   * API's retry budget allows it, and a target it has not tried is left; else null.
+   * API's retry budget allows it (when `budgeted`), and a target it has not tried is left; else null.
    */
-  private retryTarget(exchange: Exchange, attempt: PooledAttempt): Retry | null {
+  private retryTarget(exchange: Exchange, attempt: PooledAttempt, budgeted = true): Retry | null {
     const { pool, tried } = attempt;
     const left = this.proxyTimeout - (this.clock.monotonic() - exchange.forwardedAt);
-    if (tried.length > pool.retries || left <= 0 || !pool.mayRetry()) return null;
+    if (tried.length > pool.retries || left <= 0 || (budgeted && !pool.mayRetry())) return null;
     const next = pool.pickOther(tried);
-    return next === null ? null : { next, left };
+    return next === null ? null : { next, left, budgeted };
   }
 
   /** Sends the exchange to `retry.next`, within the retry budget of its pool while its client is there. */
-  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left }: Retry): void {
+  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left, budgeted }: Retry): void {
     const { pool, tried } = attempt;
     tried.push(next);
     exchange.target = next.name;
     exchange.targetsTried = tried.length;
-    pool.retrying += 1;
-    exchange.res.once('close', () => (pool.retrying -= 1));
+    if (budgeted) {
+      pool.retrying += 1;
+      exchange.res.once('close', () => (pool.retrying -= 1));
+    }
     exchange.settled = false;
     exchange.controller = null;
     redispatch(exchange, next.origin, left);
@@ -201,11 +203,13 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /**
    * Sends a failed exchange of an API with a pool to another target, when it may go again
-   * (retries.ts) and `retryTarget` gives one.
+   * (retries.ts) and `retryTarget` gives one. One whose connection could not be opened is outside the
+   * retry budget: nothing of it was sent, so that a killed target's share of a burst is all sent on (the
+   * budget keeps a failing fleet from being sent its load twice; a refused connection sends nothing).
    */
   private triedElsewhere(error: Error, exchange: Exchange, attempt: PooledAttempt): boolean {
     if (!mayGoElsewhere(error, exchange)) return false;
-    const retry = this.retryTarget(exchange, attempt);
+    const retry = this.retryTarget(exchange, attempt, !couldNotConnect(error));
     if (retry === null) return false;
     this.logger.info(
       {
@@ -326,4 +330,6 @@ interface PooledAttempt {
 interface Retry {
   readonly next: PoolTarget<Origin>;
   readonly left: number;
+  /** Whether it counts against the pool's retry budget. */
+  readonly budgeted: boolean;
 }

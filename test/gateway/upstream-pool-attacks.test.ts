@@ -55,6 +55,21 @@ describe('a pool whose targets are processes', () => {
     expect(new Set(accessLines(gateway).map(({ target }) => target))).toEqual(new Set([well.url]));
   });
 
+  it.each(['round-robin', 'least-requests'])(
+    'gives no error to 40 GETs at once when a target was killed (%s): a refused one is sent on past the budget',
+    async (balance) => {
+      const [doomed, well] = [await spawnTarget(defer), await spawnTarget(defer)];
+      const gateway = await gatewayWith({ targets: [doomed.url, well.url], balance });
+      await doomed.kill();
+      // Each sent to the killed target first was refused, nothing of it sent: far more retries at once
+      // than the budget's 20% of the exchanges in flight, none of them sending a request twice.
+      const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => get(gateway, `/pets/${i}`)));
+      expect(answers.map(({ status }) => status)).toEqual(Array(40).fill(200));
+      await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(40));
+      expect(accessLines(gateway).filter(({ tried }) => tried === 2).length).toBeGreaterThan(8);
+    },
+  );
+
   it('ends an exchange to a hung target at proxyTimeout on the gateway timers: 504, not sent again', async () => {
     const clock = new FakeClock();
     const [hung, well] = [await spawnTarget(defer, 'hang'), await spawnTarget(defer)];
