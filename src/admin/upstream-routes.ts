@@ -4,7 +4,14 @@ import type { ApiUpstream } from '../console/logic/upstreams.js';
 import { errorResponses } from './admin-errors.js';
 
 const targetStateSchema = z.object({
-  url: z.string().meta({ description: 'The target as configured (origin and path)' }),
+  url: z.string().meta({
+    description:
+      'The target as configured (origin and path), or for each address its host name resolved to (upstream.dnsRefresh), the configured URL with that address in place of the name',
+  }),
+  host: z.string().nullable().meta({
+    description:
+      "The configured host (name and port) url's address was resolved from; null when url is as configured",
+  }),
   weight: z.number().int().meta({ description: 'Its share of the exchanges (1 for the one-URL form)' }),
   healthy: z.boolean().meta({
     description:

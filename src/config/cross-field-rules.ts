@@ -109,7 +109,31 @@ function catalogProblems(config: Config): Problem[] {
     ...grpcUpstreamProblems(config),
     ...targetPathProblems(config),
     ...webSocketMethodProblems(config),
+    ...upstreamTlsProblems(config),
   ];
+}
+
+/**
+ * An upstream's `tls` holds a client certificate with its key, or neither; and it applies to
+ * `https://` targets only, so an upstream without one would be sent plain HTTP whatever it says.
+ */
+function upstreamTlsProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i): Problem[] => {
+    if (typeof api.upstream === 'string' || api.upstream.tls === undefined) return [];
+    const { tls } = api.upstream;
+    const path = ['apis', i, 'upstream', 'tls'];
+    if (!upstreamTargets(api.upstream).some(({ url }) => url.toLowerCase().startsWith('https:')))
+      return [{ path, message: 'applies to https:// targets only, and this upstream has none' }];
+    if ((tls.cert === undefined) === (tls.key === undefined)) return [];
+    return tls.cert === undefined
+      ? [{ path: [...path, 'cert'], message: 'is required with tls.key: a client certificate needs both' }]
+      : [
+          {
+            path: [...path, 'key'],
+            message: 'is required with tls.cert: a client certificate needs its key',
+          },
+        ];
+  });
 }
 
 /**

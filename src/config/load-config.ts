@@ -220,6 +220,15 @@ function unreadableFiles(config: Config, cwd: string): Problem[] {
     [config.tls?.key, ['tls', 'key']],
     [config.tls?.cert, ['tls', 'cert']],
     [config.tls?.ca, ['tls', 'ca']],
+    // On a config the schema refused, the APIs may be anything: only files named where they belong are read.
+    ...(Array.isArray(config.apis) ? config.apis : []).flatMap((api, i) => {
+      const upstream: unknown = isPlainObject(api) ? api.upstream : undefined;
+      const tls = isPlainObject(upstream) && isPlainObject(upstream.tls) ? upstream.tls : undefined;
+      return (['ca', 'cert', 'key'] as const).map((name): [unknown, KeyPath] => [
+        tls?.[name],
+        ['apis', i, 'upstream', 'tls', name],
+      ]);
+    }),
   ];
   return files.flatMap(([file, keyPath]) => {
     if (typeof file !== 'string') return [];

@@ -187,6 +187,36 @@ const outlierDetectionSchema = z.strictObject({
   ejectTime: milliseconds.default(30_000),
 });
 
+/** A DNS name a TLS client may send by SNI (RFC 6066 §3 allows no IP address there). */
+const serverName = z
+  .string({ error: msg('must be a DNS name (api.internal)') })
+  .refine((value) => isIP(value) === 0, { error: 'must be a DNS name, not an IP address (RFC 6066 §3)' })
+  .regex(/^[a-z0-9_]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9])?)*$/i, {
+    error: msg('must be a DNS name (api.internal)'),
+  });
+
+/**
+ * How the gateway's TLS connections to the `https://` targets of an API are made (files relative to
+ * the folder the gateway runs in, as `tls`'s; read at start and at each reload).
+ */
+const upstreamTlsSchema = z.strictObject({
+  /**
+   * The CAs (PEM) a target's certificate must chain to. Given, they replace the system's CAs for this
+   * upstream, as Node's `ca`, Envoy's `trusted_ca` and Kong's `ca_certificates` do; without it, the
+   * system's CAs are trusted.
+   */
+  ca: nonEmpty.optional(),
+  /** The client certificate (PEM) sent to a target that asks for one (mTLS); with `key`. */
+  cert: nonEmpty.optional(),
+  /** The private key (PEM) of `cert`. */
+  key: nonEmpty.optional(),
+  /**
+   * The name sent by SNI and checked in the target's certificate, instead of the target URL's host
+   * (the `Host` sent stays the target's).
+   */
+  servername: serverName.optional(),
+});
+
 const upstreamPool = z.strictObject({
   /** The instances of the API, each with the same path (`http://10.0.0.1:9000/v2`). */
   targets: z
@@ -213,6 +243,16 @@ const upstreamPool = z.strictObject({
     .min(0, { error: msg('must be a whole number from 0 to 10') })
     .max(10, { error: msg('must be a whole number from 0 to 10') })
     .default(2),
+  /**
+   * Milliseconds from one resolution of a target's host name to the next: each address it resolves to is
+   * a target of the name's weight (an IP literal is not resolved).
+   */
+  dnsRefresh: z
+    .int({ error: msg('must be a whole number of milliseconds, at least 1000') })
+    .min(1_000, { error: msg('must be a whole number of milliseconds, at least 1000') })
+    .default(30_000),
+  /** The TLS of the connections to its `https://` targets: a private CA, a client certificate, SNI. */
+  tls: upstreamTlsSchema.optional(),
 });
 
 /** An API's upstream: one URL, or a pool of targets (see docs/routing-and-proxy.md, "Upstreams"). */
@@ -728,6 +768,7 @@ export type UpstreamPoolConfig = Exclude<ApiConfig['upstream'], string>;
 export type HealthCheckConfig = NonNullable<UpstreamPoolConfig['healthCheck']>;
 export type BalancePolicy = UpstreamPoolConfig['balance'];
 export type OutlierDetectionConfig = NonNullable<UpstreamPoolConfig['outlierDetection']>;
+export type UpstreamTlsConfig = NonNullable<UpstreamPoolConfig['tls']>;
 
 /** An upstream's targets, each with its URL and weight: one of weight 1 for the URL form. */
 export function upstreamTargets(upstream: ApiConfig['upstream']): Array<{ url: string; weight: number }> {

@@ -18,6 +18,7 @@ import { registerTargetMetrics } from '../upstream/target-metrics.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
 import { UpstreamProxy } from '../upstream/upstream-proxy.js';
+import { readUpstreamTls } from '../upstream/upstream-tls.js';
 import type { Closers } from './closers.js';
 import type { CounterStores } from './counter-stores.js';
 import type { Env } from './env.js';
@@ -93,7 +94,7 @@ export async function buildDataPlane(
   // Answers still read for their units after their clients left are given up, and charged their
   // default, while the limiter (closed after it) can still count it.
   closers.push('upstream', () => proxy.close());
-  proxy.watchTargets(config.apis);
+  proxy.watchTargets(config.apis, readUpstreamTls(config.apis, cwd));
   let apis = config.apis;
   const upstreams = () => proxy.targetStates(apis);
   registerTargetMetrics(metrics.registry, upstreams);
@@ -130,12 +131,13 @@ export async function buildDataPlane(
       // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
       const certificates =
         next.config.tls && listeners.tls && !kept.includes('tls') ? readTlsFiles(next.config.tls, cwd) : null;
+      const upstreamTls = readUpstreamTls(next.config.apis, cwd);
       const plane = await RuleSet.build(next, authContext);
       return () => {
         if (certificates) listeners.tls!.setSecureContext(certificates);
         proxy.proxyTimeout = next.config.proxyTimeout;
         proxy.drains.limit = next.config.upstreamDrainLimit;
-        proxy.watchTargets(next.config.apis);
+        proxy.watchTargets(next.config.apis, upstreamTls);
         apis = next.config.apis;
         // After logrotate has moved the file: the lines that follow go to a new one.
         if (accessLog) {
@@ -165,6 +167,7 @@ function upstreamProxyOf(loaded: LoadedConfig, env: Env, parts: DataPlaneParts):
     },
     drainLimit: config.upstreamDrainLimit,
     onDrainCut: () => parts.metrics.upstreamDrainsCut.inc(),
+    resolveHost: env.resolveHost,
   });
 }
 

@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { LogSecrets, Logger } from '../observe/log.js';
 import type { ConfigSource } from '../reload/config-source.js';
+import { systemResolver, type HostResolver } from '../upstream/target-addresses.js';
 
 /**
  * What a gateway process takes from outside besides its config: time, the log, the secrets the log keeps
@@ -26,6 +27,11 @@ export interface Env {
   secrets: LogSecrets | null;
   /** Folder that relative paths of the config (tls.key, store.file, APIKeyAuthPlugin) are resolved against. */
   cwd: string;
+  /**
+   * Resolves the host names of the pools' targets each `upstream.dnsRefresh`: the system's (getaddrinfo,
+   * as Node's connections resolve) unless a test answers.
+   */
+  resolveHost: HostResolver;
 }
 
 /** How `startGateway` (src/server.ts) and the roles are started: the parts of an `Env`, as callers give them. */
@@ -46,6 +52,8 @@ export interface StartOptions {
    * and HTTP/2 connections' idle, keepalive and request bounds (tests move them).
    */
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  /** Resolves the host names of the pools' targets (tests answer for the system's resolver). */
+  resolveHost?: HostResolver;
 }
 
 /** The one place the clocks a caller gives become the process's `Env`. */
@@ -63,5 +71,6 @@ export function envOf(options: StartOptions): Env {
     logger: options.logger,
     secrets: options.secrets ?? null,
     cwd: options.cwd ?? process.cwd(),
+    resolveHost: options.resolveHost ?? systemResolver,
   };
 }

@@ -1,7 +1,15 @@
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { upstreamTargets, type ApiConfig, type HealthCheckConfig } from '../config/schema.js';
 import type { Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
+import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
+import {
+  noUpstreamTls,
+  tlsOfTarget,
+  upstreamConnector,
+  type UpstreamTls,
+  type UpstreamTlsByApi,
+} from './upstream-tls.js';
 
 /** What this gateway's health checks found of one target. */
 export interface TargetHealth {
@@ -15,8 +23,12 @@ export interface TargetHealth {
 interface Check {
   readonly api: string;
   readonly origin: string;
+  /** The Host of its GET: the name `origin`'s address was resolved from; null when `origin` is as configured. */
+  readonly host: string | null;
   readonly health: TargetHealth;
   config: HealthCheckConfig;
+  /** Its API's TLS to the target (upstream-tls.ts), as the exchanges have it. */
+  tls: UpstreamTls | null;
   /** The timer of the next check. */
   timer: unknown;
   /** The check under way, if any. */
@@ -38,6 +50,8 @@ export class HealthChecks {
   private readonly checks = new Map<string, Check>();
   /** The checks' own connections, apart from the exchanges' pools (a check never waits behind one). */
   private readonly agent = new Agent({ pipelining: 1, connections: 1 });
+  /** The connections of the checks of targets with upstream TLS, by the identity of their settings. */
+  private readonly tlsAgents = new Map<string, Agent>();
 
   constructor(
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
@@ -53,16 +67,27 @@ export class HealthChecks {
   }
 
   /**
-   * Checks the targets of `apis` that have a `healthCheck`: new ones from now, those already checked
-   * with what they were found to be (under their new settings), and no more those that are gone.
+   * Checks the targets of `apis` that have a `healthCheck` (each address of a name `addressesOf` knows):
+   * new ones from now, those already checked with what they were found to be (under their new settings,
+   * `upstreamTls` among them), and no more those that are gone.
    */
-  watch(apis: readonly ApiConfig[]): void {
-    const wanted = new Map<string, { api: string; origin: string; config: HealthCheckConfig }>();
+  watch(
+    apis: readonly ApiConfig[],
+    upstreamTls: UpstreamTlsByApi = noUpstreamTls,
+    addressesOf: AddressesOf = noAddresses,
+  ): void {
+    const wanted = new Map<string, Pick<Check, 'api' | 'origin' | 'host' | 'config' | 'tls'>>();
     for (const api of apis) {
       if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) continue;
-      for (const { url } of upstreamTargets(api.upstream)) {
-        const origin = new URL(url).origin;
-        wanted.set(keyOf(api.id, origin), { api: api.id, origin, config: api.upstream.healthCheck });
+      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), addressesOf)) {
+        const tls = tlsOfTarget(upstreamTls, api.id, origin);
+        wanted.set(keyOf(api.id, origin), {
+          api: api.id,
+          origin,
+          host,
+          config: api.upstream.healthCheck,
+          tls,
+        });
       }
     }
     for (const [key, check] of this.checks)
@@ -70,17 +95,19 @@ export class HealthChecks {
         this.stop(check);
         this.checks.delete(key);
       }
-    for (const [key, { api, origin, config }] of wanted) {
+    for (const [key, target] of wanted) {
       const known = this.checks.get(key);
       if (known) {
-        known.config = config;
+        known.config = target.config;
+        known.tls = target.tls;
         continue;
       }
       const health: TargetHealth = { healthy: true, failures: 0, successes: 0 };
-      const check: Check = { api, origin, health, config, timer: null, running: null, abort: null };
+      const check: Check = { ...target, health, timer: null, running: null, abort: null };
       this.checks.set(key, check);
       this.run(check);
     }
+    this.closeUnusedTlsAgents();
   }
 
   /** Resolves once the checks under way have ended (tests move the clock, then wait for the checks' I/O). */
@@ -92,7 +119,31 @@ export class HealthChecks {
   async close(): Promise<void> {
     for (const check of this.checks.values()) this.stop(check);
     this.checks.clear();
-    await this.agent.destroy();
+    const agents = [this.agent, ...this.tlsAgents.values()];
+    this.tlsAgents.clear();
+    await Promise.all(agents.map((agent) => agent.destroy()));
+  }
+
+  /** The connections a check of a target with `tls` goes on: apart from those of other settings. */
+  private dispatcherOf(tls: UpstreamTls | null): Dispatcher {
+    if (tls === null) return this.agent;
+    let agent = this.tlsAgents.get(tls.identity);
+    if (agent === undefined) {
+      // undici's own connect timeout; the check's `timeout` bounds it anyway.
+      agent = new Agent({ pipelining: 1, connections: 1, connect: upstreamConnector(tls, 10_000) });
+      this.tlsAgents.set(tls.identity, agent);
+    }
+    return agent;
+  }
+
+  /** Closes, once their checks under way end, the connections of settings no check has any more. */
+  private closeUnusedTlsAgents(): void {
+    const used = new Set([...this.checks.values()].flatMap(({ tls }) => (tls ? [tls.identity] : [])));
+    for (const [identity, agent] of this.tlsAgents)
+      if (!used.has(identity)) {
+        this.tlsAgents.delete(identity);
+        void agent.close();
+      }
   }
 
   private stop(check: Check): void {
@@ -122,7 +173,8 @@ export class HealthChecks {
     try {
       const { statusCode, body } = await request(`${check.origin}${check.config.path}`, {
         method: 'GET',
-        dispatcher: this.agent,
+        ...(check.host === null ? {} : { headers: { host: check.host } }),
+        dispatcher: this.dispatcherOf(check.tls),
         signal: abort.signal,
       });
       await body.dump();

@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { buildConnector, errors, type Dispatcher } from 'undici';
 import type { Clock } from '../kit/clock.js';
+import type { UpstreamTlsOptions } from './upstream-tls.js';
 
 /** The upstream of a gRPC API did not take HTTP/2: its TLS handshake chose another protocol by ALPN. */
 class UpstreamNotHttp2 extends Error {
@@ -69,10 +70,18 @@ export class Http2Upstream implements UpstreamDispatcher {
     origin: string,
     connectTimeout: number,
     private readonly timers: Pick<Clock, 'setTimeout' | 'clearTimeout'>,
+    /** The API's `upstream.tls` for an `https://` origin: the servername given here is the one sent. */
+    tlsOptions: UpstreamTlsOptions = {},
+    /**
+     * The host (name and port) TLS's SNI and certificate check take without a servername: `origin`'s
+     * own, or the name an address `origin` was resolved from.
+     */
+    private readonly host = new URL(origin).host,
   ) {
     this.target = new URL(origin);
     const tls = this.target.protocol === 'https:';
     this.connect = buildConnector({
+      ...tlsOptions,
       allowH2: true,
       timeout: connectTimeout,
       // undici's own switch for prior knowledge, absent from its types: the socket is marked `h2`.
@@ -109,8 +118,8 @@ export class Http2Upstream implements UpstreamDispatcher {
       then(null, session);
       return;
     }
-    const { hostname, host, protocol, port } = this.target;
-    this.connect({ hostname, host, protocol, port, localAddress: null }, (error, socket) => {
+    const { hostname, protocol, port } = this.target;
+    this.connect({ hostname, host: this.host, protocol, port, localAddress: null }, (error, socket) => {
       if (error) return then(error);
       // undici marks an h2c socket as `h2` itself; a TLS socket says what its handshake chose.
       const { alpnProtocol } = socket as TLSSocket;

@@ -9,13 +9,19 @@ import type { TargetHealth } from './health-checks.js';
 import type { TargetStanding } from './target-pool.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
 import { TargetPool, type TargetCounts } from './target-pool.js';
+import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
+import { upstreamConnector, webSocketAgent, type UpstreamTls } from './upstream-tls.js';
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
 export interface Origin {
   readonly server: ProxyServer;
   readonly pool: UpstreamDispatcher;
-  /** The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`). */
+  /**
+   * The Host the upstream is sent: its own (http-proxy-3's `changeOrigin`), or for an address a target's
+   * name resolved to, the name's, which TLS's SNI and certificate check then take too (undici's and
+   * Node's clients derive the servername from the Host field, unless `upstream.tls.servername` says).
+   */
   readonly host: string;
   /** Opens a WebSocket through `server`. */
   readonly openWebSocket: WebSocketOpener;
@@ -63,6 +69,10 @@ export class Origins {
   private pools = new WeakMap<CompiledApi, TargetPool<Origin>>();
   /** What was sent to each target of a pool, by its API's id and its origin: a reload keeps a target's. */
   private counts = new Map<string, TargetCounts>();
+  /** The keys of `byKey` of the origins opened for an address a name resolved to. */
+  private readonly addressKeys = new Set<string>();
+  /** The pools of addresses no longer resolved, closing once their exchanges are answered. */
+  private readonly retiring = new Set<UpstreamDispatcher>();
 
   /**
    * @param connectTimeout milliseconds a connection has to open (`proxyTimeout` when the first exchange
@@ -76,26 +86,32 @@ export class Origins {
     private readonly healthOf: (apiId: string, origin: string) => TargetHealth,
     /** What outlier detection found of a target of an API (by its id and origin). */
     private readonly standingOf: (apiId: string, origin: string) => TargetStanding,
+    /** The TLS of the connections of an API (by its id) to its target at an origin (upstream-tls.ts). */
+    private readonly tlsOf: (apiId: string, origin: string) => UpstreamTls | null = () => null,
+    /** The addresses the targets' host names resolved to (target-addresses.ts). */
+    private readonly addressesOf: AddressesOf = noAddresses,
   ) {}
 
   /** The origin of `api`'s upstream (the one-URL form), opened as its first exchange comes. */
   of(api: CompiledApi): Origin {
     const known = this.byApi.get(api);
     if (known) return known;
-    const origin = this.origin(api.config.protocol, api.upstreamOrigin);
+    const origin = this.origin(api.config.protocol, api.upstreamOrigin, api.config.id, null);
     this.byApi.set(api, origin);
     return origin;
   }
 
   /**
-   * The pool of `api`'s targets (`upstream: { targets }`), made as its first exchange comes: each
-   * target's origin is shared with any API that has it, and its health and standing are this API's.
+   * The pool of `api`'s targets (`upstream: { targets }`), made as its first exchange comes, and again
+   * after the addresses of a target's name change: each target (each address of a name) has its origin
+   * shared with any API that has it, and its health and standing are this API's.
    */
   poolOf(api: CompiledApi): TargetPool<Origin> {
     const known = this.pools.get(api);
     if (known) return known;
-    const targets = (api.upstreamTargets ?? []).map(({ origin, weight }) => ({
-      origin: this.origin(api.config.protocol, origin),
+    const configured = upstreamTargets(api.config.upstream);
+    const targets = resolvedTargets(configured, this.addressesOf).map(({ origin, host, weight }) => ({
+      origin: this.origin(api.config.protocol, origin, api.config.id, host),
       name: origin,
       weight,
       health: this.healthOf(api.config.id, origin),
@@ -119,6 +135,41 @@ export class Origins {
   }
 
   /**
+   * The addresses of a target's host name changed: each pool is made again as its next exchange comes.
+   * The exchanges in flight keep the pool they were sent from, and so an address no longer resolved
+   * finishes its exchanges, and takes no new one.
+   */
+  addressesChanged(): void {
+    this.pools = new WeakMap();
+  }
+
+  /**
+   * Closes the connections of the addresses that no target of `apis` (the config in force) resolves to
+   * any more, once the exchanges on them are answered (undici's graceful `close`), so that the pods a
+   * Kubernetes Service saw come and go leave no pool behind. An HTTP/2 upstream (a gRPC API's) has no
+   * such close: it stays, its connections closed once idle (`idleSessionMs`).
+   */
+  retireAddresses(apis: readonly ApiConfig[]): void {
+    const resolved = new Set<string>();
+    for (const api of apis) {
+      if (typeof api.upstream === 'string') continue;
+      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), this.addressesOf))
+        if (host !== null) resolved.add(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
+    }
+    for (const key of this.addressKeys) {
+      const { pool } = this.byKey.get(key)!;
+      if (resolved.has(key) || !(pool instanceof Pool)) continue;
+      this.byKey.delete(key);
+      this.addressKeys.delete(key);
+      this.retiring.add(pool);
+      void pool
+        .close()
+        .catch(() => undefined)
+        .finally(() => this.retiring.delete(pool));
+    }
+  }
+
+  /**
    * The targets of `apis` (the config in force) and what this gateway knows of them now: their health,
    * their exchanges in flight, and what was sent to them. Counts of targets no longer configured are
    * dropped.
@@ -127,14 +178,16 @@ export class Origins {
     const kept = new Map<string, TargetCounts>();
     const states = apis.map((api) => {
       const pooled = typeof api.upstream !== 'string';
-      const targets = upstreamTargets(api.upstream).map(({ url, weight }) => {
-        const origin = new URL(url).origin;
+      const configured = upstreamTargets(api.upstream);
+      const resolved = resolvedTargets(configured, pooled ? this.addressesOf : noAddresses);
+      const targets = resolved.map(({ url, origin, host, weight }) => {
         const counts = pooled ? this.countsOf(api.id, origin) : noCounts;
         const standing = pooled ? this.standingOf(api.id, origin) : null;
         if (pooled) kept.set(countsKey(api.id, origin), counts);
-        const inFlightNow = this.byKey.get(`${api.protocol} ${origin}`);
+        const inFlightNow = this.byKey.get(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
         return {
           url,
+          host,
           weight,
           healthy: this.healthOf(api.id, origin).healthy,
           ejected: standing?.ejected ?? false,
@@ -158,7 +211,9 @@ export class Origins {
   /** Closes the upstream connections; call after the last exchange. */
   async close(): Promise<void> {
     const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
+    for (const pool of this.retiring) pools.push(pool.destroy());
     this.byKey.clear();
+    this.addressKeys.clear();
     this.byApi = new WeakMap();
     this.pools = new WeakMap();
     await Promise.all(pools);
@@ -171,28 +226,54 @@ export class Origins {
     return counts;
   }
 
-  /** The origin of `upstreamOrigin` for an API of `protocol`, opened when none is yet. */
-  private origin(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
-    const key = `${protocol} ${upstreamOrigin}`;
+  /**
+   * The origin of `upstreamOrigin` for API `apiId` of `protocol`, opened when none is yet: shared with
+   * the APIs of the same protocol whose TLS to it is the same. `host` is the name's host when
+   * `upstreamOrigin` is an address it resolved to, else null.
+   */
+  private origin(
+    protocol: CompiledApi['config']['protocol'],
+    upstreamOrigin: string,
+    apiId: string,
+    host: string | null,
+  ): Origin {
+    const tls = this.tlsOf(apiId, upstreamOrigin);
+    const key = originKey(protocol, upstreamOrigin, tls, host);
     const known = this.byKey.get(key);
     if (known) return known;
-    const origin = this.open(protocol, upstreamOrigin);
+    const origin = this.open(protocol, upstreamOrigin, tls, host ?? new URL(upstreamOrigin).host);
     this.byKey.set(key, origin);
+    if (host !== null) this.addressKeys.add(key);
     return origin;
   }
 
-  private open(protocol: CompiledApi['config']['protocol'], upstreamOrigin: string): Origin {
+  private open(
+    protocol: CompiledApi['config']['protocol'],
+    upstreamOrigin: string,
+    tls: UpstreamTls | null,
+    host: string,
+  ): Origin {
     const target = new URL(upstreamOrigin);
+    const connectTimeout = this.connectTimeout();
     // One connection per exchange in flight, kept alive between them (as long as the upstream's
     // Keep-Alive says, 4 s without one), answers read one at a time (no pipelining); TLS verified.
     const pool =
       protocol === 'grpc'
-        ? new Http2Upstream(upstreamOrigin, this.connectTimeout(), this.timers)
-        : new Pool(upstreamOrigin, { pipelining: 1, connectTimeout: this.connectTimeout() });
+        ? new Http2Upstream(upstreamOrigin, connectTimeout, this.timers, tls?.options, host)
+        : new Pool(upstreamOrigin, {
+            pipelining: 1,
+            ...(tls ? { connect: upstreamConnector(tls, connectTimeout) } : { connectTimeout }),
+          });
     // `toProxy`: the upgrade's target goes as the gateway routed it, not parsed again as a URL.
-    const server = createProxyServer({ target, selfHandleResponse: true, xfwd: false, toProxy: true });
+    const server = createProxyServer({
+      target,
+      selfHandleResponse: true,
+      xfwd: false,
+      toProxy: true,
+      ...(tls ? { agent: webSocketAgent(tls) } : {}),
+    });
     const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
-    const origin: Origin = { server, pool, host: target.host, openWebSocket };
+    const origin: Origin = { server, pool, host, openWebSocket };
     sendFirst(server, (req) => this.use.send(req, origin));
     // Errors of a WebSocket's exchange come to its steps' `failed`; this one hears those of its client socket.
     server.on('error', () => undefined);
@@ -201,6 +282,13 @@ export class Origins {
 }
 
 const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;
+
+/**
+ * The key an origin is shared by: its protocol, its URL, the identity of its TLS settings, and for an
+ * address, the name it was resolved from (each name has its own Host).
+ */
+const originKey = (protocol: string, origin: string, tls: UpstreamTls | null, host: string | null) =>
+  `${protocol} ${origin}${tls === null ? '' : ` tls=${tls.identity}`}${host === null ? '' : ` host=${host}`}`;
 
 /** The one-URL form counts nothing per target: its exchanges are `quotagate_requests_total`'s. */
 const noCounts: Readonly<TargetCounts> = { requests: 0, failures: 0, retries: 0 };

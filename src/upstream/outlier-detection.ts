@@ -2,6 +2,7 @@ import { upstreamTargets, type ApiConfig } from '../config/schema.js';
 import type { Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
 import { isInvalidAnswer } from './outcomes.js';
+import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
 import type { PoolTarget, TargetPool, TargetStanding } from './target-pool.js';
 
 /**
@@ -55,11 +56,15 @@ export class OutlierDetection {
     return standing;
   }
 
-  /** Forgets the targets that `apis` (the config's, at each reload) no longer have, ending their ejections. */
-  watch(apis: readonly ApiConfig[]): void {
+  /**
+   * Forgets the targets that `apis` (the config's, at each reload) no longer have, or the addresses their
+   * names no longer resolve to (`addressesOf`), ending their ejections.
+   */
+  watch(apis: readonly ApiConfig[], addressesOf: AddressesOf = noAddresses): void {
     const kept = new Set<string>();
     for (const api of apis)
-      for (const { url } of upstreamTargets(api.upstream)) kept.add(keyOf(api.id, new URL(url).origin));
+      for (const { origin } of resolvedTargets(upstreamTargets(api.upstream), addressesOf))
+        kept.add(keyOf(api.id, origin));
     for (const [key, standing] of this.standings)
       if (!kept.has(key)) {
         this.timers.clearTimeout(standing.ejection);

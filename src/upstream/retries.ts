@@ -8,6 +8,8 @@ const notConnected: ReadonlySet<string> = new Set([
   'ENETUNREACH',
   'ENOTFOUND',
   'EAI_AGAIN',
+  // The pool of an address its name no longer resolves to, closed (origins.ts's `retireAddresses`).
+  'UND_ERR_CLOSED',
 ]);
 
 /**

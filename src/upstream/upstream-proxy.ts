@@ -14,7 +14,9 @@ import { HealthChecks } from './health-checks.js';
 import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
 import { couldNotConnect, mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
+import { systemResolver, TargetAddresses, type HostResolver } from './target-addresses.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
+import { noUpstreamTls, tlsOfTarget, type UpstreamTlsByApi } from './upstream-tls.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { WebSocketLimits } from './websocket/link.js';
 import { openingHeaders, webSocketSteps, type OpeningHost } from './websocket/opening.js';
@@ -43,6 +45,8 @@ export interface UpstreamProxyOptions {
   drainLimit?: number;
   /** Told of each of those reads cut to make room for a newer one. */
   onDrainCut?: () => void;
+  /** Resolves the host names of the pools' targets (the system's unless a test answers). */
+  resolveHost?: HostResolver;
 }
 
 /**
@@ -73,7 +77,13 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   private readonly healthChecks: HealthChecks;
   /** The passive outlier detection of the targets of the APIs with a pool. */
   private readonly outliers: OutlierDetection;
+  /** The addresses the host names of the pools' targets resolve to, each a target. */
+  private readonly addresses: TargetAddresses;
+  /** The APIs of the config in force, whose targets follow their names' addresses. */
+  private apis: readonly ApiConfig[] = [];
   private readonly origins: Origins;
+  /** The `upstream.tls` of the APIs in force, read (the origins opened from now on use it). */
+  private upstreamTls = noUpstreamTls;
   /** The pool and the targets tried of each exchange of an API with a pool, while it runs. */
   private readonly attempts = new WeakMap<Exchange, PooledAttempt>();
 
@@ -87,22 +97,35 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     this.webSocketSteps = webSocketSteps(this);
     this.healthChecks = new HealthChecks(this.timers, this.logger);
     this.outliers = new OutlierDetection(this.timers, this.logger);
+    this.addresses = new TargetAddresses(
+      options.resolveHost ?? systemResolver,
+      this.timers,
+      this.logger,
+      () => this.addressesChanged(),
+    );
     this.origins = new Origins(
       this,
       () => this.proxyTimeout,
       this.timers,
       (api, origin) => this.healthChecks.stateOf(api, origin),
       (api, origin) => this.outliers.standingOf(api, origin),
+      (api, origin) => tlsOfTarget(this.upstreamTls, api, origin),
+      this.addresses.addressesOf,
     );
   }
 
   /**
-   * Checks the health of the targets of `apis` (the config's, at start and at each reload): targets that
-   * remain keep what was found of them (their health, and their standing with outlier detection).
+   * Resolves the host names of the targets of `apis` (the config's, at start and at each reload) and
+   * checks their health: targets that remain keep what was found of them (their health, and their
+   * standing with outlier detection). Connections opened from now on (exchanges, WebSocket openings,
+   * checks) are made with `upstreamTls`, their APIs' TLS read from its files; those open stay as they are.
    */
-  watchTargets(apis: readonly ApiConfig[]): void {
-    this.healthChecks.watch(apis);
-    this.outliers.watch(apis);
+  watchTargets(apis: readonly ApiConfig[], upstreamTls: UpstreamTlsByApi = noUpstreamTls): void {
+    this.apis = apis;
+    this.upstreamTls = upstreamTls;
+    this.addresses.watch(apis);
+    this.followTargets();
+    this.origins.retireAddresses(apis);
   }
 
   /** The targets of `apis` and what this gateway knows of them now (the admin listener, metrics, /readyz). */
@@ -139,8 +162,22 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /** Stops the health checks and closes the upstream connections; call after the last exchange. */
   async close(): Promise<void> {
+    this.addresses.close();
     this.outliers.close();
     await Promise.all([this.healthChecks.close(), this.origins.close()]);
+  }
+
+  /** The health checks and the outlier detection of the targets of the APIs in force, each address apart. */
+  private followTargets(): void {
+    this.healthChecks.watch(this.apis, this.upstreamTls, this.addresses.addressesOf);
+    this.outliers.watch(this.apis, this.addresses.addressesOf);
+  }
+
+  /** The addresses of a target's name changed: the pools are made again, and their targets checked. */
+  private addressesChanged(): void {
+    this.origins.addressesChanged();
+    this.followTargets();
+    this.origins.retireAddresses(this.apis);
   }
 
   /** The origin of the target of `api`'s pool that the exchange goes to, noted on the exchange. */

@@ -107,7 +107,7 @@ describe('GET /api/portal/v1.3/upstreams', () => {
       name: 'Orders',
       balance: null,
       healthCheck: false,
-      targets: [{ url: orders.url, weight: 1, healthy: true, ejected: false, ...nothingCounted }],
+      targets: [{ url: orders.url, host: null, weight: 1, healthy: true, ejected: false, ...nothingCounted }],
     });
   });
 

@@ -110,6 +110,10 @@ const rules: Array<[string, string]> = [
     'apis[1].upstream.outlierDetection.consecutiveFailures: must be a whole number of at least 1',
   ],
   [
+    'upstream-dns-refresh-short',
+    'apis[1].upstream.dnsRefresh: must be a whole number of milliseconds, at least 1000',
+  ],
+  [
     'websocket-method-without-upgrades',
     'apis[1].methods[0].websocket: may not be true: apis[1].websocket is false (the API refuses upgrades)',
   ],

@@ -9,6 +9,7 @@ import {
 
 const state = (url: string, extra: Partial<TargetState> = {}): TargetState => ({
   url,
+  host: null,
   weight: 1,
   healthy: true,
   ejected: false,

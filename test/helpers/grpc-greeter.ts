@@ -52,7 +52,8 @@ export interface GreeterUpstream {
 }
 
 /**
- * A real grpc-js server of the Greeter on 127.0.0.1:0 (TLS when given a key pair). SayHello greets,
+ * A real grpc-js server of the Greeter on 127.0.0.1:0, or the loopback `bind` given (`127.0.0.2:40123`),
+ * TLS when given a key pair. SayHello greets,
  * with the call's `x-trace` echoed in its header metadata and `x-served-by` in its trailers; a name
  * `missing` is NOT_FOUND with details and `grpc-status-details-bin`; a name `silent` is never
  * answered (until the call is cancelled). GatherHellos greets every name it was sent, ListHellos sends
@@ -60,7 +61,10 @@ export interface GreeterUpstream {
  * cancelled; to one beginning `flood`, sends 500 as fast as it can, then holds it open), Chat answers
  * each message as it comes.
  */
-export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }): Promise<GreeterUpstream> {
+export async function startGreeterUpstream(
+  tls?: { key: Buffer; cert: Buffer },
+  bind = '127.0.0.1:0',
+): Promise<GreeterUpstream> {
   const calls: grpc.Metadata[] = [];
   const trailer = () => {
     const metadata = new grpc.Metadata();
@@ -110,10 +114,10 @@ export async function startGreeterUpstream(tls?: { key: Buffer; cert: Buffer }):
     ? grpc.ServerCredentials.createSsl(null, [{ private_key: tls.key, cert_chain: tls.cert }])
     : grpc.ServerCredentials.createInsecure();
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
+    server.bindAsync(bind, credentials, (error, bound) => (error ? reject(error) : resolve(bound))),
   );
   return {
-    address: `127.0.0.1:${port}`,
+    address: `${bind.slice(0, bind.lastIndexOf(':'))}:${port}`,
     port,
     calls,
     // Calls still open (a `silent` one) are cut: the server stops at once.

@@ -10,6 +10,7 @@ import type { ReloadOutcome } from '../../src/reload/config-reloader.js';
 import type { RunningGateway } from '../../src/server.js';
 import { startGateway } from '../../src/server.js';
 import { startUpstream, type TestUpstream } from './upstream.js';
+import type { HostResolver } from '../../src/upstream/target-addresses.js';
 
 export const devKey = 'dev-key-0123456789abcdef0123456789';
 export const prodKey = 'prod-key-0123456789abcdef012345678';
@@ -132,11 +133,15 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
-/** The clocks a test gateway may be given instead of the system's (src/server.ts's StartOptions). */
+/**
+ * The clocks a test gateway may be given instead of the system's, and the resolver of its targets' host
+ * names (src/server.ts's StartOptions).
+ */
 export interface StartClocks {
   now?: () => number;
   clock?: () => number;
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
+  resolveHost?: HostResolver;
 }
 
 /** Starts a gateway in this process on ephemeral ports, with its log captured. */

@@ -30,8 +30,14 @@ const echo: Handler = (_req, res, seen) => {
   res.end(body);
 };
 
-/** A real upstream on 127.0.0.1:0 that records every request; it echoes them unless given a handler. */
-export async function startUpstream(handler: Handler = echo): Promise<TestUpstream> {
+/**
+ * A real upstream on 127.0.0.1:0 (or the loopback address and port given) that records every request; it
+ * echoes them unless given a handler.
+ */
+export async function startUpstream(
+  handler: Handler = echo,
+  { host = '127.0.0.1', port: wanted = 0 }: { host?: string; port?: number } = {},
+): Promise<TestUpstream> {
   const requests: SeenRequest[] = [];
   const server: Server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -49,10 +55,10 @@ export async function startUpstream(handler: Handler = echo): Promise<TestUpstre
       handler(req, res, seen);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(wanted, host, resolve));
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${host}:${port}`,
     port,
     requests,
     close: () =>

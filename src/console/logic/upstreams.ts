@@ -4,8 +4,13 @@
  * answers its primary, what the target metrics and `/readyz` read, and what the console shows.
  */
 export interface TargetState {
-  /** The target as configured (origin and path). */
+  /**
+   * The target as configured (origin and path), or for each address its host name resolved to
+   * (`upstream.dnsRefresh`), the configured URL with that address in place of the name.
+   */
   url: string;
+  /** The configured host (name and port) `url`'s address was resolved from; null when `url` is as configured. */
+  host: string | null;
   /** Its share of the exchanges (1 for the one-URL form). */
   weight: number;
   /** Whether the health checks find it healthy (every data plane's); always true without healthCheck. */
@@ -44,11 +49,12 @@ export function mergeUpstreams(answers: ReadonlyArray<readonly ApiUpstream[]>): 
   if (first === undefined) return [];
   return first.map((api, apiIndex) => ({
     ...api,
-    targets: api.targets.map((target, targetIndex) => {
+    targets: api.targets.map((target) => {
       const merged = { ...target };
       for (const other of others) {
-        const same = other[apiIndex]?.targets[targetIndex];
-        if (same === undefined || same.url !== target.url) continue;
+        // Each data plane resolves the targets' names itself: their addresses may differ for a while.
+        const same = other[apiIndex]?.targets.find(({ url }) => url === target.url);
+        if (same === undefined) continue;
         merged.healthy &&= same.healthy;
         merged.ejected ||= same.ejected;
         merged.ejections += same.ejections;
