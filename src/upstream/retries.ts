@@ -13,6 +13,13 @@ const notConnected: ReadonlySet<string> = new Set([
   'UND_ERR_CLOSED',
 ]);
 
+/**
+ * Whether the connection for the exchange could not be opened: nothing of the request went out, so that
+ * sending it to another target loads the pool no more than the request itself does.
+ */
+export const couldNotConnect = (error: Error): boolean =>
+  notConnected.has((error as NodeJS.ErrnoException).code ?? '');
+
 /** A connection cut before any answer came: the request may have been taken, and acted on. */
 const cutBeforeAnswer: ReadonlySet<string> = new Set(['ECONNRESET', 'UND_ERR_SOCKET']);
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { Dispatcher } from 'undici';
+import { errors, type Dispatcher } from 'undici';
 import type { AddedLatencySink } from '../observe/added-latency.js';
 import { systemClock, type Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
@@ -13,7 +13,7 @@ import { Origins, type Origin, type OriginUse } from './origins.js';
 import { HealthChecks } from './health-checks.js';
 import { isTargetFailure, OutlierDetection } from './outlier-detection.js';
 import { failureOutcome, timedOut } from './outcomes.js';
-import { mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
+import { couldNotConnect, mayGoElsewhere, mayGoElsewhereAfter } from './retries.js';
 import { systemResolver, TargetAddresses, type HostResolver } from './target-addresses.js';
 import { countFailure, type PoolTarget, type TargetPool } from './target-pool.js';
 import { noUpstreamTls, tlsOfTarget, type UpstreamTlsByApi } from './upstream-tls.js';
@@ -186,31 +186,53 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const target = pool.pick();
     exchange.target = target.name;
     exchange.targetsTried = 1;
-    this.attempts.set(exchange, { api: api.config.id, pool, tried: [target] });
+    // undici's headersTimeout bounds each try on real time, from when its request went out: a deadline
+    // on the gateway's timers bounds them all from the forwarding (a request with a body keeps undici's,
+    // which runs once the body is sent; a WebSocket opening has its own).
+    const deadline =
+      exchange.hasBody || exchange.isOpening()
+        ? null
+        : this.timers.setTimeout(() => this.outOfTime(exchange), this.proxyTimeout);
+    this.attempts.set(exchange, { api: api.config.id, pool, tried: [target], deadline });
     return target.origin;
+  }
+
+  /** proxyTimeout passed since the exchange was forwarded, and no target's answer came: 504. */
+  private outOfTime(exchange: Exchange): void {
+    if (exchange.settled || exchange.upstreamMs !== null) return;
+    exchange.failUpstream(new errors.HeadersTimeoutError('proxyTimeout passed before any target answered'));
+    // One still waiting for a connection is aborted as it gets one (`onRequestStart`).
+    exchange.controller?.abort(new Error('proxyTimeout passed'));
+  }
+
+  /** The exchange's tries are over (a target's answer came, or it failed for good): its deadline too. */
+  private triesOver(attempt: PooledAttempt | undefined): void {
+    if (attempt !== undefined && attempt.deadline !== null) this.timers.clearTimeout(attempt.deadline);
   }
 
   /**
    * The target an exchange of an API with a pool may go to next, with the milliseconds of proxyTimeout
    * left (it bounds the whole exchange): while its API's `retries` are not spent, some time is left, the
-   * API's retry budget allows it, and a target it has not tried is left; else null.
+   * API's retry budget allows it (when `budgeted`), and a target it has not tried is left; else null.
    */
-  private retryTarget(exchange: Exchange, attempt: PooledAttempt): Retry | null {
+  private retryTarget(exchange: Exchange, attempt: PooledAttempt, budgeted = true): Retry | null {
     const { pool, tried } = attempt;
     const left = this.proxyTimeout - (this.clock.monotonic() - exchange.forwardedAt);
-    if (tried.length > pool.retries || left <= 0 || !pool.mayRetry()) return null;
+    if (tried.length > pool.retries || left <= 0 || (budgeted && !pool.mayRetry())) return null;
     const next = pool.pickOther(tried);
-    return next === null ? null : { next, left };
+    return next === null ? null : { next, left, budgeted };
   }
 
   /** Sends the exchange to `retry.next`, within the retry budget of its pool while its client is there. */
-  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left }: Retry): void {
+  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left, budgeted }: Retry): void {
     const { pool, tried } = attempt;
     tried.push(next);
     exchange.target = next.name;
     exchange.targetsTried = tried.length;
-    pool.retrying += 1;
-    exchange.res.once('close', () => (pool.retrying -= 1));
+    if (budgeted) {
+      pool.retrying += 1;
+      exchange.res.once('close', () => (pool.retrying -= 1));
+    }
     exchange.settled = false;
     exchange.controller = null;
     redispatch(exchange, next.origin, left);
@@ -218,11 +240,13 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
 
   /**
    * Sends a failed exchange of an API with a pool to another target, when it may go again
-   * (retries.ts) and `retryTarget` gives one.
+   * (retries.ts) and `retryTarget` gives one. One whose connection could not be opened is outside the
+   * retry budget: nothing of it was sent, so that a killed target's share of a burst is all sent on (the
+   * budget keeps a failing fleet from being sent its load twice; a refused connection sends nothing).
    */
   private triedElsewhere(error: Error, exchange: Exchange, attempt: PooledAttempt): boolean {
     if (!mayGoElsewhere(error, exchange)) return false;
-    const retry = this.retryTarget(exchange, attempt);
+    const retry = this.retryTarget(exchange, attempt, !couldNotConnect(error));
     if (retry === null) return false;
     this.logger.info(
       {
@@ -241,13 +265,18 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     const target = attempt.tried[attempt.tried.length - 1]!;
     if (statusCode < 500) {
       this.outliers.succeeded(target);
+      this.triesOver(attempt);
       return false;
     }
     this.outliers.failed(attempt.api, attempt.pool, target);
-    if (!mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed)
+    const retry =
+      !mayGoElsewhereAfter(statusCode, exchange) || exchange.req.socket.destroyed || exchange.res.destroyed
+        ? null
+        : this.retryTarget(exchange, attempt);
+    if (retry === null) {
+      this.triesOver(attempt);
       return false;
-    const retry = this.retryTarget(exchange, attempt);
-    if (retry === null) return false;
+    }
     this.logger.info(
       { status: statusCode, target: exchange.target, next: retry.next.name },
       'upstream target answered a gateway error: trying another',
@@ -278,17 +307,19 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    */
   fail(error: Error, exchange: Exchange): void {
     const { req, res } = exchange;
+    const attempt = exchange.targetsTried > 0 ? this.attempts.get(exchange) : undefined;
     // The client has gone (an HTTP/2 stream reset before Node destroys it has a live socket).
     if (req.socket.destroyed || res.destroyed) {
+      this.triesOver(attempt);
       exchange.upstreamOutcome = 'client_aborted';
       return;
     }
-    const attempt = exchange.targetsTried > 0 ? this.attempts.get(exchange) : undefined;
     if (attempt !== undefined) {
       countFailure(attempt.tried);
       if (isTargetFailure(error))
         this.outliers.failed(attempt.api, attempt.pool, attempt.tried[attempt.tried.length - 1]!);
       if (this.triedElsewhere(error, exchange, attempt)) return;
+      this.triesOver(attempt);
     }
     if (exchange.upstreamOutcome === 'completed')
       exchange.upstreamOutcome = failureOutcome(error, exchange.upstreamMs !== null);
@@ -328,10 +359,14 @@ interface PooledAttempt {
   readonly api: string;
   readonly pool: TargetPool<Origin>;
   readonly tried: Array<PoolTarget<Origin>>;
+  /** The timer of proxyTimeout over all its tries, on the gateway's timers; null for a request with a body. */
+  readonly deadline: unknown;
 }
 
 /** Where an exchange goes next, and the milliseconds of proxyTimeout it has left. */
 interface Retry {
   readonly next: PoolTarget<Origin>;
   readonly left: number;
+  /** Whether it counts against the pool's retry budget. */
+  readonly budgeted: boolean;
 }
