@@ -1,5 +1,6 @@
 import type { BalancePolicy, OutlierDetectionConfig } from '../config/schema.js';
 import type { TargetHealth } from './health-checks.js';
+import { RetryBudget } from './retry-budget.js';
 
 /** What this gateway's exchanges found of one target of a pool (passive outlier detection). */
 export interface TargetStanding {
@@ -63,8 +64,8 @@ export function countFailure(tried: ReadonlyArray<PoolTarget> | undefined): void
  * least-requests or health state of its own.
  */
 export class TargetPool<O = unknown> {
-  /** Exchanges sent again to another target whose client response is still open. */
-  retrying = 0;
+  /** What retries the API may still send (retry-budget.ts). */
+  readonly budget = new RetryBudget();
 
   /**
    * @param retries other targets an exchange may be sent to after the one before could not take it
@@ -96,17 +97,6 @@ export class TargetPool<O = unknown> {
       if (tried.length > 0) picked.counts.retries += 1;
     }
     return picked;
-  }
-
-  /**
-   * Whether an exchange may be sent again to another target: while the retries open are fewer than
-   * 20% of the API's exchanges in flight, or than 3 (Envoy's retry budget and its minimum), so that a
-   * fleet that fails is not sent its load twice over.
-   */
-  mayRetry(): boolean {
-    let inFlight = 0;
-    for (const target of this.targets) inFlight += this.inFlight(target.origin);
-    return this.retrying < Math.max(3, inFlight * 0.2);
   }
 
   private chosen(tried: ReadonlyArray<PoolTarget<O>>): PoolTarget<O> | null {

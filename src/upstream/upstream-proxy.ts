@@ -184,6 +184,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   private targetOf(exchange: Exchange, api: CompiledApi): Origin {
     const pool = this.origins.poolOf(api);
     const target = pool.pick();
+    pool.budget.noteExchange(exchange.forwardedAt);
     exchange.target = target.name;
     exchange.targetsTried = 1;
     // undici's headersTimeout bounds each try on real time, from when its request went out: a deadline
@@ -217,22 +218,19 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    */
   private retryTarget(exchange: Exchange, attempt: PooledAttempt, budgeted = true): Retry | null {
     const { pool, tried } = attempt;
-    const left = this.proxyTimeout - (this.clock.monotonic() - exchange.forwardedAt);
-    if (tried.length > pool.retries || left <= 0 || (budgeted && !pool.mayRetry())) return null;
+    const now = this.clock.monotonic();
+    const left = this.proxyTimeout - (now - exchange.forwardedAt);
+    if (tried.length > pool.retries || left <= 0 || (budgeted && !pool.budget.withdraw(now))) return null;
     const next = pool.pickOther(tried);
-    return next === null ? null : { next, left, budgeted };
+    return next === null ? null : { next, left };
   }
 
-  /** Sends the exchange to `retry.next`, within the retry budget of its pool while its client is there. */
-  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left, budgeted }: Retry): void {
-    const { pool, tried } = attempt;
+  /** Sends the exchange to `retry.next`, with what is left of proxyTimeout. */
+  private sendElsewhere(exchange: Exchange, attempt: PooledAttempt, { next, left }: Retry): void {
+    const { tried } = attempt;
     tried.push(next);
     exchange.target = next.name;
     exchange.targetsTried = tried.length;
-    if (budgeted) {
-      pool.retrying += 1;
-      exchange.res.once('close', () => (pool.retrying -= 1));
-    }
     exchange.settled = false;
     exchange.controller = null;
     redispatch(exchange, next.origin, left);
@@ -242,7 +240,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    * Sends a failed exchange of an API with a pool to another target, when it may go again
    * (retries.ts) and `retryTarget` gives one. One whose connection could not be opened is outside the
    * retry budget: nothing of it was sent, so that a killed target's share of a burst is all sent on (the
-   * budget keeps a failing fleet from being sent its load twice; a refused connection sends nothing).
+   * budget keeps a failing fleet from being sent much more than its load; a refused connection sends
+   * nothing).
    */
   private triedElsewhere(error: Error, exchange: Exchange, attempt: PooledAttempt): boolean {
     if (!mayGoElsewhere(error, exchange)) return false;
@@ -367,6 +366,4 @@ interface PooledAttempt {
 interface Retry {
   readonly next: PoolTarget<Origin>;
   readonly left: number;
-  /** Whether it counts against the pool's retry budget. */
-  readonly budgeted: boolean;
 }

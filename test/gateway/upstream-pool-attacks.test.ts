@@ -55,6 +55,23 @@ describe('a pool whose targets are processes', () => {
     expect(new Set(accessLines(gateway).map(({ target }) => target))).toEqual(new Set([well.url]));
   });
 
+  it('gives no error to 40 GETs in flight when the target holding half of them is killed', async () => {
+    const [doomed, well] = [await spawnTarget(defer), await spawnTarget(defer)];
+    const gateway = await gatewayWith({ targets: [doomed.url, well.url] });
+    const inFlight = Array.from({ length: 40 }, (_, n) => get(gateway, `/pets/hold-${n}`));
+    await vi.waitFor(() => expect(doomed.held()).toBe(20));
+    await vi.waitFor(() => expect(well.held()).toBe(20));
+    await doomed.kill();
+    // Twenty connections reset at once, each with a GET the target may have taken: all sent on within
+    // the retry budget's reserve, for the API has not been sending a fifth of its exchanges again.
+    await vi.waitFor(() => expect(well.held()).toBe(40));
+    well.answerHeld();
+    const answers = await Promise.all(inFlight);
+    expect(answers.map(({ status }) => status)).toEqual(Array(40).fill(200));
+    await vi.waitFor(() => expect(accessLines(gateway)).toHaveLength(40));
+    expect(accessLines(gateway).filter(({ tried }) => tried === 2)).toHaveLength(20);
+  });
+
   it.each(['round-robin', 'least-requests'])(
     'gives no error to 40 GETs at once when a target was killed (%s): a refused one is sent on past the budget',
     async (balance) => {

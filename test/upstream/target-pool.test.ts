@@ -64,17 +64,4 @@ describe('the balancing of a pool', () => {
     expect(pool.pickOther([a, c])?.name).toBe('b');
     expect(pool.pickOther([a, b, c])).toBeNull();
   });
-
-  it('allows retries while fewer than 3 are open, or than 20% of the exchanges in flight', () => {
-    let inFlight = 0;
-    const pool = new TargetPool([targetOf('a', 1), targetOf('b', 1)], 'round-robin', () => inFlight, 2);
-    pool.retrying = 2;
-    expect(pool.mayRetry()).toBe(true);
-    pool.retrying = 3;
-    expect(pool.mayRetry()).toBe(false);
-    inFlight = 10;
-    expect(pool.mayRetry()).toBe(true);
-    pool.retrying = 4;
-    expect(pool.mayRetry()).toBe(false);
-  });
 });
