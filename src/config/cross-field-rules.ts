@@ -107,6 +107,7 @@ function catalogProblems(config: Config): Problem[] {
     ...firstSeen(routes),
     ...grpcVerbProblems(config),
     ...grpcUpstreamProblems(config),
+    ...healthCheckProblems(config),
     ...targetPathProblems(config),
     ...webSocketMethodProblems(config),
     ...upstreamTlsProblems(config),
@@ -145,13 +146,11 @@ function upstreamTlsProblems(config: Config): Problem[] {
 function grpcUpstreamProblems(config: Config): Problem[] {
   return config.apis.flatMap((api, i) => {
     if (api.protocol !== 'grpc') return [];
-    const problems = grpcHealthCheckProblems(api.upstream, i);
     const [target] = upstreamTargets(api.upstream);
-    if (target === undefined || !URL.canParse(target.url)) return problems;
+    if (target === undefined || !URL.canParse(target.url)) return [];
     const { pathname } = new URL(target.url);
-    if (pathname === '' || pathname === '/') return problems;
+    if (pathname === '' || pathname === '/') return [];
     return [
-      ...problems,
       {
         path:
           typeof api.upstream === 'string' ? ['apis', i, 'upstream'] : ['apis', i, 'upstream', 'targets', 0],
@@ -162,19 +161,42 @@ function grpcUpstreamProblems(config: Config): Problem[] {
 }
 
 /**
- * The active health checks are HTTP/1.1 GETs, which a gRPC server (HTTP/2 only, and whose health is
- * the grpc.health.v1 service) refuses: every target of a gRPC API would be out. Its calls are watched
- * by outlier detection instead.
+ * A health check asks an HTTP API's targets for `path` with a GET, and a gRPC API's for `service` by the
+ * gRPC health checking protocol (a gRPC server is HTTP/2 only, and answers no GET): each form takes its
+ * own key and refuses the other's.
  */
-function grpcHealthCheckProblems(upstream: Config['apis'][number]['upstream'], i: number): Problem[] {
-  if (typeof upstream === 'string' || upstream.healthCheck === undefined) return [];
-  return [
-    {
-      path: ['apis', i, 'upstream', 'healthCheck'],
-      message:
-        "is not available in an API of protocol 'grpc': the checks are HTTP/1.1 GETs, which a gRPC server refuses (use outlierDetection, which watches its calls)",
-    },
-  ];
+function healthCheckProblems(config: Config): Problem[] {
+  return config.apis.flatMap((api, i) => {
+    if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) return [];
+    const { path, service } = api.upstream.healthCheck;
+    const at = ['apis', i, 'upstream', 'healthCheck'];
+    if (api.protocol === 'grpc')
+      return path === undefined
+        ? []
+        : [
+            {
+              path: [...at, 'path'],
+              message:
+                "is not available in an API of protocol 'grpc': its targets are checked by the gRPC health checking protocol (use service: the name of a service, or '' for the whole server)",
+            },
+          ];
+    if (service !== undefined)
+      return [
+        {
+          path: [...at, 'service'],
+          message:
+            "is only for an API of protocol 'grpc': an HTTP API's targets are checked with a GET of path",
+        },
+      ];
+    return path === undefined
+      ? [
+          {
+            path: [...at, 'path'],
+            message: 'is required (the path of its GETs, /healthz)',
+          },
+        ]
+      : [];
+  });
 }
 
 /**

@@ -156,13 +156,25 @@ const upstreamTarget = z.union(
 );
 
 const healthCheckSchema = z.strictObject({
-  /** What each target is asked with a GET, from its origin's root (`/healthz`). */
-  path: absolutePath(() => true, 'must be an absolute path like /healthz'),
+  /**
+   * What each target of an HTTP API is asked with a GET, from its origin's root (`/healthz`): required
+   * there, refused for a gRPC API.
+   */
+  path: absolutePath(() => true, 'must be an absolute path like /healthz').optional(),
+  /**
+   * What each target of a gRPC API is asked by the gRPC health checking protocol
+   * (`grpc.health.v1.Health/Check`): a service's name, or '' (the default) for the whole server.
+   * Refused for an HTTP API.
+   */
+  service: z.string({ error: msg("must be a gRPC service's name (helloworld.Greeter), or ''") }).optional(),
   /** Milliseconds from one check of a target to the next. */
   interval: milliseconds,
   /** Milliseconds a check has for its answer's head, after which it failed. */
   timeout: milliseconds,
-  /** Failed checks in a row (not 2xx, a timeout, a refused connection) that take a target out. */
+  /**
+   * Failed checks in a row (not 2xx, or for gRPC not SERVING; a timeout, a refused connection) that take
+   * a target out.
+   */
   unhealthyAfter: z
     .int({ error: msg('must be a whole number of at least 1') })
     .min(1, { error: msg('must be a whole number of at least 1') })

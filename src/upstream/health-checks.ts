@@ -2,6 +2,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { upstreamTargets, type ApiConfig, type HealthCheckConfig } from '../config/schema.js';
 import type { Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
+import { checkGrpcHealth } from './grpc-health-check.js';
 import { noAddresses, resolvedTargets, type AddressesOf } from './target-addresses.js';
 import {
   noUpstreamTls,
@@ -22,6 +23,8 @@ export interface TargetHealth {
 
 interface Check {
   readonly api: string;
+  /** Its API is of protocol 'grpc': it is checked by the gRPC health checking protocol, not a GET. */
+  readonly grpc: boolean;
   readonly origin: string;
   /** The Host of its GET: the name `origin`'s address was resolved from; null when `origin` is as configured. */
   readonly host: string | null;
@@ -39,9 +42,11 @@ interface Check {
 
 /**
  * The active health checks of the pools' targets, from this gateway: a GET of `healthCheck.path` at
- * each target's origin every `interval` ms, the first as the target is configured. A target is out after
- * `unhealthyAfter` failures in a row (an answer not 2xx, no whole answer within `timeout`, a connection
- * refused or cut) and back after `healthyAfter` successes in a row. Time is the injected timers'.
+ * each target's origin (for a gRPC API, a `grpc.health.v1.Health/Check` of `healthCheck.service`:
+ * grpc-health-check.ts) every `interval` ms, the first as the target is configured. A target is out
+ * after `unhealthyAfter` failures in a row (an answer not 2xx or not SERVING, no whole answer within
+ * `timeout`, a connection refused or cut) and back after `healthyAfter` successes in a row. Time is the
+ * injected timers'.
  *
  * The state of a target is kept by its API's id and its origin, so that a reload that keeps a target
  * keeps what was found of it (and the pools it builds read the same `TargetHealth`).
@@ -76,13 +81,14 @@ export class HealthChecks {
     upstreamTls: UpstreamTlsByApi = noUpstreamTls,
     addressesOf: AddressesOf = noAddresses,
   ): void {
-    const wanted = new Map<string, Pick<Check, 'api' | 'origin' | 'host' | 'config' | 'tls'>>();
+    const wanted = new Map<string, Pick<Check, 'api' | 'grpc' | 'origin' | 'host' | 'config' | 'tls'>>();
     for (const api of apis) {
       if (typeof api.upstream === 'string' || api.upstream.healthCheck === undefined) continue;
       for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), addressesOf)) {
         const tls = tlsOfTarget(upstreamTls, api.id, origin);
         wanted.set(keyOf(api.id, origin), {
           api: api.id,
+          grpc: api.protocol === 'grpc',
           origin,
           host,
           config: api.upstream.healthCheck,
@@ -162,7 +168,7 @@ export class HealthChecks {
     });
   }
 
-  /** One GET of the check's path: whether a 2xx answer came, whole, within `timeout`. */
+  /** One check: whether a good answer (2xx, or SERVING) came, whole, within `timeout`. */
   private async probe(check: Check): Promise<boolean> {
     const abort = new AbortController();
     check.abort = abort;
@@ -171,7 +177,18 @@ export class HealthChecks {
       check.config.timeout,
     );
     try {
-      const { statusCode, body } = await request(`${check.origin}${check.config.path}`, {
+      if (check.grpc) {
+        const { origin, host, tls } = check;
+        return await checkGrpcHealth({
+          origin,
+          host,
+          tls,
+          service: check.config.service ?? '',
+          signal: abort.signal,
+        });
+      }
+      // The config's rules give every check of an HTTP API its path.
+      const { statusCode, body } = await request(`${check.origin}${check.config.path ?? '/'}`, {
         method: 'GET',
         ...(check.host === null ? {} : { headers: { host: check.host } }),
         dispatcher: this.dispatcherOf(check.tls),

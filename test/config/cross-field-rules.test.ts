@@ -21,4 +21,24 @@ describe('the rules across keys', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it.each([
+    [{ service: 'helloworld.Greeter' }, 'helloworld.Greeter'],
+    [{}, undefined],
+  ])("take a gRPC API's health checks of a service, or of the whole server (%j)", async (form, service) => {
+    const healthCheck = { interval: 5_000, timeout: 1_000, ...form };
+    const targets = ['http://127.0.0.1:50051', 'http://127.0.0.1:50052'];
+    const dir = writeConfigDir(
+      petsConfig('http://127.0.0.1:9', {
+        apis: [{ ...greeterApi('http://127.0.0.1:9'), upstream: { targets, healthCheck } }],
+      }),
+    );
+    try {
+      const { config } = await loadConfig({ configDir: dir, env: {} });
+      const upstream = config.apis[0]?.upstream as { healthCheck: Record<string, unknown> };
+      expect(upstream.healthCheck).toEqual({ ...healthCheck, service, unhealthyAfter: 2, healthyAfter: 2 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -101,9 +101,14 @@ const rules: Array<[string, string]> = [
     "apis[1].upstream.targets[0]: must have no path in an API of protocol 'grpc': a gRPC call's path is /<package.Service>/<Method> from the server's root (remove /helloworld.Greeter)",
   ],
   [
-    'grpc-pool-health-check',
-    "apis[1].upstream.healthCheck: is not available in an API of protocol 'grpc': the checks are HTTP/1.1 GETs, which a gRPC server refuses (use outlierDetection, which watches its calls)",
+    'grpc-pool-health-check-path',
+    "apis[1].upstream.healthCheck.path: is not available in an API of protocol 'grpc': its targets are checked by the gRPC health checking protocol (use service: the name of a service, or '' for the whole server)",
   ],
+  [
+    'upstream-health-check-service',
+    "apis[1].upstream.healthCheck.service: is only for an API of protocol 'grpc': an HTTP API's targets are checked with a GET of path",
+  ],
+  ['health-check-no-path', 'apis[1].upstream.healthCheck.path: is required (the path of its GETs, /healthz)'],
   ['upstream-balance-unknown', "apis[1].upstream.balance: must be 'round-robin' or 'least-requests'"],
   [
     'upstream-target-weight-zero',

@@ -53,7 +53,7 @@ export interface GreeterUpstream {
 
 /**
  * A real grpc-js server of the Greeter on 127.0.0.1:0, or the loopback `bind` given (`127.0.0.2:40123`),
- * TLS when given a key pair. SayHello greets,
+ * TLS when given a key pair, with the services `addServices` adds beside it. SayHello greets,
  * with the call's `x-trace` echoed in its header metadata and `x-served-by` in its trailers; a name
  * `missing` is NOT_FOUND with details and `grpc-status-details-bin`; a name `silent` is never
  * answered (until the call is cancelled). GatherHellos greets every name it was sent, ListHellos sends
@@ -64,6 +64,7 @@ export interface GreeterUpstream {
 export async function startGreeterUpstream(
   tls?: { key: Buffer; cert: Buffer },
   bind = '127.0.0.1:0',
+  addServices: (server: grpc.Server) => void = () => undefined,
 ): Promise<GreeterUpstream> {
   const calls: grpc.Metadata[] = [];
   const trailer = () => {
@@ -110,6 +111,7 @@ export async function startGreeterUpstream(
       call.on('end', () => call.end(trailer()));
     },
   });
+  addServices(server);
   const credentials = tls
     ? grpc.ServerCredentials.createSsl(null, [{ private_key: tls.key, cert_chain: tls.cert }])
     : grpc.ServerCredentials.createInsecure();
