@@ -18,6 +18,8 @@ export interface GrpcHealthCheck {
 
 /** HealthCheckResponse.ServingStatus.SERVING (grpc/health/v1/health.proto). */
 const serving = 1;
+/** More than a HealthCheckResponse ever is (a few bytes): a target sending more is not answering one. */
+const maxAnswerBytes = 1_024;
 
 /**
  * One check by the gRPC health checking protocol (grpc/grpc doc/health-checking.md), as Envoy's
@@ -48,13 +50,18 @@ export function checkGrpcHealth(check: GrpcHealthCheck): Promise<boolean> {
     });
     let grpcStatus: unknown;
     const chunks: Buffer[] = [];
+    let received = 0;
     // A trailers-only answer (an error status) carries grpc-status in its head.
     stream.on('response', (head) => {
       if (head[':status'] !== 200) return ended(false);
       grpcStatus = head['grpc-status'];
     });
     stream.on('trailers', (trailers) => (grpcStatus = trailers['grpc-status']));
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    stream.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      if (received > maxAnswerBytes) return ended(false);
+      chunks.push(chunk);
+    });
     stream.on('end', () => ended(grpcStatus === '0' && servingStatusOf(Buffer.concat(chunks)) === serving));
     stream.on('close', () => ended(false));
     stream.on('error', () => ended(false));

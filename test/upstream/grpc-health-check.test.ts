@@ -9,6 +9,7 @@ import type { UpstreamTls } from '../../src/upstream/upstream-tls.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { startGreeterUpstream } from '../helpers/grpc-greeter.js';
 import { startHealthUpstream, type HealthUpstream } from '../helpers/grpc-health.js';
+import { grpcHead, startShapedGrpcUpstream } from '../helpers/shaped-grpc-upstream.js';
 import { createPrivateCa, type IssuedCertificate, type PrivateCa } from '../helpers/private-ca.js';
 import { useTempDirs } from '../helpers/temp-dirs.js';
 
@@ -80,6 +81,39 @@ describe('a gRPC health check', () => {
     while (upstream.checked.length === 0) await new Promise((resolve) => setImmediate(resolve));
     abort.abort(new Error('the health check timed out'));
     expect(await outcome).toBe(false);
+  });
+
+  /** A framed HealthCheckResponse SERVING after an unknown field 2 of `padding` bytes. */
+  const servingAfter = (padding: number) => {
+    const message = Buffer.concat([
+      Buffer.from([0x12, 0x80 | (padding & 0x7f), padding >> 7]),
+      Buffer.alloc(padding),
+      Buffer.from([0x08, 1]),
+    ]);
+    const prefix = Buffer.alloc(5);
+    prefix.writeUInt32BE(message.length, 1);
+    return Buffer.concat([prefix, message]);
+  };
+
+  it.each([
+    ['SERVING with grpc-status 0 (the control)', servingAfter(200), {}, { 'grpc-status': '0' }, true],
+    ['SERVING without grpc-status', servingAfter(200), {}, {}, false],
+    ['SERVING with HTTP 503', servingAfter(200), { ':status': 503 }, { 'grpc-status': '0' }, false],
+    [
+      'SERVING after more bytes than a HealthCheckResponse has',
+      servingAfter(1_500),
+      {},
+      { 'grpc-status': '0' },
+      false,
+    ],
+  ])('tells an answer of %s', async (_shape, message, head, trailers, healthy) => {
+    const target = await startShapedGrpcUpstream((stream) => {
+      stream.respond(grpcHead(head), { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+      stream.end(message);
+    }, defer);
+    expect(await check(target.url)).toBe(healthy);
+    expect(target.opened()).toBe(1);
   });
 
   it('fails when the connection is refused', async () => {

@@ -5,6 +5,7 @@ import { createLogger } from '../../src/observe/log.js';
 import { HealthChecks } from '../../src/upstream/health-checks.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { FakeTimers } from '../helpers/fake-timers.js';
+import { startHealthUpstream } from '../helpers/grpc-health.js';
 import { startUpstream } from '../helpers/upstream.js';
 
 const defer = cleanupAfterEach();
@@ -57,6 +58,31 @@ describe('the health checks of the targets', () => {
     await checks.idle();
     expect(checks.stateOf('pets', failing.url)).toMatchObject({ healthy: false, failures: 2 });
     expect(checks.stateOf('pets', gone.url)).toMatchObject({ healthy: false, failures: 2 });
+  });
+
+  it("count a gRPC target's SERVING as passed, and its check with no answer within its timeout as failed", async () => {
+    const [serving, hung] = [await startHealthUpstream(), await startHealthUpstream()];
+    defer(() => serving.close());
+    defer(() => hung.close());
+    hung.statuses.set('', 'silent');
+    const [servingUrl, hungUrl] = [`http://${serving.address}`, `http://${hung.address}`];
+    const timers = new FakeTimers();
+    const checks = checksOn(timers);
+    const { interval, timeout, unhealthyAfter, healthyAfter } = healthCheck;
+    const grpcHealthCheck = { service: '', interval, timeout, unhealthyAfter, healthyAfter };
+    checks.watch([
+      {
+        id: 'greeter',
+        protocol: 'grpc',
+        upstream: { targets: [servingUrl, hungUrl], balance: 'round-robin', healthCheck: grpcHealthCheck },
+      } as unknown as ApiConfig,
+    ]);
+    while (checks.stateOf('greeter', servingUrl).successes === 0 || hung.checked.length === 0)
+      await new Promise((resolve) => setImmediate(resolve));
+    timers.advance(healthCheck.timeout);
+    await checks.idle();
+    expect(checks.stateOf('greeter', hungUrl)).toMatchObject({ healthy: true, failures: 1 });
+    expect(checks.stateOf('greeter', servingUrl)).toMatchObject({ healthy: true, failures: 0, successes: 1 });
   });
 
   it('stop checking a target a reload drops, and stop every timer on close', async () => {
