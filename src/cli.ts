@@ -8,6 +8,7 @@ import { initCommand } from './commands/init-command.js';
 import { quotasCommand } from './commands/quotas-command.js';
 import { reloadCommand } from './commands/reload-command.js';
 import { startCommand } from './commands/start-command.js';
+import { usageCommand } from './commands/usage-command.js';
 import { ConfigError } from './kit/config-error.js';
 import { didYouMean } from './kit/key-suggestions.js';
 import { ScaffoldConflictError } from './init/scaffold-project.js';
@@ -19,6 +20,7 @@ const commands: Record<string, Command> = {
   'check-config': checkConfigCommand,
   'config-schema': configSchemaCommand,
   quotas: quotasCommand,
+  usage: usageCommand,
   'hash-password': hashPasswordCommand,
 };
 

@@ -58,6 +58,7 @@ import { jsonSyntaxError } from '../kit/json-syntax-error.js';
 import { catalogOpenApi } from './catalog-openapi.js';
 import { registerQuotaRoutes } from './quota-routes.js';
 import { registerUpstreamRoutes, type UpstreamRouteParts } from './upstream-routes.js';
+import { registerUsageHistoryRoutes, type UsageHistoryRoutesParts } from './usage-history-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
 
 declare module 'fastify' {
@@ -102,6 +103,8 @@ export interface AdminServerParts {
   /** The time the gateway adds to exchanges, of every process that serves the data plane. */
   latency: () => Promise<LatencyReport>;
   upstreams: UpstreamRouteParts['upstreams'];
+  /** The usage history of the store, per application, API, method and day. */
+  usageHistory: UsageHistoryRoutesParts['history'];
   /** `admin.tls`'s key and certificate: the listener serves HTTPS (a reload sets new ones on `server`). */
   tls?: TlsFiles;
 }
@@ -421,6 +424,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
         usage: parts.usage,
       });
       registerUpstreamRoutes(portal, { upstreams: parts.upstreams });
+      registerUsageHistoryRoutes(portal, { live, history: parts.usageHistory });
       portal.get(
         '/apis/openapi.json',
         async () => (catalogDocument ??= catalogOpenApi(live.config, parts.authDocumentation())),

@@ -4,6 +4,7 @@ import { didYouMean, discriminatorOf, nearMiss, oneOf } from '../kit/key-suggest
 import { gatewayOwnedFields } from '../kit/gateway-owned-fields.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
+import { knownTimeZone } from '../quota/usage-history.js';
 import { onErrorPolicies } from '../limiter/limiter.js';
 
 /**
@@ -710,6 +711,27 @@ const schemeSchema = z.discriminatedUnion(
   { error: (issue) => (issue.code === 'invalid_union' ? authTypeError.error(issue) : undefined) },
 );
 
+/**
+ * What each application called, per API, method and day, kept in the store (docs/quotas.md, "Usage
+ * history"). Read at start: a change takes a restart.
+ */
+const usageHistorySchema = z
+  .strictObject({
+    enabled: z.boolean({ error: msg('must be true or false') }).default(true),
+    /** The IANA time zone whose calendar days the history counts by. */
+    timeZone: z
+      .string({ error: msg('must be an IANA time zone like UTC or Europe/Paris') })
+      .refine(knownTimeZone, { error: msg('must be an IANA time zone like UTC or Europe/Paris') })
+      .default('UTC'),
+    /** Days of history kept, up to today. */
+    days: z
+      .int({ error: msg('must be a whole number of days from 1 to 3660') })
+      .min(1, { error: msg('must be a whole number of days from 1 to 3660') })
+      .max(3660, { error: msg('must be a whole number of days from 1 to 3660') })
+      .default(400),
+  })
+  .default({ enabled: true, timeZone: 'UTC', days: 400 });
+
 /** Everything else, the same for every scheme. */
 const commonSchema = z.object({
   host: nonEmpty.optional(),
@@ -762,6 +784,7 @@ const commonSchema = z.object({
    * API (see docs/admin-api.md, "Declared quotas, and moving quotas").
    */
   quotas: z.array(declaredQuotaSchema(), { error: msg('must be an array of quotas') }).default([]),
+  usageHistory: usageHistorySchema,
   server: serverSchema,
 });
 
@@ -794,3 +817,4 @@ export type OperationAuth = AuthType | readonly AuthType[];
 export type StoreConfig = Config['store'];
 export type RedisStoreConfig = Extract<StoreConfig, { type: 'redis' }>;
 export type MemoryStoreConfig = Extract<StoreConfig, { type: 'memory' }>;
+export type UsageHistoryConfig = Config['usageHistory'];

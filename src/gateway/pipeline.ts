@@ -8,6 +8,7 @@ import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CallerBook } from '../quota/caller-book.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
+import type { UsageBook } from '../quota/usage-history.js';
 import { exchangeOf, type Exchange, type UpstreamProxy } from '../upstream/upstream-proxy.js';
 import { refuse } from './answers/refusal.js';
 import { responseOnSocket } from './edge/websocket-handshake.js';
@@ -35,6 +36,8 @@ export interface GatewayParts {
   /** Where the access lines go; null when the log level leaves them out. */
   accessLog: AccessLog | null;
   metrics: Metrics;
+  /** Where admitted and refused requests are counted for the usage history; none when it is off. */
+  usageBook?: UsageBook;
   /**
    * The clock of the usage path's budgets and of the caller counts, of durations, of the open exchanges'
    * tick and of a shutdown's grace period (the system's unless a test moves it).
@@ -79,6 +82,7 @@ export class Gateway implements StepContext {
   readonly logger: Logger;
   readonly accessLog: AccessLog | null;
   readonly metrics: Metrics;
+  readonly usageBook: UsageBook | null;
   readonly clock: Clock;
   readonly callers: CallerBook;
   readonly usageBudget = new UsageBudget();
@@ -97,6 +101,7 @@ export class Gateway implements StepContext {
     this.logger = parts.logger;
     this.accessLog = parts.accessLog;
     this.metrics = parts.metrics;
+    this.usageBook = parts.usageBook ?? null;
     const clock = parts.clock ?? systemClock;
     this.clock = clock;
     this.callers = new CallerBook(() => clock.now());

@@ -6,7 +6,8 @@ import type { Config } from '../config/schema.js';
  * The settings a running gateway cannot change: its listeners (addresses, ports, TLS on or off, HTTP/2 on or off, the
  * server timeouts Node fixes at creation), its worker processes and its store. A reload keeps them as
  * they run and says which ones it kept; TLS key, certificate and CA files do change live. So does the
- * access log's file name not: a reload opens the file again (after logrotate moved it).
+ * access log's file name not: a reload opens the file again (after logrotate moved it). Nor does the usage
+ * history's setting: its book and its flush are built at start.
  */
 export interface FixedSettings {
   host: Config['host'];
@@ -17,6 +18,7 @@ export interface FixedSettings {
   admin: Pick<Config['admin'], 'host' | 'port'> & { tls: Config['admin']['tls'] | null };
   store: Config['store'];
   server: Config['server'];
+  usageHistory: Config['usageHistory'];
   accessLogFile: string | null;
 }
 
@@ -30,6 +32,7 @@ export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
     admin: { host: config.admin.host, port: config.admin.port, tls: config.admin.tls ?? null },
     store: config.store,
     server: config.server,
+    usageHistory: config.usageHistory,
     accessLogFile: config.accessLog.file ?? null,
   };
 }
@@ -80,6 +83,7 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
     },
     store: keep('store', fixed.store, config.store),
     server: keep('server', fixed.server, config.server),
+    usageHistory: keep('usageHistory', fixed.usageHistory, config.usageHistory),
     accessLog: {
       ...config.accessLog,
       file: keep('accessLog.file', fixed.accessLogFile ?? undefined, config.accessLog.file),

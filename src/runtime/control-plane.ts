@@ -19,6 +19,7 @@ import { quotaUsage } from '../quota/quota-usage.js';
 import type { Closers } from './closers.js';
 import type { Env } from './env.js';
 import type { OwnedStores } from './open-stores.js';
+import type { UsageHistoryStore } from '../quota/usage-history.js';
 
 /**
  * What the admin listener serves, as the role has it: one thread reads its own data plane; a primary
@@ -45,6 +46,8 @@ export interface ControlPlaneParts {
   dataPlane(): DataPlaneAddress | null;
   /** The targets of the APIs and what the data planes know of them now. */
   upstreams(): Promise<ApiUpstream[]>;
+  /** The store's usage history. */
+  usageHistory: UsageHistoryStore | null;
 }
 
 /** A built control plane: its listener, and the admin certificates a reload sets. */
@@ -85,6 +88,7 @@ export async function buildControlPlane(
     ...(parts.metricsText ? { metricsText: parts.metricsText } : {}),
     latency: parts.latency,
     upstreams: parts.upstreams,
+    usageHistory: parts.usageHistory,
     ...(config.admin.tls ? { tls: readTlsFiles(config.admin.tls, env.cwd) } : {}),
   });
   closers.push('admin listener', () => admin.close());

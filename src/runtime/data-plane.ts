@@ -17,6 +17,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { registerTargetMetrics } from '../upstream/target-metrics.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
+import { UsageBook, UsageCalendar, UsageHistoryFlush, type UsageRow } from '../quota/usage-history.js';
 import { UpstreamProxy } from '../upstream/upstream-proxy.js';
 import { readUpstreamTls } from '../upstream/upstream-tls.js';
 import type { Closers } from './closers.js';
@@ -36,6 +37,8 @@ export interface DataPlaneParts {
   /** The applications' keys, which the key schemes accept; filled from the stores. */
   applications: ApplicationDirectory;
   counters: Pick<CounterStores, 'limiter' | 'liveGateways'>;
+  /** Where the usage history's lines go once a second: the store, or the primary that holds it. */
+  writeUsage: (rows: readonly UsageRow[]) => Promise<void>;
 }
 
 /** A built data plane: the gateway, its listeners, and how it drains and reloads. */
@@ -82,14 +85,9 @@ export async function buildDataPlane(
   const { config } = loaded;
   const { logger, clock, cwd } = env;
   const { metrics } = parts;
-  const accessLog = openAccessLog(config.accessLog, {
-    logger,
-    cwd,
-    ...(env.secrets ? { secrets: env.secrets } : {}),
-    sharesOutput: role.kind === 'worker',
-    onDropped: (lines) => metrics.logLinesDropped.inc(lines),
-  });
-  if (accessLog) closers.push('access log', () => accessLog.close());
+  const gatewayClock = env.countersNow ? withNow(clock, env.countersNow) : clock;
+  const usageBook = startUsageHistory(loaded, gatewayClock, parts.writeUsage, logger, closers);
+  const accessLog = openDataPlaneLog(loaded, role, env, metrics, closers);
   const proxy = upstreamProxyOf(loaded, env, parts);
   // Answers still read for their units after their clients left are given up, and charged their
   // default, while the limiter (closed after it) can still count it.
@@ -114,7 +112,8 @@ export async function buildDataPlane(
     logger: logger.child({ component: 'gateway' }),
     accessLog,
     metrics,
-    clock: env.countersNow ? withNow(clock, env.countersNow) : clock,
+    clock: gatewayClock,
+    ...(usageBook ? { usageBook } : {}),
     credentialsNow: clock.now,
     credentialsGeneration: () => parts.applications.generation,
     ...(parts.counters.liveGateways ? { liveGateways: parts.counters.liveGateways } : {}),
@@ -282,6 +281,48 @@ function listen(
       resolve((server.address() as AddressInfo).port);
     });
   });
+}
+
+/** The access log of the data plane, when the log level has it, closed after the upstream. */
+function openDataPlaneLog(loaded: LoadedConfig, role: Role, env: Env, metrics: Metrics, closers: Closers) {
+  const accessLog = openAccessLog(loaded.config.accessLog, {
+    logger: env.logger,
+    cwd: env.cwd,
+    ...(env.secrets ? { secrets: env.secrets } : {}),
+    sharesOutput: role.kind === 'worker',
+    onDropped: (lines) => metrics.logLinesDropped.inc(lines),
+  });
+  if (accessLog) closers.push('access log', () => accessLog.close());
+  return accessLog;
+}
+
+/**
+ * The usage history's book and its flush, when the history is on: closed after the upstream (an answer
+ * read after its client left adds its units on that close) and before the stores, so that a graceful
+ * stop writes every line.
+ */
+function startUsageHistory(
+  loaded: LoadedConfig,
+  clock: Clock,
+  write: DataPlaneParts['writeUsage'],
+  logger: Env['logger'],
+  closers: Closers,
+): UsageBook | null {
+  const { enabled, timeZone } = loaded.config.usageHistory;
+  if (!enabled) return null;
+  const book = new UsageBook(new UsageCalendar(timeZone), clock.now);
+  const flush = new UsageHistoryFlush({
+    book,
+    write,
+    timers: clock,
+    onError: (error, rows) =>
+      logger.error(
+        { err: error, rows },
+        'writing the usage history failed; its lines go with the next write',
+      ),
+  });
+  closers.push('usage history flush', () => flush.close());
+  return book;
 }
 
 /** `clock` reading the wall time from `now` (the counters' clock, which tests move apart). */

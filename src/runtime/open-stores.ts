@@ -7,6 +7,8 @@ import type { QuotaRepository } from '../quota/quota-repository.js';
 import { openStoreRedis, redisAnswers, type RedisConnection } from '../redis/connect-redis.js';
 import { openApplicationRepository } from '../stores/open-application-repository.js';
 import { openQuotaRepository } from '../stores/open-quota-repository.js';
+import { openUsageHistory } from '../stores/open-usage-history.js';
+import type { UsageHistoryStore } from '../quota/usage-history.js';
 import type { Closers } from './closers.js';
 import type { Env } from './env.js';
 import type { QuotaDefinitions, Role } from './role.js';
@@ -33,6 +35,11 @@ export interface Stores {
   applications: ApplicationSource;
   /** The quota definitions as compiled now; a change of them compiles them again. */
   quotas(): QuotaIndex;
+  /**
+   * The usage history: Redis' for every process of a Redis store; the memory store's file in the process
+   * that owns it (a worker of a memory store sends its lines to its primary: null).
+   */
+  usageHistory: UsageHistoryStore | null;
 }
 
 /** Closes a Redis connection, cutting it when it cannot say goodbye. */
@@ -64,6 +71,11 @@ export async function openStores(
   const { definitions, applications } = feeds;
   if (owned) closers.push('application repository', () => owned.applications.close());
   closers.push('quota definitions', () => definitions.close());
+  const usageHistory =
+    role.kind !== 'worker' || (redis && config.store.type === 'redis')
+      ? await openUsageHistory(config, redis, env.cwd)
+      : null;
+  if (usageHistory) closers.push('usage history', () => usageHistory.close());
   let quotas = new QuotaIndex(definitions.all());
   definitions.onChange((records) => {
     quotas = new QuotaIndex(records);
@@ -76,6 +88,7 @@ export async function openStores(
     definitions,
     applications,
     quotas: () => quotas,
+    usageHistory,
   };
 }
 

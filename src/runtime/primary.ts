@@ -191,6 +191,7 @@ function primaryControlPlane(
       latency: async () => latencyReport(await askWorkers(pool.listeningPeers(), 'latency', null)),
       dataPlane: parts.ports,
       upstreams: async () => mergeUpstreams(await askWorkers(pool.listeningPeers(), 'upstreams', null)),
+      usageHistory: parts.stores.usageHistory,
     },
     closers,
   );
@@ -235,6 +236,13 @@ function createPool(loaded: LoadedConfig, env: Env, options: PrimaryOptions, par
     }),
     serve: (worker, id) => {
       if (counters.trips) serveCounterTrips(worker, counters.trips, `worker ${id}`);
+      const history = parts.stores.usageHistory;
+      // A worker of a memory store sends its history lines here, to the file this process owns.
+      if (history)
+        worker.answer('usageHistory', async (rows) => {
+          await history.add(rows);
+          return null;
+        });
     },
     onRestart: () => restarts.inc(),
   });

@@ -7,7 +7,7 @@ import { createMetrics, type Metrics } from '../observe/metrics.js';
 import type { ConfigSource } from '../reload/config-source.js';
 import { Closers } from './closers.js';
 import { counterBackend, createCounterStores, type CounterStores } from './counter-stores.js';
-import { buildDataPlane, type BuiltDataPlane } from './data-plane.js';
+import { buildDataPlane, type BuiltDataPlane, type DataPlaneParts } from './data-plane.js';
 import type { Env } from './env.js';
 import { openStores, type Stores } from './open-stores.js';
 import { createReloader, type PrepareStep } from './reload.js';
@@ -67,11 +67,12 @@ export async function startServing(
     const applications = new ApplicationDirectory();
     applications.follow(stores.applications);
     counters = await createCounterStores(config, role, env, { redis: stores.redis, metrics }, closers);
+    const writeUsage = usageWriter(stores, role);
     const dataPlane = await buildDataPlane(
       loaded,
       role,
       env,
-      { metrics, latency, quotas: stores.quotas, applications, counters },
+      { metrics, latency, quotas: stores.quotas, applications, counters, writeUsage },
       closers,
     );
     const served = { live, metrics, latency, stores, counters, dataPlane, closers };
@@ -117,4 +118,21 @@ export async function startServing(
     await closers.close();
     throw error;
   }
+}
+
+/**
+ * Where this process's usage history lines go: its store (Redis, or the memory store it owns), else to
+ * the primary that owns the memory store's file.
+ */
+function usageWriter(
+  stores: Stores,
+  role: Extract<Role, { kind: 'single' | 'worker' }>,
+): DataPlaneParts['writeUsage'] {
+  const { usageHistory } = stores;
+  if (usageHistory) return (rows) => usageHistory.add(rows);
+  if (role.kind !== 'worker') throw new Error('a gateway that owns its stores has a usage history');
+  const { primary } = role.feeds;
+  return async (rows) => {
+    await primary.request('usageHistory', [...rows]);
+  };
 }

@@ -33,6 +33,7 @@ export function startSingle(
         latency: async () => latencyReport([served.latency.encoded()]),
         dataPlane: served.ports,
         upstreams: async () => served.dataPlane.upstreams(),
+        usageHistory: served.stores.usageHistory,
       },
       served.closers,
     ),

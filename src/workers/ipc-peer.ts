@@ -8,6 +8,7 @@ import type { CounterRef, CounterState, CounterUsage } from '../limiter/counter-
 import type { Trip, TripReply } from '../limiter/counter-trips.js';
 import type { StoredApplication } from '../applications/application-schema.js';
 import type { StoredQuota } from '../quota/model.js';
+import type { UsageRow } from '../quota/usage-history.js';
 import type { RestrictionRejections } from '../observe/rejection-history.js';
 import type { ReloadOutcome } from '../reload/config-reloader.js';
 import type { FixedSettings } from '../reload/fixed-settings.js';
@@ -66,6 +67,8 @@ export interface IpcRequests {
    * primary → data-plane thread when the thread does (`workers: 1`, memory store).
    */
   usage: [{ keyPrefix: string; windowMs: number }, CounterUsage[]];
+  /** Worker → primary: lines of usage history, for the memory store's file the primary owns. */
+  usageHistory: [UsageRow[], null];
   /** Worker → primary: what some counters the primary holds count now (the data plane's usage path). */
   peek: [CounterRef[], CounterState[]];
   /** Primary → worker: its metrics, for the admin listener's `/metrics`. */

@@ -111,6 +111,7 @@ export function stepContext(quotas: StoredQuota[] = []) {
     limiter,
     logger,
     accessLog: null,
+    usageBook: null,
     metrics,
     clock,
     callers: new CallerBook(clock.now),

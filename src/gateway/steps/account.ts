@@ -1,6 +1,7 @@
 import { clientAddress } from '../../upstream/fields/forwarded.js';
 import type { Exchange, ProxyOutcome } from '../../upstream/upstream-proxy.js';
 import { grpcStatusGiven } from '../answers/grpc.js';
+import type { UsageEntry } from '../../quota/usage-history.js';
 import type { ExchangeRecord } from '../record.js';
 import { chargeBytes, chargeUnits } from './charge.js';
 import type { StepContext } from './context.js';
@@ -37,11 +38,15 @@ export function account(context: StepContext, record: ExchangeRecord): void {
   context.openExchanges.delete(record);
   if (record.forwarded && record.byteCounters.length > 0) chargeBytes(context, record);
   // An upstream that failed before its head, while the client waited, was answered by the gateway: no units.
-  if (!chargedLater && record.responseHeaders && record.unitCounters.length > 0) chargeUnits(context, record);
+  const units =
+    !chargedLater && record.responseHeaders && record.unitCounters.length > 0
+      ? chargeUnits(context, record)
+      : 0;
   const status = leftUnanswered ? clientLeftStatus : record.status || res.statusCode;
   if (context.accessLog && sampled(context, record, status))
     writeAccessLine(context, record, status, outcome, elapsedMs);
   count(context, record, status, outcome, elapsedMs);
+  countUsage(context, record, units);
   record.ruleSet.leave();
   // An answer still read for its units keeps a shutdown waiting, within its grace period.
   if (!chargedLater) finish(context, record);
@@ -54,8 +59,34 @@ export function account(context: StepContext, record: ExchangeRecord): void {
 export function restOfAnswerRead(context: StepContext, exchange: Exchange): void {
   const record = exchange as ExchangeRecord;
   record.end();
-  chargeUnits(context, record);
+  const units = chargeUnits(context, record);
+  // Its request is in the history already (`account`): its units join the same line.
+  const line = units > 0 ? historyLine(context, record) : null;
+  if (line !== null) line.units += units;
   finish(context, record);
+}
+
+/**
+ * The usage history's line of a request, when the history is on and the quota check judged the request:
+ * admitted (it went upstream) or refused (429). A request refused before (401, 404, 413, a store that
+ * could not decide) or to the usage path is in no line.
+ */
+function historyLine(context: StepContext, record: ExchangeRecord): UsageEntry | null {
+  const { usageBook } = context;
+  const { route } = record;
+  if (usageBook === null || route === null || !(record.forwarded || record.quota === 'rejected')) return null;
+  return usageBook.line(record.principal?.application ?? null, route.api.config.id, route.method?.id ?? null);
+}
+
+/** Adds the request to its line of the usage history: the same counts and bytes as its access line. */
+function countUsage(context: StepContext, record: ExchangeRecord, units: number): void {
+  const line = historyLine(context, record);
+  if (line === null) return;
+  if (record.forwarded) line.admitted += 1;
+  else line.refused += 1;
+  line.bytesIn += record.bytesIn;
+  line.bytesOut += record.bytesOut + record.answeredBytes;
+  line.units += units;
 }
 
 /** The exchange's work is over: one request less in flight, once. */

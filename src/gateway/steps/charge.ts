@@ -19,17 +19,21 @@ export function chargeBytes(context: StepContext, record: ExchangeRecord): void 
 
 /**
  * What the upstream's answer says the exchange cost, charged to each throttleunits restriction that
- * admitted it (`unitsSaid`); else its default, counted.
+ * admitted it (`unitsSaid`); else its default, counted. Answers the most charged to one of them: the
+ * units of the usage history.
  */
-export function chargeUnits(context: StepContext, record: ExchangeRecord): void {
+export function chargeUnits(context: StepContext, record: ExchangeRecord): number {
   const additions: CounterAddition[] = [];
+  let most = 0;
   for (const restriction of record.unitCounters) {
     const said = unitsSaid(record, restriction);
     if (said === null) context.metrics.unitsUnreadable(restriction);
     const amount = said ?? restriction.unitDefault;
+    if (amount > most) most = amount;
     if (amount > 0) additions.push({ key: restriction.counterKey, windowMs: restriction.windowMs, amount });
   }
   charge(context, record, additions, 'units');
+  return most;
 }
 
 /** Adds measured amounts to counters, after the answer: a failure is logged, never answered. */

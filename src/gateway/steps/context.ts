@@ -5,6 +5,7 @@ import type { Logger } from '../../observe/log.js';
 import type { Metrics } from '../../observe/metrics.js';
 import type { CallerBook } from '../../quota/caller-book.js';
 import type { QuotaIndex } from '../../quota/quota-index.js';
+import type { UsageBook } from '../../quota/usage-history.js';
 import type { Exchange, UpstreamProxy } from '../../upstream/upstream-proxy.js';
 import type { OpenExchanges } from '../open-exchanges.js';
 import type { UsageBudget } from '../usage-endpoint.js';
@@ -29,6 +30,8 @@ export interface StepContext {
   readonly usageBudget: UsageBudget;
   /** The exchanges forwarded and not yet ended, charged and checked once a second. */
   readonly openExchanges: OpenExchanges;
+  /** Where each admitted and refused request is counted for the usage history; null when it is off. */
+  readonly usageBook: UsageBook | null;
   /** Access lines of 429 answers so far, for `accessLog.sample429`. */
   rejectedLines: number;
   /** Told once when the rest of an answer read after its client left is over (`account`). */
