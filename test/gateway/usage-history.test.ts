@@ -35,15 +35,19 @@ const dirs = useTempDirs('quotagate-history-');
 const unitsOf = (line: Record<string, unknown>) => Number(/\/(\d+)$/.exec(String(line.path))?.[1] ?? 0);
 
 describe.each(eachStore)('the usage history on %s', (_name, store) => {
-  async function gatewayOn(overrides: Record<string, unknown>, clock: FakeClock): Promise<TestGateway> {
+  /** A pets gateway on `clock` over the costing upstream; its API public (`auth: none`) when asked. */
+  async function gatewayOn(
+    overrides: Record<string, unknown>,
+    clock: FakeClock,
+    { isPublic = false } = {},
+  ): Promise<TestGateway> {
     const upstream = await startUpstream(costingUpstream);
     defer(() => upstream.close());
     const applications = [{ id: mobileId, name: 'Mobile', apikey_development: mobileKey }];
-    const gateway = await startTestGateway(
-      petsConfig(`${upstream.url}/pets`, { applications, ...overrides }),
-      {},
-      { clock: clock.now, timers: clock },
-    );
+    const config = petsConfig(`${upstream.url}/pets`, { applications, ...overrides });
+    if (isPublic)
+      config.apis = (config.apis as Array<Record<string, unknown>>).map((api) => ({ ...api, auth: 'none' }));
+    const gateway = await startTestGateway(config, {}, { clock: clock.now, timers: clock });
     defer(() => gateway.close());
     return gateway;
   }
@@ -117,5 +121,15 @@ describe.each(eachStore)('the usage history on %s', (_name, store) => {
       [4, 33],
     ]);
     expect(expected[1]!.refused).toBe(1);
+  });
+
+  it('counts the callers of a public API under no application', async () => {
+    const clock = new FakeClock(historyNoon);
+    const gateway = await gatewayOn(store(), clock, { isPublic: true });
+    expect((await request(gateway.url, { path: '/pets/4' })).status).toBe(200);
+    await clock.advance(1_000);
+    await expect
+      .poll(async () => (await historyRows(gateway)).map((row) => [row.application, row.admitted, row.units]))
+      .toEqual([[null, 1, 0]]);
   });
 });
