@@ -231,13 +231,13 @@ export class UsageBook {
             methods.delete(method);
             continue;
           }
-          const row = {
-            ...emptyRowOf(
-              this.day,
-              lineFieldOf({ application: application || null, api, method: method || null }),
-            ),
+          const row: UsageRow = {
+            date: this.day,
+            application: application || null,
+            api,
+            method: method || null,
+            ...entry,
           };
-          addCounts(row, entry);
           rows.push(row);
           if (keep) for (const name of countNames) entry[name] = 0;
         }
