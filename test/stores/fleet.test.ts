@@ -215,12 +215,14 @@ describe('a fleet of gateways on one store', () => {
           cluster.urls.map(async (url) => {
             const node = new Redis(url);
             try {
-              // Counters only: the fleet's rejection history, flushed every 5 s, is no counter.
+              // Counters only: the fleet's rejection history, flushed every 5 s, and its usage history,
+              // flushed every second, are no counters.
               return (await node.keys(`${prefix}*`)).filter(
                 (key) =>
                   !key.includes('{quotas}') &&
                   !key.includes('{fleet}') &&
-                  !key.startsWith(`${prefix}rejections:`),
+                  !key.startsWith(`${prefix}rejections:`) &&
+                  !key.startsWith(`${prefix}usage:`),
               ).length;
             } finally {
               node.disconnect();
