@@ -626,8 +626,11 @@ export const shortestWebhookSecret = 16;
 /** A receiver of threshold alerts (docs/quotas.md, "Alerts"). */
 const webhookSchema = z.strictObject(
   {
-    /** Where the CloudEvents are POSTed. */
-    url: httpUrl,
+    /** Where the CloudEvents are POSTed; the signature, not a password in the URL, proves who sent them. */
+    url: httpUrl.refine(
+      (value) => !URL.canParse(value) || new URL(value).username + new URL(value).password === '',
+      { error: 'must not carry credentials' },
+    ),
     /** Key of the HMAC-SHA256 of each body, sent as `X-Quotagate-Signature: sha256=<hex>`; kept out of the log. */
     secret: z
       .string({ error: msg(`must be a string of at least ${shortestWebhookSecret} characters`) })

@@ -189,12 +189,15 @@ export class WebhookSender {
     const said = result.status === undefined ? result.error : `status ${result.status}`;
     if (head.attempt >= deliveryAttempts) {
       metrics.notificationsSent.inc({ result: 'given_up' });
-      logger.warn({ url: result.url, attempts: head.attempt, said }, 'alert not delivered, given up');
+      logger.warn({ url: shown(result.url), attempts: head.attempt, said }, 'alert not delivered, given up');
       return done();
     }
     metrics.notificationsSent.inc({ result: 'retried' });
     const delay = retryDelayMs(head.attempt, this.random);
-    logger.info({ url: result.url, attempt: head.attempt, said, retryInMs: delay }, 'alert not delivered');
+    logger.info(
+      { url: shown(result.url), attempt: head.attempt, said, retryInMs: delay },
+      'alert not delivered',
+    );
     endpoint.retryTimer = this.options.timers.setTimeout(() => {
       endpoint.retryTimer = null;
       this.next(endpoint);
@@ -230,6 +233,12 @@ export class WebhookSender {
     }
   }
 }
+
+/** A webhook's URL as the log shows it: without its query, which may hold a receiver's token. */
+const shown = (url: string): string => {
+  const { origin, pathname } = new URL(url);
+  return origin + pathname;
+};
 
 /** Why an attempt got no answer, in words that name no secret: the error's code, else its message. */
 function reasonOf(error: unknown): string {

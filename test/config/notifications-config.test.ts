@@ -32,6 +32,7 @@ describe('notifications.webhooks', () => {
         { url: 'https://hooks.example/q', secret, thresholds: [100, 80] },
         { url: 'https://hooks.example/q', secret, thresholds: [0, 101] },
         { url: 'https://hooks.example/q' },
+        { url: 'https://user:password@hooks.example/q', secret },
       ]),
     );
     const thresholdsRule =
@@ -45,6 +46,7 @@ describe('notifications.webhooks', () => {
         expect.stringContaining(`notifications.webhooks[2].thresholds: ${thresholdsRule}`),
         expect.stringContaining(`notifications.webhooks[3].thresholds[0]: ${thresholdsRule}`),
         expect.stringContaining('notifications.webhooks[4].secret'),
+        expect.stringContaining('notifications.webhooks[5].url: must not carry credentials'),
       ]),
     );
   });

@@ -91,10 +91,11 @@ describe('WebhookSender', () => {
     expect(sender.queued(webhook.url)).toBe(0);
   });
 
-  it('gives an alert up after 10 attempts spread over about an hour', async () => {
+  it('gives an alert up after 10 attempts spread over about an hour, logging the URL without its query', async () => {
     const receiver = await receiverWith(503);
     const { sender, webhook, timers, metrics, lines } = await senderTo(receiver);
-    sender.enqueue(webhook, cloudEvent('quotagate.quota.threshold', {}, 0));
+    const withToken = { ...webhook, url: `${receiver.url}?token=receiver-token` };
+    sender.enqueue(withToken, cloudEvent('quotagate.quota.threshold', {}, 0));
     let waited = 0;
     for (let attempt = 1; attempt < deliveryAttempts; attempt += 1) {
       await retried(metrics, attempt);
@@ -108,7 +109,9 @@ describe('WebhookSender', () => {
     expect(await sent(metrics, 'retried')).toBe(9);
     expect(waited).toBe(3_670_000);
     expect(timers.waiting()).toEqual([]);
-    expect(lines.some((line) => line.msg === 'alert not delivered, given up')).toBe(true);
+    const givenUp = lines.find((line) => line.msg === 'alert not delivered, given up');
+    expect(givenUp).toMatchObject({ url: receiver.url, said: 'status 503' });
+    expect(JSON.stringify(lines)).not.toContain('receiver-token');
   });
 
   it('spreads the retries by up to a tenth more at random', () => {
