@@ -7,7 +7,7 @@ import {
   startFleetOfTwo,
   useEnforcementGateways,
 } from '../helpers/enforcement-gateways.js';
-import { applicationDefaultQuotaId, throttle } from '../helpers/test-gateway.js';
+import { applicationDefaultQuotaId, petsConfig, throttle } from '../helpers/test-gateway.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const secret = 'alerts-secret-0123456789abcdef';
@@ -107,6 +107,21 @@ describe('threshold alerts', () => {
     // The receiver still holds the POST: requests go on being answered meanwhile.
     expect((await get(gateway, mobileKey)).status).toBe(200);
     expect(hook.delivered).toHaveLength(0);
+  });
+
+  it('sends to the webhooks a reload gives, from the next threshold on', async () => {
+    const hook = await receiver();
+    const applications = [{ id: mobileId, name: 'Mobile', apikey_development: mobileKey }];
+    const gateway = await suite.gatewayWith({ applications, ...tenAMinute() });
+    for (let call = 0; call < 8; call += 1) await get(gateway, mobileKey);
+    const reloaded = await gateway.reloadWith(
+      petsConfig(suite.upstream().url, { applications, ...tenAMinute(), ...notifying(hook.url) }),
+    );
+    expect(reloaded).toMatchObject({ applied: true });
+    for (let call = 0; call < 2; call += 1) await get(gateway, mobileKey);
+    await expect.poll(() => hook.delivered.length).toBe(2);
+    // 80% was reached before the reload, without a webhook: the next decision, at 90%, tells it.
+    expect(hook.delivered.map((received) => received.event.data.used)).toEqual([9, 10]);
   });
 
   it('sends one event per threshold from a fleet of two gateways on one Redis', async () => {
