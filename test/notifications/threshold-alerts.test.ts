@@ -7,7 +7,14 @@ import {
   startFleetOfTwo,
   useEnforcementGateways,
 } from '../helpers/enforcement-gateways.js';
-import { applicationDefaultQuotaId, petsConfig, throttle } from '../helpers/test-gateway.js';
+import { FakeTimers } from '../helpers/fake-timers.js';
+import {
+  applicationDefaultQuotaId,
+  petsConfig,
+  startTestGateway,
+  throttle,
+  type TestGateway,
+} from '../helpers/test-gateway.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const secret = 'alerts-secret-0123456789abcdef';
@@ -40,6 +47,15 @@ async function receiver(): Promise<WebhookReceiver> {
 const notifying = (url: string, thresholds?: number[]) => ({
   notifications: { webhooks: [{ url, secret, ...(thresholds ? { thresholds } : {}) }] },
 });
+
+/** What `/metrics` says of the alert deliveries of `result`. */
+async function sentOf(gateway: TestGateway, result: string): Promise<number> {
+  const text = await (await fetch(`${gateway.adminUrl}/metrics`)).text();
+  const line = text
+    .split('\n')
+    .find((row) => row.startsWith(`quotagate_notifications_sent_total{result="${result}"}`));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
 
 const thresholdsOf = (hook: WebhookReceiver) =>
   hook.delivered.map((received) => received.event.data.threshold);
@@ -107,6 +123,39 @@ describe('threshold alerts', () => {
     // The receiver still holds the POST: requests go on being answered meanwhile.
     expect((await get(gateway, mobileKey)).status).toBe(200);
     expect(hook.delivered).toHaveLength(0);
+  });
+
+  it('delivers the event to a receiver that refused connections, then answered 500, once it is back', async () => {
+    const hook = await receiver();
+    await hook.stop();
+    const timers = new FakeTimers();
+    const gateway = await startTestGateway(
+      petsConfig(suite.upstream().url, {
+        applications: [{ id: mobileId, name: 'Mobile', apikey_development: mobileKey }],
+        ...tenAMinute(),
+        ...notifying(hook.url, [80]),
+      }),
+      {},
+      { clock: () => suite.clock.now, timers },
+    );
+    try {
+      for (let call = 0; call < 8; call += 1) expect((await get(gateway, mobileKey)).status).toBe(200);
+      await expect.poll(() => sentOf(gateway, 'retried')).toBe(1);
+      await hook.open();
+      hook.answer = 500;
+      // The first retry waits 10 s and up to a tenth more.
+      timers.advance(11_000);
+      await expect.poll(() => sentOf(gateway, 'retried')).toBe(2);
+      expect(hook.attempts).toHaveLength(1);
+      hook.answer = 200;
+      timers.advance(22_000);
+      await expect.poll(() => hook.delivered.length).toBe(1);
+      expect(hook.delivered[0]!.signed).toBe(true);
+      expect(hook.delivered[0]!.event.data).toMatchObject({ threshold: 80, used: 8 });
+      expect(await sentOf(gateway, 'delivered')).toBe(1);
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('sends to the webhooks a reload gives, from the next threshold on', async () => {
