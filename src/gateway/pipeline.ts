@@ -6,6 +6,7 @@ import type { Limiter } from '../limiter/limiter.js';
 import type { AccessLog } from '../observe/access-log.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { ThresholdAlerts } from '../notifications/threshold-alerts.js';
 import { CallerBook } from '../quota/caller-book.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
 import type { UsageBook } from '../quota/usage-history.js';
@@ -58,6 +59,8 @@ export interface GatewayParts {
    * gateway's share of the room it knows of.
    */
   liveGateways?: () => number;
+  /** Watches admitted requests' counts for alert thresholds (`notifications`); none without webhooks. */
+  alerts?: ThresholdAlerts | null;
 }
 
 type Step = (context: StepContext, record: ExchangeRecord) => Next;
@@ -87,6 +90,7 @@ export class Gateway implements StepContext {
   readonly callers: CallerBook;
   readonly usageBudget = new UsageBudget();
   readonly openExchanges: OpenExchanges;
+  readonly alerts: ThresholdAlerts | null;
   rejectedLines = 0;
   private inFlight = 0;
   private draining = false;
@@ -102,6 +106,7 @@ export class Gateway implements StepContext {
     this.accessLog = parts.accessLog;
     this.metrics = parts.metrics;
     this.usageBook = parts.usageBook ?? null;
+    this.alerts = parts.alerts ?? null;
     const clock = parts.clock ?? systemClock;
     this.clock = clock;
     this.callers = new CallerBook(() => clock.now());

@@ -3,6 +3,7 @@ import type { Limiter } from '../../limiter/limiter.js';
 import type { AccessLog } from '../../observe/access-log.js';
 import type { Logger } from '../../observe/log.js';
 import type { Metrics } from '../../observe/metrics.js';
+import type { ThresholdAlerts } from '../../notifications/threshold-alerts.js';
 import type { CallerBook } from '../../quota/caller-book.js';
 import type { QuotaIndex } from '../../quota/quota-index.js';
 import type { UsageBook } from '../../quota/usage-history.js';
@@ -32,6 +33,8 @@ export interface StepContext {
   readonly openExchanges: OpenExchanges;
   /** Where each admitted and refused request is counted for the usage history; null when it is off. */
   readonly usageBook: UsageBook | null;
+  /** Watches admitted requests' counts for alert thresholds; null without webhooks. */
+  readonly alerts: ThresholdAlerts | null;
   /** Access lines of 429 answers so far, for `accessLog.sample429`. */
   rejectedLines: number;
   /** Told once when the rest of an answer read after its client left is over (`account`). */
