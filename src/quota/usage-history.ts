@@ -173,8 +173,12 @@ export class UsageBook {
   private lines: Lines = new Map();
   private day = '';
   private dayEndsAt = Number.NEGATIVE_INFINITY;
-  /** Lines taken from the book and not yet in the store (a day that ended, a write that failed). */
-  private held: UsageRow[] = [];
+  /**
+   * Lines taken from the book and not yet in the store (a day that ended, a write that failed), one per
+   * day, application, API and method: while a store is down, what waits for it grows with the lines
+   * counted, not with the seconds it is down.
+   */
+  private held = new Map<string, UsageRow>();
 
   constructor(
     private readonly calendar: UsageCalendar,
@@ -204,14 +208,14 @@ export class UsageBook {
    */
   take(): UsageRow[] {
     const rows = this.held;
-    this.held = [];
+    this.held = new Map();
     this.collect(rows, true);
-    return rows;
+    return [...rows.values()];
   }
 
-  /** Lines a store could not take: they go with the next take. */
+  /** Lines a store could not take: they go with the next take, added to the same lines counted since. */
   giveBack(rows: readonly UsageRow[]): void {
-    this.held.push(...rows);
+    for (const row of rows) hold(this.held, row);
   }
 
   private turnDay(): void {
@@ -223,7 +227,7 @@ export class UsageBook {
     this.dayEndsAt = this.calendar.endOfDay(now);
   }
 
-  private collect(rows: UsageRow[], keep: boolean): void {
+  private collect(rows: Map<string, UsageRow>, keep: boolean): void {
     for (const [application, apis] of this.lines) {
       for (const [api, methods] of apis) {
         for (const [method, entry] of methods) {
@@ -238,7 +242,7 @@ export class UsageBook {
             method: method || null,
             ...entry,
           };
-          rows.push(row);
+          hold(rows, row);
           if (keep) for (const name of countNames) entry[name] = 0;
         }
         if (methods.size === 0) apis.delete(api);
@@ -246,6 +250,14 @@ export class UsageBook {
       if (apis.size === 0) this.lines.delete(application);
     }
   }
+}
+
+/** Adds `row` to the line of its day, application, API and method in `rows`, or makes that line. */
+function hold(rows: Map<string, UsageRow>, row: UsageRow): void {
+  const key = `${row.date}\t${row.application ?? ''}\t${row.api}\t${row.method ?? ''}`;
+  const known = rows.get(key);
+  if (known === undefined) rows.set(key, { ...row });
+  else addCounts(known, row);
 }
 
 /** What the flush is given: the book, the store's write, timers, and where a failed write is said. */

@@ -106,10 +106,45 @@ describe('the flush of the usage history', () => {
     failing = false;
     book.line('app', 'api', 'm').admitted += 1;
     await clock.advance(1_000);
-    expect(written.flat().map((row) => row.admitted)).toEqual([1, 1]);
+    // The line given back and the same line counted since go as one.
+    expect(written.flat().map((row) => row.admitted)).toEqual([2]);
     book.line('app', 'api', 'm').units += 7;
     await flush.close();
     expect(written.at(-1)!.map((row) => row.units)).toEqual([7]);
     expect(clock.pending).toBe(0);
+  });
+
+  it('holds one line per day, application, API and method while the store is down, however long', async () => {
+    const clock = new FakeClock(at('2026-11-30T10:00:00Z'));
+    const book = new UsageBook(new UsageCalendar('UTC'), clock.now);
+    let failing = true;
+    const tried: number[] = [];
+    const written: UsageRow[][] = [];
+    const flush = new UsageHistoryFlush({
+      book,
+      timers: clock,
+      write: async (rows) => {
+        tried.push(rows.length);
+        if (failing) throw new Error('store down');
+        written.push([...rows]);
+      },
+      onError: () => undefined,
+    });
+    for (let second = 0; second < 600; second += 1) {
+      book.line('app', 'api', 'm').admitted += 1;
+      book.line('app', 'api', 'n').refused += 1;
+      await clock.advance(1_000);
+    }
+    // Ten minutes down: each write carried the same two lines, not one more per second.
+    expect(new Set(tried)).toEqual(new Set([2]));
+    failing = false;
+    await clock.advance(1_000);
+    expect(written).toEqual([
+      [
+        expect.objectContaining({ method: 'm', admitted: 600, refused: 0 }),
+        expect.objectContaining({ method: 'n', admitted: 0, refused: 600 }),
+      ],
+    ]);
+    await flush.close();
   });
 });
