@@ -1,9 +1,10 @@
 import { CalendarWindows } from '../kit/calendar-window.js';
-import type { CounterSpec, Decision } from './counter-store.js';
+import type { CounterSpec, CounterState, Decision } from './counter-store.js';
 import type { CheckedCounter } from './counter-trips.js';
 
 /** A counter resolved to the calendar window that holds now: the instant that window ends. */
 export interface InWindow {
+  windowStart?: number;
   windowEnd?: number;
 }
 
@@ -34,6 +35,7 @@ export class CalendarCounters {
         ...sliding,
         key: `${counter.key}@${start}`,
         windowMs: 2 * (end - start),
+        windowStart: start,
         windowEnd: end,
       } as T & InWindow;
     }
@@ -52,10 +54,7 @@ export function calendarDecision(
   now: number,
 ): Decision {
   if (!specs.some((spec) => spec.windowEnd !== undefined) || decision.outOfRoom) return decision;
-  const states = decision.states.map((state, i) => {
-    const end = specs[i]?.windowEnd;
-    return end === undefined ? state : { used: state.used, resetMs: end - now };
-  });
+  const states = decision.states.map((state, i) => calendarState(specs[i]!, state.used, now) ?? state);
   let retryAfterMs = decision.retryAfterMs;
   if (!decision.allowed) {
     retryAfterMs = 0;
@@ -84,4 +83,11 @@ export function calendarCheck(
     bucketLeftMs: Math.max(0, Math.min(checked.bucketLeftMs, end - sentAt)),
     waitMs: checked.waitMs > 0 ? Math.max(1, end - now) : 0,
   };
+}
+
+/** What a calendar counter holding `used` says at `now`: undefined for a sliding one. */
+export function calendarState(spec: InWindow, used: number, now: number): CounterState | undefined {
+  const { windowStart, windowEnd } = spec;
+  if (windowStart === undefined || windowEnd === undefined) return undefined;
+  return { used, resetMs: windowEnd - now, windowMs: windowEnd - windowStart };
 }

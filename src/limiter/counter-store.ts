@@ -39,6 +39,11 @@ export interface CounterState {
    * counter that refused the request, until it has room for it: the wait its Retry-After says.
    */
   resetMs: number;
+  /**
+   * A calendar counter's: the length of the window it counts in, which changes from one to the next (a
+   * month's days, a daylight-saving day's 23 or 25 hours); `resetMs` is then the time to its end.
+   */
+  windowMs?: number;
 }
 
 /** One counter to read without charging it: its key and window. */

@@ -14,7 +14,7 @@ import {
 } from './counter-store.js';
 import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 import { systemClock } from '../kit/clock.js';
-import { CalendarCounters, calendarCheck, calendarDecision } from './calendar-counters.js';
+import { CalendarCounters, calendarCheck, calendarDecision, calendarState } from './calendar-counters.js';
 
 interface Counter {
   total: number;
@@ -277,11 +277,14 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
 
   async peek(refs: readonly CounterRef[]): Promise<CounterState[]> {
     const now = this.now();
-    return this.calendars.inWindow(refs, now).map(({ key, windowMs, windowEnd }) => {
-      if (windowEnd !== undefined) {
-        const counter = this.counters.get(key);
-        return { used: counter ? this.current(key, windowMs, now).total : 0, resetMs: windowEnd - now };
-      }
+    return this.calendars.inWindow(refs, now).map((ref) => {
+      const { key, windowMs } = ref;
+      const inCalendar = calendarState(
+        ref,
+        this.counters.has(key) ? this.current(key, windowMs, now).total : 0,
+        now,
+      );
+      if (inCalendar) return inCalendar;
       if (isSlotCounter(windowMs)) return { used: this.inFlight(key), resetMs: 0 };
       const counter = this.counters.get(key);
       return counter ? this.state(this.current(key, windowMs, now), windowMs, now) : { used: 0, resetMs: 0 };

@@ -10,7 +10,13 @@ import {
 } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
 import { LeaseBook, type KnownTotal } from './lease-book.js';
-import { CalendarCounters, calendarCheck, calendarDecision, type InWindow } from './calendar-counters.js';
+import {
+  CalendarCounters,
+  calendarCheck,
+  calendarDecision,
+  calendarState,
+  type InWindow,
+} from './calendar-counters.js';
 import type { SharedCounters } from './limiter.js';
 
 export interface SharedCounterStoreOptions {
@@ -109,12 +115,9 @@ export class SharedCounterStore implements SharedCounters {
   peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
     const now = this.clock.now();
     const refs = this.calendars.inWindow(counters, now);
-    return this.options.trips.peek(refs).then((states) =>
-      states.map((state, i) => {
-        const end = refs[i]!.windowEnd;
-        return end === undefined ? state : { used: state.used, resetMs: end - now };
-      }),
-    );
+    return this.options.trips
+      .peek(refs)
+      .then((states) => states.map((state, i) => calendarState(refs[i]!, state.used, now) ?? state));
   }
 
   /** Gives every unspent lease back and sends the measured units still held, then stops its timer. */
