@@ -1,4 +1,4 @@
-import { CalendarWindows } from '../kit/calendar-window.js';
+import { CalendarWindows, type CalendarSpec, type CalendarWindow } from '../kit/calendar-window.js';
 import type { CounterSpec, CounterState, Decision } from './counter-store.js';
 import type { CheckedCounter } from './counter-trips.js';
 
@@ -18,6 +18,11 @@ export interface InWindow {
  */
 export class CalendarCounters {
   private readonly windows = new CalendarWindows();
+
+  /** The window of `calendar` that holds `now`. */
+  windowAt(calendar: CalendarSpec, now: number): CalendarWindow {
+    return this.windows.at(calendar, now);
+  }
 
   /** `counters` in the window of `now`: the same array when none is a calendar counter. */
   inWindow<T extends { key: string; windowMs: number; calendar?: CounterSpec['calendar'] }>(

@@ -406,12 +406,24 @@ export class QuotaIndex {
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */
-  countersOf(quotaId: string): Array<{ index: number; keyBase: string; windowMs: number; limit: number }> {
+  countersOf(quotaId: string): Array<{
+    index: number;
+    keyBase: string;
+    windowMs: number;
+    calendar: CalendarSpec | undefined;
+    limit: number;
+  }> {
     // Applications on one plan share its restrictions: each is listed once.
     const lists = new Set([this.apiWide, this.applicationDefault, ...this.byApplication.values()]);
     const all = [...lists].flat();
     return all
       .filter((restriction) => restriction.quotaId === quotaId)
-      .map(({ index, keyBase, windowMs: window, limit }) => ({ index, keyBase, windowMs: window, limit }));
+      .map(({ index, keyBase, windowMs: window, calendar, limit }) => ({
+        index,
+        keyBase,
+        windowMs: window,
+        calendar,
+        limit,
+      }));
   }
 }

@@ -1,5 +1,11 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { setQuota, systemQuotaId, throttle } from '../helpers/test-gateway.js';
+import {
+  applicationDefaultQuotaId,
+  quotaUsage,
+  setQuota,
+  systemQuotaId,
+  throttle,
+} from '../helpers/test-gateway.js';
 import {
   eachStore,
   get,
@@ -46,13 +52,50 @@ describe.each(eachStore)('calendar windows through a gateway, on %s', (_name, st
     expect(november.headers['retry-after']).toBe('30');
     expect(november.headers.ratelimit).toBe(`"${systemQuotaId}/0";r=0;t=30`);
     expect(november.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/0";q=3;w=${30 * 86_400}`);
+    // The admin usage reads the current window: 3 used, its end in 30 s, a window of 30 days.
+    expect((await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]).toMatchObject({
+      used: 3,
+      resetSeconds: 30,
+      windowSeconds: 30 * 86_400,
+    });
     clock.now = at('2026-12-01T00:00:00Z') - 1;
     expect((await get(gateway)).status).toBe(429);
     clock.now += 1;
+    expect((await quotaUsage(gateway.adminUrl, systemQuotaId)).restrictions[0]).toMatchObject({
+      used: 0,
+      windowSeconds: 31 * 86_400,
+    });
     const december = await attempts(gateway, 4);
     expect(december.statuses).toEqual(admittedThenRefused(3));
     expect(december.headers['retry-after']).toBe(String(31 * 86_400));
     expect(december.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/0";q=3;w=${31 * 86_400}`);
+  });
+
+  it("counts each application's calendar week apart, and its usage lists this week's counts only", async () => {
+    // 2026-11-29 is a Sunday: the ISO week ends at midnight.
+    clock.now = at('2026-11-29T23:00:00Z');
+    const gateway = await gatewayWith(store());
+    await setQuota(
+      gateway,
+      { type: 'APPLICATION', name: 'Application Default', restrictions: [calendar(2, 'week')] },
+      applicationDefaultQuotaId,
+    );
+    expect((await attempts(gateway, 3)).statuses).toEqual(admittedThenRefused(2));
+    const lastWeek = (await quotaUsage(gateway.adminUrl, applicationDefaultQuotaId)).restrictions[0]!;
+    expect(lastWeek.applications).toEqual([expect.objectContaining({ used: 2, resetSeconds: 3600 })]);
+    clock.now = at('2026-11-30T00:00:00Z');
+    expect(
+      (await quotaUsage(gateway.adminUrl, applicationDefaultQuotaId)).restrictions[0]!.applications,
+    ).toEqual([]);
+    expect((await attempts(gateway, 1)).statuses).toEqual([200]);
+    const thisWeek = (await quotaUsage(gateway.adminUrl, applicationDefaultQuotaId)).restrictions[0]!;
+    expect(thisWeek.applications).toEqual([
+      expect.objectContaining({
+        application: lastWeek.applications![0]!.application,
+        used: 1,
+        resetSeconds: 7 * 86_400,
+      }),
+    ]);
   });
 
   it('counts a leap day, and from the billing day of the 28th through February 29', async () => {
