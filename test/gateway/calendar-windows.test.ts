@@ -1,6 +1,9 @@
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { request } from '../helpers/raw-http.js';
 import {
   applicationDefaultQuotaId,
+  basicAuth,
+  devKey,
   quotaUsage,
   setQuota,
   systemQuotaId,
@@ -139,6 +142,17 @@ describe.each(eachStore)('calendar windows through a gateway, on %s', (_name, st
     expect(first.statuses).toEqual(admittedThenRefused(2));
     expect(first.headers['ratelimit-policy']).toBe(`"${systemQuotaId}/0";q=2;w=${25 * 3600}`);
     expect(first.headers['retry-after']).toBe(String(25 * 3600));
+    // The caller's own usage says the same window: 25 hours, its end in 25 hours.
+    const own = await request(gateway.url, {
+      path: '/_quotagate/usage',
+      headers: { authorization: basicAuth(devKey) },
+    });
+    expect(JSON.parse(own.body).restrictions[0]).toMatchObject({
+      used: 2,
+      remaining: 0,
+      windowSeconds: 25 * 3600,
+      resetSeconds: 25 * 3600,
+    });
     clock.now = at('2026-11-02T04:59:59Z');
     expect((await attempts(gateway, 1)).headers['retry-after']).toBe('1');
     clock.now = at('2026-11-02T05:00:00Z');
