@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { bucketsPerWindow } from '../../src/limiter/counter-store.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
+import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
@@ -32,6 +33,22 @@ function sharedStore(redis: Redis, prefix: string, clock?: { now: number }, live
     ...(onTrip ? { onTrip } : {}),
   });
 }
+
+describeCounterStoreContract('memory, through the lease protocol (workers: N)', async () => {
+  const clock = { now: start };
+  const counters = new MemoryCounterStore({ now: () => clock.now });
+  const store = new SharedCounterStore({
+    trips: new MemoryCounterTrips(counters),
+    clock: {
+      now: () => clock.now,
+      monotonic: () => clock.now,
+      setTimeout: () => null,
+      clearTimeout: () => undefined,
+    },
+    live: () => 1,
+  });
+  return { store, clock, close: () => store.close() };
+});
 
 describeCounterStoreContract('redis', async () => {
   const clock = { now: start };
