@@ -5,6 +5,8 @@ import {
   memberUser,
   petsConfig,
   startGatewayOverUpstream,
+  startTestGateway,
+  userAuth,
   type TestGateway,
 } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -77,4 +79,33 @@ describe('the targets on the API documentation tab', () => {
       ]);
     },
   );
+
+  it('names the host each address of a target was resolved from', async () => {
+    const upstream = await startUpstream();
+    defer(() => upstream.close());
+    const { port } = new URL(upstream.url);
+    const named = `http://svc.test:${port}/pets`;
+    const config = petsConfig(named);
+    const [pets] = config.apis as Array<Record<string, unknown>>;
+    pets!.upstream = { targets: [named] };
+    const gateway = await startTestGateway(config, {}, { resolveHost: () => Promise.resolve(['127.0.0.1']) });
+    defer(() => gateway.close());
+    // The start does not wait for the first resolution: the page is opened once it is known.
+    const hostOfFirstTarget = async () => {
+      const answer = await fetch(`${gateway.adminUrl}/api/portal/v1.3/upstreams`, {
+        headers: { authorization: userAuth(adminUser) },
+      });
+      const [api] = (await answer.json()) as Array<{ targets: Array<{ host: string | null }> }>;
+      return api!.targets[0]!.host;
+    };
+    await expect.poll(hostOfFirstTarget).toBe(`svc.test:${port}`);
+    const browserPage = await page();
+    await logIn(browserPage, gateway.adminUrl, adminUser);
+    await browserPage.goto(`${gateway.adminUrl}/#/docs`);
+    await waitForText(browserPage, '.targets p', 'targets healthy');
+    const rows = await browserPage.$$eval('.targets tr[data-target]', (trs) =>
+      trs.map((tr) => tr.querySelector('td')?.textContent?.trim()),
+    );
+    expect(rows).toEqual([`http://127.0.0.1:${port}/pets resolved from svc.test:${port}`]);
+  });
 });

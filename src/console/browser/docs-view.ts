@@ -220,7 +220,8 @@ function operation(context: Context, api: CatalogApi, method: CatalogMethod, cat
 
 /**
  * An API's upstream targets as the gateway knows them now: the balance policy and how many are healthy,
- * then each target's URL, weight, state and exchanges in flight.
+ * then each target's URL (an address, with the name it was resolved from), weight, state and exchanges in
+ * flight.
  */
 function targetsView(upstream: ApiUpstream): HTMLElement {
   return h(
@@ -239,7 +240,15 @@ function targetsView(upstream: ApiUpstream): HTMLElement {
         h(
           'tr',
           { 'data-target': target.url },
-          h('td', {}, h('code', { text: target.url })),
+          h(
+            'td',
+            {},
+            h('code', { text: target.url }),
+            // An address a target's host name resolved to (upstream.dnsRefresh): the name it came from.
+            target.host === null
+              ? null
+              : h('span', { class: 'muted', text: ` resolved from ${target.host}` }),
+          ),
           h('td', { text: String(target.weight) }),
           h(
             'td',
