@@ -251,41 +251,6 @@ describe('the quota form', () => {
     });
   });
 
-  it('keeps a calendar window, its time zone and billing day, through the form, and says it in words', () => {
-    const monthly = {
-      api: '*',
-      method: '*',
-      type: 'throttle' as const,
-      config: {
-        messages: '1000',
-        per: '1',
-        period: 'month',
-        window: 'calendar' as const,
-        timeZone: 'America/New_York',
-        startDay: 15,
-      },
-    };
-    const form = formOf({ ...quota, restrictions: [monthly] });
-    expect(form.restrictions[0]).toMatchObject({
-      window: 'calendar',
-      timeZone: 'America/New_York',
-      startDay: '15',
-    });
-    expect(dtoOf(form).restrictions).toEqual([monthly]);
-    expect(limitText(monthly)).toBe('1,000 messages per calendar month from the 15th (America/New_York)');
-    const daily = {
-      ...monthly,
-      config: { messages: '1', per: '1', period: 'day', window: 'calendar' as const },
-    };
-    expect(dtoOf(formOf({ ...quota, restrictions: [daily] })).restrictions).toEqual([daily]);
-    expect(limitText(daily)).toBe('1 message per calendar day (UTC)');
-    // Back to sliding, the calendar's fields are left out.
-    const sliding = dtoOf({ ...form, restrictions: [{ ...form.restrictions[0]!, window: 'sliding' }] });
-    expect(sliding.restrictions).toEqual([
-      { ...monthly, config: { messages: '1000', per: '1', period: 'month' } },
-    ]);
-  });
-
   it("puts each of the admin API's messages next to the field it names", () => {
     const form = formOf(quota);
     const { byField, general } = messagesByField(
