@@ -17,6 +17,7 @@ const layers = [
   ['catalog', '^src/catalog/'],
   ['redis', '^src/redis/'],
   ['stores', '^src/stores/'],
+  ['notifications', '^src/notifications/'],
   ['auth', '^src/auth/'],
   ['upstream', '^src/upstream/'],
   ['gateway', '^src/gateway/'],

@@ -56,6 +56,8 @@ import { httpServerOptions } from '../gateway/http-server-options.js';
 import { readTlsFiles, type TlsFiles } from '../kit/tls-files.js';
 import { jsonSyntaxError } from '../kit/json-syntax-error.js';
 import { catalogOpenApi } from './catalog-openapi.js';
+import { systemClock } from '../kit/clock.js';
+import { registerNotificationRoutes } from './notification-routes.js';
 import { registerQuotaRoutes } from './quota-routes.js';
 import { registerUpstreamRoutes, type UpstreamRouteParts } from './upstream-routes.js';
 import { openApiComponents, zodToOpenApi, zodValidatorCompiler } from './zod-route-schemas.js';
@@ -421,6 +423,7 @@ export async function createAdminServer(parts: AdminServerParts): Promise<Fastif
         usage: parts.usage,
       });
       registerUpstreamRoutes(portal, { upstreams: parts.upstreams });
+      registerNotificationRoutes(portal, { live, logger, metrics: parts.metrics, clock: systemClock });
       portal.get(
         '/apis/openapi.json',
         async () => (catalogDocument ??= catalogOpenApi(live.config, parts.authDocumentation())),

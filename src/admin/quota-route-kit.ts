@@ -148,6 +148,7 @@ export class QuotaRouteKit {
       name: dto.name,
       description: dto.description,
       restrictions: dto.restrictions,
+      ...(dto.thresholds === undefined ? {} : { thresholds: dto.thresholds }),
       system,
     };
   }

@@ -4,6 +4,7 @@ import { didYouMean, discriminatorOf, nearMiss, oneOf } from '../kit/key-suggest
 import { gatewayOwnedFields } from '../kit/gateway-owned-fields.js';
 import { normalizeSegment } from '../kit/normalize-path.js';
 import { declaredQuotaSchema } from '../quota/declared-quotas.js';
+import { alertThresholdsSchema } from '../quota/quota-schema.js';
 import { onErrorPolicies } from '../limiter/limiter.js';
 
 /**
@@ -619,6 +620,40 @@ const accessLogSchema = z
   })
   .default({ sample429: 1, flushMs: 1_000 });
 
+/** The shortest webhook secret: 16 characters, 128 bits when they are random hex or more. */
+export const shortestWebhookSecret = 16;
+
+/** A receiver of threshold alerts (docs/quotas.md, "Alerts"). */
+const webhookSchema = z.strictObject(
+  {
+    /** Where the CloudEvents are POSTed; the signature, not a password in the URL, proves who sent them. */
+    url: httpUrl.refine(
+      (value) => !URL.canParse(value) || new URL(value).username + new URL(value).password === '',
+      { error: 'must not carry credentials' },
+    ),
+    /** Key of the HMAC-SHA256 of each body, sent as `X-Quotagate-Signature: sha256=<hex>`; kept out of the log. */
+    secret: z
+      .string({ error: msg(`must be a string of at least ${shortestWebhookSecret} characters`) })
+      .min(shortestWebhookSecret, {
+        error: `must be a string of at least ${shortestWebhookSecret} characters`,
+      }),
+    /** Percentages of a restriction's limit whose crossing in a window is sent here (a quota's own replace them). */
+    thresholds: alertThresholdsSchema.default([80, 100]),
+  },
+  { error: msg('must be an object { url, secret, thresholds }') },
+);
+
+const notificationsSchema = z
+  .strictObject({
+    webhooks: z
+      .array(webhookSchema, { error: msg('must be an array') })
+      .max(20, {
+        error: 'must hold at most 20 webhooks',
+      })
+      .default([]),
+  })
+  .default({ webhooks: [] });
+
 const workerCountError = msg('must be a whole number from 1 to 1024, or "auto" (one per CPU)');
 
 /**
@@ -757,6 +792,8 @@ const commonSchema = z.object({
     )
     .default('/_quotagate/usage'),
   accessLog: accessLogSchema,
+  /** Threshold alerts: the webhooks told when an application's count crosses a percentage of a limit. */
+  notifications: notificationsSchema,
   /**
    * Quotas kept in git: written into the store at start and at each reload, read-only through the admin
    * API (see docs/admin-api.md, "Declared quotas, and moving quotas").

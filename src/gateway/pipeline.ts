@@ -6,6 +6,7 @@ import type { Limiter } from '../limiter/limiter.js';
 import type { AccessLog } from '../observe/access-log.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { ThresholdAlerts } from '../notifications/threshold-alerts.js';
 import { CallerBook } from '../quota/caller-book.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
 import { exchangeOf, type Exchange, type UpstreamProxy } from '../upstream/upstream-proxy.js';
@@ -55,6 +56,8 @@ export interface GatewayParts {
    * gateway's share of the room it knows of.
    */
   liveGateways?: () => number;
+  /** Watches admitted requests' counts for alert thresholds (`notifications`); none without webhooks. */
+  alerts?: ThresholdAlerts | null;
 }
 
 type Step = (context: StepContext, record: ExchangeRecord) => Next;
@@ -83,6 +86,7 @@ export class Gateway implements StepContext {
   readonly callers: CallerBook;
   readonly usageBudget = new UsageBudget();
   readonly openExchanges: OpenExchanges;
+  readonly alerts: ThresholdAlerts | null;
   rejectedLines = 0;
   private inFlight = 0;
   private draining = false;
@@ -97,6 +101,7 @@ export class Gateway implements StepContext {
     this.logger = parts.logger;
     this.accessLog = parts.accessLog;
     this.metrics = parts.metrics;
+    this.alerts = parts.alerts ?? null;
     const clock = parts.clock ?? systemClock;
     this.clock = clock;
     this.callers = new CallerBook(() => clock.now());

@@ -23,6 +23,10 @@ export interface Metrics {
   configReloads: Counter<'result'>;
   /** 1 when the last reload was applied (or none was asked for), 0 when it was refused. */
   configLastReloadSuccessful: Gauge;
+  /** Alert deliveries to webhooks by result: delivered (a 2xx), retried (an attempt that failed), given_up. */
+  notificationsSent: Counter<'result'>;
+  /** Alerts dropped, oldest first, because a webhook's queue was full while it failed. */
+  notificationsDropped: Counter;
   /** Counts one answered request and observes its duration. */
   request(api: string, method: string, status: number, seconds: number): void;
   /** Counts one quota decision of one restriction (a rejection also goes into `rejections`). */
@@ -378,6 +382,17 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
       gauge.set(1);
       return gauge;
     })(),
+    notificationsSent: new Counter({
+      name: 'quotagate_notifications_sent_total',
+      help: 'Attempts to deliver an alert to a webhook (notifications.webhooks), by result: delivered (a 2xx answer), retried (any other answer or none; tried again later), given_up (the last of 10 attempts failed)',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    notificationsDropped: new Counter({
+      name: 'quotagate_notifications_dropped_total',
+      help: 'Alerts dropped, oldest first, because 1000 waited for one webhook while it failed',
+      registers: [registry],
+    }),
     request(api, method, status, seconds) {
       requestTallies.get(api, method, statusText[status] ?? String(status)).count += 1;
       duration.observe(api, seconds);

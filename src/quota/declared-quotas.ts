@@ -68,7 +68,7 @@ export function declaredQuotaSchema(catalog?: CatalogSource) {
         );
     })
     .transform(
-      ({ id, type, name, description, restrictions, application, plan }): DeclaredQuota =>
+      ({ id, type, name, description, restrictions, thresholds, application, plan }): DeclaredQuota =>
         plan === undefined
           ? {
               id,
@@ -77,6 +77,7 @@ export function declaredQuotaSchema(catalog?: CatalogSource) {
               // A well-known quota declared without one keeps its own, as a PUT without one does.
               description: description ?? builtInDescriptions.get(id) ?? '',
               restrictions: restrictions!,
+              ...(thresholds === undefined ? {} : { thresholds }),
               ...(application === undefined ? {} : { application }),
             }
           : { id, application: application!, plan },
@@ -96,6 +97,7 @@ export interface DeclaredDefinition {
   name: string;
   description: string;
   restrictions: QuotaDto['restrictions'];
+  thresholds?: number[];
   application?: string;
 }
 
@@ -173,9 +175,17 @@ export function declaredPlanProblem(declared: readonly DeclaredQuota[], plan: st
 /** The record a declaration stores: a well-known id keeps its type and is a system quota. */
 function recordOf(declared: DeclaredQuota): QuotaRecord {
   if (isMembership(declared)) return membershipRecord(declared.id, declared.application, declared.plan);
-  const { id, type, name, description, restrictions, application } = declared;
+  const { id, type, name, description, restrictions, thresholds, application } = declared;
   return {
-    quota: { id, type, name, description, restrictions, system: wellKnownQuotaIds.has(id) },
+    quota: {
+      id,
+      type,
+      name,
+      description,
+      restrictions,
+      ...(thresholds === undefined ? {} : { thresholds }),
+      system: wellKnownQuotaIds.has(id),
+    },
     ...(application === undefined ? {} : { application }),
   };
 }

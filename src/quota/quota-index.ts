@@ -46,6 +46,8 @@ export interface ApplicableRestriction {
    */
   by: string | undefined;
   callerScope: string;
+  /** The quota's own alert thresholds (percentages of `limit`), when it sets them (docs/quotas.md, "Alerts"). */
+  alertThresholds?: readonly number[];
 }
 
 /** A restriction as the caller's usage lists it: what it counts, and what it names. */
@@ -86,6 +88,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
     method: restriction.method,
     verb: restriction.verb,
     quotaName: record.quota.name,
+    ...(record.quota.thresholds === undefined ? {} : { alertThresholds: record.quota.thresholds }),
   }));
 }
 

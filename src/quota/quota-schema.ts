@@ -458,6 +458,24 @@ function restrictionSchema(catalog?: CatalogSource) {
   );
 }
 
+const thresholdsRule = 'must be an array of whole percentages from 1 to 100, each once, in ascending order';
+
+/**
+ * Percentages of a restriction's limit whose crossing, within a window, sends an alert to each webhook of
+ * `notifications` (docs/quotas.md, "Alerts"): set on a quota, they replace the webhooks' own for its
+ * restrictions.
+ */
+export const alertThresholdsSchema = z
+  .array(
+    z.int({ error: thresholdsRule }).min(1, { error: thresholdsRule }).max(100, { error: thresholdsRule }),
+    {
+      error: msg(thresholdsRule),
+    },
+  )
+  .min(1, { error: thresholdsRule })
+  .max(100, { error: thresholdsRule })
+  .refine((list) => list.every((value, i) => i === 0 || value > list[i - 1]!), { error: thresholdsRule });
+
 function quotaFields(catalog?: CatalogSource) {
   return {
     type: z.enum(quotaTypes, { error: oneOf(`must be one of ${quotaTypes.join(', ')}`, quotaTypes) }),
@@ -472,6 +490,10 @@ function quotaFields(catalog?: CatalogSource) {
     restrictions: z
       .array(restrictionSchema(catalog), { error: msg('must be an array') })
       .max(100, { error: 'must hold at most 100 restrictions' }),
+    thresholds: alertThresholdsSchema.optional().meta({
+      description:
+        "Percentages of each restriction's limit that send an alert to the webhooks of `notifications` (replacing theirs)",
+    }),
   };
 }
 
@@ -480,7 +502,7 @@ function quotaFields(catalog?: CatalogSource) {
  * A client's `id` and `system` are accepted and ignored.
  */
 export function quotaDtoSchema(catalog?: CatalogSource) {
-  const { type, name, description, restrictions } = quotaFields(catalog);
+  const { type, name, description, restrictions, thresholds } = quotaFields(catalog);
   return z.strictObject(
     {
       id: z
@@ -491,6 +513,7 @@ export function quotaDtoSchema(catalog?: CatalogSource) {
       name,
       description,
       restrictions,
+      thresholds,
       system: z
         .boolean({ error: msg('must be true or false') })
         .optional()

@@ -14,6 +14,7 @@ import { readTlsFiles } from '../kit/tls-files.js';
 import { openAccessLog } from '../observe/access-log.js';
 import type { AddedLatency } from '../observe/added-latency.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { ThresholdAlerts } from '../notifications/threshold-alerts.js';
 import { registerTargetMetrics } from '../upstream/target-metrics.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
@@ -36,6 +37,8 @@ export interface DataPlaneParts {
   /** The applications' keys, which the key schemes accept; filled from the stores. */
   applications: ApplicationDirectory;
   counters: Pick<CounterStores, 'limiter' | 'liveGateways'>;
+  /** Watches admitted requests' counts for the alert thresholds of `notifications`. */
+  alerts: ThresholdAlerts;
 }
 
 /** A built data plane: the gateway, its listeners, and how it drains and reloads. */
@@ -98,14 +101,7 @@ export async function buildDataPlane(
   let apis = config.apis;
   const upstreams = () => proxy.targetStates(apis);
   registerTargetMetrics(metrics.registry, upstreams);
-  const authContext = {
-    logger,
-    cwd,
-    applications: parts.applications,
-    onJwksFetch: (result: 'ok' | 'failed') => metrics.jwksFetches.inc({ result }),
-    now: clock.now,
-    timers: clock,
-  };
+  const authContext = authContextOf(env, parts);
   const gateway = new Gateway({
     dataPlane: await RuleSet.build(loaded, authContext),
     proxy,
@@ -118,6 +114,7 @@ export async function buildDataPlane(
     credentialsNow: clock.now,
     credentialsGeneration: () => parts.applications.generation,
     ...(parts.counters.liveGateways ? { liveGateways: parts.counters.liveGateways } : {}),
+    alerts: parts.alerts,
   });
   closers.push('rule set', () => gateway.dataPlane.close());
   const listeners = createListeners(loaded, env, gateway);
@@ -150,6 +147,18 @@ export async function buildDataPlane(
     flushLogs: () => accessLog?.flush(),
     reopenLogs: () => accessLog?.reopen(),
     upstreams,
+  };
+}
+
+/** What the authenticators of a rule set are built with: the log, the applications, the clocks. */
+function authContextOf(env: Env, parts: DataPlaneParts) {
+  return {
+    logger: env.logger,
+    cwd: env.cwd,
+    applications: parts.applications,
+    onJwksFetch: (result: 'ok' | 'failed') => parts.metrics.jwksFetches.inc({ result }),
+    now: env.clock.now,
+    timers: env.clock,
   };
 }
 

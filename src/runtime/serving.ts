@@ -9,6 +9,7 @@ import { Closers } from './closers.js';
 import { counterBackend, createCounterStores, type CounterStores } from './counter-stores.js';
 import { buildDataPlane, type BuiltDataPlane } from './data-plane.js';
 import type { Env } from './env.js';
+import { createNotifications } from './notifications.js';
 import { openStores, type Stores } from './open-stores.js';
 import { createReloader, type PrepareStep } from './reload.js';
 import type { Role } from './role.js';
@@ -67,11 +68,12 @@ export async function startServing(
     const applications = new ApplicationDirectory();
     applications.follow(stores.applications);
     counters = await createCounterStores(config, role, env, { redis: stores.redis, metrics }, closers);
+    const { alerts } = createNotifications(live, stores.redis, env, metrics, closers);
     const dataPlane = await buildDataPlane(
       loaded,
       role,
       env,
-      { metrics, latency, quotas: stores.quotas, applications, counters },
+      { metrics, latency, quotas: stores.quotas, applications, counters, alerts },
       closers,
     );
     const served = { live, metrics, latency, stores, counters, dataPlane, closers };

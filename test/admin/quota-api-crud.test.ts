@@ -56,6 +56,22 @@ describe.each(['memory', 'redis'] as const)(
         expect(read.headers.get('etag')).toBe(created.headers.get('etag'));
       });
 
+      it("keeps a quota's own alert thresholds, and refuses thresholds out of order", async () => {
+        const created = await call('POST', '/quotas', {
+          body: quotaDto({ restrictions: [getPetThrottle()], thresholds: [50, 90] }),
+        });
+        expect(created.status).toBe(201);
+        const { id } = created.body as { id: string };
+        expect((await call('GET', `/quotas/${id}`)).body).toMatchObject({ thresholds: [50, 90] });
+        const refused = await call('PUT', `/quotas/${id}`, {
+          body: quotaDto({ restrictions: [getPetThrottle()], thresholds: [90, 50] }),
+        });
+        expect(refused.status).toBe(400);
+        expect(errorsOf(refused)[0]!.message).toContain(
+          'thresholds: must be an array of whole percentages from 1 to 100, each once, in ascending order',
+        );
+      });
+
       it('accepts * for api and method, several restrictions on one method, and a missing description', async () => {
         const created = await call('POST', '/quotas', {
           body: {

@@ -28,6 +28,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: OpenAPI (%s store)', (st
         '/api/portal/v1.3/currentuser',
         '/api/portal/v1.3/failed-logins',
         '/api/portal/v1.3/login',
+        '/api/portal/v1.3/notifications/test',
         '/api/portal/v1.3/quotas',
         '/api/portal/v1.3/quotas/{id}',
         '/api/portal/v1.3/quotas/{id}/usage',

@@ -116,6 +116,7 @@ export function stepContext(quotas: StoredQuota[] = []) {
     callers: new CallerBook(clock.now),
     usageBudget: new UsageBudget(),
     openExchanges: new OpenExchanges({ timers: clock, now: clock.now, limiter, logger }),
+    alerts: null,
     rejectedLines: 0,
     restOfAnswerRead: () => undefined,
     done: () => {

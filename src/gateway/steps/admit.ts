@@ -86,6 +86,13 @@ export function admitted(
     return false;
   }
   record.quota = 'allowed';
+  context.alerts?.observe(
+    restrictions,
+    counterOf,
+    verdict.states,
+    record.principal?.application,
+    context.clock.now(),
+  );
   record.byteCounters = checks.byteRestrictions;
   if (checks.byteRestrictions.length > 0) record.byteStates = checks.byteStatesOf(verdict.states);
   record.unitCounters = checks.unitRestrictions;

@@ -3,6 +3,7 @@ import type { Limiter } from '../../limiter/limiter.js';
 import type { AccessLog } from '../../observe/access-log.js';
 import type { Logger } from '../../observe/log.js';
 import type { Metrics } from '../../observe/metrics.js';
+import type { ThresholdAlerts } from '../../notifications/threshold-alerts.js';
 import type { CallerBook } from '../../quota/caller-book.js';
 import type { QuotaIndex } from '../../quota/quota-index.js';
 import type { Exchange, UpstreamProxy } from '../../upstream/upstream-proxy.js';
@@ -29,6 +30,8 @@ export interface StepContext {
   readonly usageBudget: UsageBudget;
   /** The exchanges forwarded and not yet ended, charged and checked once a second. */
   readonly openExchanges: OpenExchanges;
+  /** Watches admitted requests' counts for alert thresholds; null without webhooks. */
+  readonly alerts: ThresholdAlerts | null;
   /** Access lines of 429 answers so far, for `accessLog.sample429`. */
   rejectedLines: number;
   /** Told once when the rest of an answer read after its client left is over (`account`). */
