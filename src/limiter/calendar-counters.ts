@@ -94,5 +94,5 @@ export function calendarCheck(
 export function calendarState(spec: InWindow, used: number, now: number): CounterState | undefined {
   const { windowStart, windowEnd } = spec;
   if (windowStart === undefined || windowEnd === undefined) return undefined;
-  return { used, resetMs: windowEnd - now, windowMs: windowEnd - windowStart };
+  return { used, resetMs: windowEnd - now, windowMs: windowEnd - windowStart, windowEnd };
 }

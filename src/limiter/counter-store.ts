@@ -44,6 +44,8 @@ export interface CounterState {
    * month's days, a daylight-saving day's 23 or 25 hours); `resetMs` is then the time to its end.
    */
   windowMs?: number;
+  /** A calendar counter's: the instant its window ends, the same for every request of the window. */
+  windowEnd?: number;
 }
 
 /** One counter to read without charging it: its key and window. */

@@ -48,11 +48,16 @@ async function fill(
   for (let i = 1; i <= spec.limit; i += 1) {
     const decision = await store.consume([spec]);
     expect(decision.allowed).toBe(true);
-    expect(decision.states[0]).toEqual({ used: i, resetMs: at(end) - now, windowMs });
+    expect(decision.states[0]).toEqual({ used: i, resetMs: at(end) - now, windowMs, windowEnd: at(end) });
   }
   const refused = await store.consume([spec]);
   expect(refused).toMatchObject({ allowed: false, retryAfterMs: at(end) - now });
-  expect(refused.states[0]).toEqual({ used: spec.limit, resetMs: at(end) - now, windowMs });
+  expect(refused.states[0]).toEqual({
+    used: spec.limit,
+    resetMs: at(end) - now,
+    windowMs,
+    windowEnd: at(end),
+  });
 }
 
 /** The behaviour every CounterStore must show; run once per implementation. */
@@ -381,13 +386,23 @@ export function describeCounterStoreContract(name: string, open: () => Promise<S
         await store.add([{ key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar!, amount: 60 }]);
         const ref = { key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar! };
         expect(await store.peek([ref])).toEqual([
-          { used: 60, resetMs: 3_600_000, windowMs: 365 * 24 * 3_600_000 },
+          {
+            used: 60,
+            resetMs: 3_600_000,
+            windowMs: 365 * 24 * 3_600_000,
+            windowEnd: at('2027-01-01T00:00:00Z'),
+          },
         ]);
         expect((await store.consume([{ ...spec, need: 41 }])).allowed).toBe(false);
         clock.now = at('2027-01-01T00:00:00Z');
         await store.add([{ key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar!, amount: 7 }]);
         expect(await store.peek([ref])).toEqual([
-          { used: 7, resetMs: 365 * 24 * 3_600_000, windowMs: 365 * 24 * 3_600_000 },
+          {
+            used: 7,
+            resetMs: 365 * 24 * 3_600_000,
+            windowMs: 365 * 24 * 3_600_000,
+            windowEnd: at('2028-01-01T00:00:00Z'),
+          },
         ]);
       }),
     );
