@@ -4,7 +4,7 @@ import type { CounterAddition, CounterState } from '../limiter/counter-store.js'
 import { KnownRooms, type KnownRoom } from '../limiter/known-rooms.js';
 import type { Limiter, LimiterVerdict } from '../limiter/limiter.js';
 import type { Logger } from '../observe/log.js';
-import type { ApplicableRestriction } from '../quota/quota-index.js';
+import { additionTo, type ApplicableRestriction } from '../quota/quota-index.js';
 import type { ExchangeCut } from './answers/cut.js';
 import type { ByteMeter } from '../upstream/byte-meter.js';
 
@@ -84,8 +84,7 @@ const isPromise = <T>(value: T | Promise<T>): value is Promise<T> => value insta
 export const additionsOf = (
   restrictions: readonly ApplicableRestriction[],
   amount: number,
-): CounterAddition[] =>
-  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs, amount }));
+): CounterAddition[] => restrictions.map((restriction) => additionTo(restriction, amount));
 
 /**
  * The exchanges forwarded from this gateway and not yet ended (plain requests, event streams, downloads,
@@ -227,10 +226,11 @@ export class OpenExchanges {
     const { enforced, rooms } = meter;
     for (const room of rooms) this.rooms.charging(room, meter.counted, moved);
     meter.counted = 0;
-    const specs = enforced.map(({ counterKey, limit, windowMs }) => ({
+    const specs = enforced.map(({ counterKey, limit, windowMs, calendar }) => ({
       key: counterKey,
       limit,
       windowMs,
+      ...(calendar ? { calendar } : {}),
       cost: moved,
       need: moved,
     }));

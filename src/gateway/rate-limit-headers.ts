@@ -10,33 +10,40 @@ import { integerText } from '../kit/integer-text.js';
  */
 export const maxRateLimitItems = 10;
 
-/** The restriction's item name and `RateLimit-Policy` item, made once per restriction. */
+/**
+ * The restriction's item name and `RateLimit-Policy` item, made once per restriction, and for a calendar
+ * window once per length of window (`windowMs`).
+ */
 interface Policy {
   name: string;
   policy: string;
+  windowMs: number;
 }
 
 const policies = new WeakMap<ApplicableRestriction, Policy>();
 
-const windowOf = (restriction: ApplicableRestriction) => `;w=${Math.ceil(restriction.windowMs / 1000)}`;
+/** `w`: the window's length; a calendar window's is the current one's, which the store said. */
+const windowOf = (windowMs: number) => `;w=${Math.ceil(windowMs / 1000)}`;
 
 /**
  * The `w` and `qu` parameters of a policy item, by restriction type: `requests` is the draft's default
  * unit; `units` is a vendor value, what the upstream says each exchange cost; a concurrency restriction
  * has no window, so no `w`, and the draft's `concurrent-requests` unit.
  */
-const windowAndUnit: Record<ApplicableRestriction['type'], (restriction: ApplicableRestriction) => string> = {
+const windowAndUnit: Record<ApplicableRestriction['type'], (windowMs: number) => string> = {
   throttle: windowOf,
-  throttlemb: (restriction) => `${windowOf(restriction)};qu="content-bytes"`,
-  throttleunits: (restriction) => `${windowOf(restriction)};qu="units"`,
+  throttlemb: (windowMs) => `${windowOf(windowMs)};qu="content-bytes"`,
+  throttleunits: (windowMs) => `${windowOf(windowMs)};qu="units"`,
   concurrency: () => ';qu="concurrent-requests"',
 };
 
-function policyOf(restriction: ApplicableRestriction): Policy {
+function policyOf(restriction: ApplicableRestriction, state: CounterState): Policy {
+  const windowMs = state.windowMs ?? restriction.windowMs;
   let known = policies.get(restriction);
-  if (!known) {
+  if (!known || known.windowMs !== windowMs) {
     const name = `"${restriction.quotaId}/${restriction.index}"`;
-    known = { name, policy: `${name};q=${restriction.limit}${windowAndUnit[restriction.type](restriction)}` };
+    const policy = `${name};q=${restriction.limit}${windowAndUnit[restriction.type](windowMs)}`;
+    known = { name, policy, windowMs };
     policies.set(restriction, known);
   }
   return known;
@@ -46,7 +53,7 @@ function policyOf(restriction: ApplicableRestriction): Policy {
  * The `RateLimit` item of one restriction: `r` units remaining, `t` the seconds until more quota is made
  * available (the draft's words), rounded up as Retry-After is: until the oldest counted units leave the
  * window, or for a counter that refused the request, until it has room for it, which is the Retry-After
- * of that refusal. A counter keeps the last 101 sub-buckets of 1/100 of the window, so its oldest units
+ * of that refusal; for a calendar window, until its end, when all of it is there again. A counter keeps the last 101 sub-buckets of 1/100 of the window, so its oldest units
  * stay counted up to one sub-bucket past the window: `t` may be up to `w` + `w`/100, never less than the
  * exact wait, so a client that waits `t` is never early. A concurrency restriction's `r` is the slots
  * free, and its `t` is 1 while none is (its Retry-After: a slot frees when any request ends), else 0.
@@ -88,7 +95,7 @@ export function appendRateLimitFields(
   let rateLimitValue = '';
   for (let k = 0; k < count && k < maxRateLimitItems; k += 1) {
     const i = order[k]!;
-    const policy = policyOf(restrictions[i]!);
+    const policy = policyOf(restrictions[i]!, states[i]!);
     const separator = k === 0 ? '' : ', ';
     policyValue += separator + policy.policy;
     rateLimitValue += separator + rateLimitItem(restrictions[i]!, states[i]!, policy);

@@ -128,7 +128,8 @@ export function readings(
 ): RestrictionReading[] {
   return restrictions.map((restriction, i) => {
     const state = states[i] ?? { used: 0, resetMs: 0 };
-    const windowSeconds = Math.ceil(restriction.windowMs / 1000);
+    // A calendar window's length is the current one's, which its counter's state says.
+    const windowSeconds = Math.ceil((state.windowMs ?? restriction.windowMs) / 1000);
     return {
       quota: { id: restriction.quotaId, name: restriction.quotaName },
       index: restriction.index,

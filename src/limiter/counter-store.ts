@@ -1,3 +1,5 @@
+import type { CalendarSpec } from '../kit/calendar-window.js';
+
 /**
  * One counter of a sliding window: `limit` units in any interval of `windowMs` milliseconds.
  * Units are messages (throttle) or bytes (throttlemb).
@@ -12,6 +14,11 @@ export interface CounterSpec {
   limit: number;
   /** The window; 0 for a concurrency counter. */
   windowMs: number;
+  /**
+   * A calendar window instead of a sliding one: the store counts in the window of its clock's now, from
+   * its start to its end (`CalendarCounters`), and `windowMs` is not read.
+   */
+  calendar?: CalendarSpec;
   /** Units charged when the check passes. */
   cost: number;
   /** Room the counter must have for the check to pass (at least `cost`). */
@@ -32,12 +39,20 @@ export interface CounterState {
    * counter that refused the request, until it has room for it: the wait its Retry-After says.
    */
   resetMs: number;
+  /**
+   * A calendar counter's: the length of the window it counts in, which changes from one to the next (a
+   * month's days, a daylight-saving day's 23 or 25 hours); `resetMs` is then the time to its end.
+   */
+  windowMs?: number;
+  /** A calendar counter's: the instant its window ends, the same for every request of the window. */
+  windowEnd?: number;
 }
 
 /** One counter to read without charging it: its key and window. */
 export interface CounterRef {
   key: string;
   windowMs: number;
+  calendar?: CalendarSpec;
 }
 
 /** What one counter holds now, as the admin API's usage shows it. */
@@ -80,6 +95,8 @@ export interface Decision {
 export interface CounterAddition {
   key: string;
   windowMs: number;
+  /** Added to the calendar window of the store's now. */
+  calendar?: CalendarSpec;
   amount: number;
 }
 

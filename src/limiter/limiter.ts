@@ -138,7 +138,7 @@ export class Limiter {
     if (!this.sharedUp) {
       if (this.parts.onError !== 'local') return;
       local.add(additions);
-      for (const addition of additions) this.tally(addition.key, addition.windowMs, addition.amount);
+      for (const addition of additions) this.tally(addition, addition.amount);
       return;
     }
     const sent = shared.add(additions);
@@ -286,7 +286,7 @@ export class Limiter {
           specs.map((spec) => ({ ...spec, limit: this.shareOf(spec.limit) })),
         );
         if (!decision.allowed) return decision;
-        for (const spec of specs) this.tally(spec.key, spec.windowMs, spec.cost);
+        for (const spec of specs) this.tally(spec, spec.cost);
         if (!decision.slotsFreedBy) return decision;
         // The fleet counts these slots too: the shared store learns of them now, or once it answers.
         this.parts.shared?.hold(slotKeysOf(specs));
@@ -300,10 +300,15 @@ export class Limiter {
   }
 
   /** Notes units admitted alone; a slot is no unit: it is counted in by `hold` as it is taken. */
-  private tally(key: string, windowMs: number, amount: number): void {
+  private tally({ key, windowMs, calendar }: CounterRef, amount: number): void {
     if (amount <= 0 || isSlotCounter(windowMs)) return;
     const held = this.admittedAlone.get(key);
-    this.admittedAlone.set(key, { key, windowMs, amount: amount + (held?.amount ?? 0) });
+    const total = amount + (held?.amount ?? 0);
+    // A calendar counter's units go to the window of the shared store's clock when it answers again.
+    this.admittedAlone.set(
+      key,
+      calendar ? { key, windowMs, calendar, amount: total } : { key, windowMs, amount: total },
+    );
   }
 
   /** The units admitted alone so far, handed over: the caller passes them to the shared store. */

@@ -14,6 +14,7 @@ import {
 } from './counter-store.js';
 import type { CheckedCounter, GiveBack, Trip, TripCheck, TripReply } from './counter-trips.js';
 import { systemClock } from '../kit/clock.js';
+import { CalendarCounters, calendarCheck, calendarDecision, calendarState } from './calendar-counters.js';
 
 interface Counter {
   total: number;
@@ -85,6 +86,8 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
   /** The keys of the shadow counts held, oldest first. */
   private readonly shadowKeys = new Set<string>();
   private readonly now: () => number;
+  /** Calendar counters, in the windows of this store's clock. */
+  private readonly calendars = new CalendarCounters();
   private readonly maxBytes: number;
   private reservedBytes = 0;
   private lastSweep: number;
@@ -101,8 +104,15 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
     return this.reservedBytes;
   }
 
-  consume(specs: readonly CounterSpec[]): Decision {
+  consume(counters: readonly CounterSpec[]): Decision {
     const now = this.now();
+    const specs = this.calendars.inWindow(counters, now);
+    return specs === counters
+      ? this.decide(specs, now)
+      : calendarDecision(specs, this.decide(specs, now), now);
+  }
+
+  private decide(specs: readonly CounterSpec[], now: number): Decision {
     this.sweep(now);
     if (!this.roomFor(specs, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, states: [], outOfRoom: true };
@@ -175,7 +185,8 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
 
   /** Adds measured units. Never refused: these are bytes of requests already admitted. */
   add(additions: readonly CounterAddition[]): void {
-    this.addNow(additions, this.now());
+    const now = this.now();
+    this.addNow(this.calendars.inWindow(additions, now), now);
   }
 
   /**
@@ -195,7 +206,7 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
     const holder = trip.holder ?? ownHolder;
     for (const key of trip.releases ?? []) this.freeSlot(key, holder);
     for (const key of trip.holds ?? []) this.takeSlot(key, holder);
-    const { checks } = trip;
+    const checks = this.calendars.inWindow(trip.checks, now);
     if (!this.roomFor(checks, now))
       return { allowed: false, retryAfterMs: sweepEveryMs, checks: [], outOfRoom: true };
     const counters = checks.map((check) => (isSlotCounter(check.windowMs) ? null : this.checked(check, now)));
@@ -224,13 +235,14 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
         waitMs = this.waitFor(counter, check, now);
         retryAfterMs = Math.max(retryAfterMs, waitMs);
       }
-      return {
+      const reply = {
         ...this.state(counter, check.windowMs, now),
         leased,
         bucket,
         bucketLeftMs: (bucket + 1) * bucketMs - now,
         waitMs,
       };
+      return calendarCheck(check, reply, now, now);
     });
     return { allowed, retryAfterMs, checks: replies };
   }
@@ -263,9 +275,16 @@ export class MemoryCounterStore implements CounterStore, SlotRelease {
       .filter(({ used }) => used > 0);
   }
 
-  async peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
+  async peek(refs: readonly CounterRef[]): Promise<CounterState[]> {
     const now = this.now();
-    return counters.map(({ key, windowMs }) => {
+    return this.calendars.inWindow(refs, now).map((ref) => {
+      const { key, windowMs } = ref;
+      const inCalendar = calendarState(
+        ref,
+        this.counters.has(key) ? this.current(key, windowMs, now).total : 0,
+        now,
+      );
+      if (inCalendar) return inCalendar;
       if (isSlotCounter(windowMs)) return { used: this.inFlight(key), resetMs: 0 };
       const counter = this.counters.get(key);
       return counter ? this.state(this.current(key, windowMs, now), windowMs, now) : { used: 0, resetMs: 0 };

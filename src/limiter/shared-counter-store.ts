@@ -10,6 +10,13 @@ import {
 } from './counter-store.js';
 import type { CounterTrips, GiveBack, Trip, TripReply } from './counter-trips.js';
 import { LeaseBook, type KnownTotal } from './lease-book.js';
+import {
+  CalendarCounters,
+  calendarCheck,
+  calendarDecision,
+  calendarState,
+  type InWindow,
+} from './calendar-counters.js';
 import type { SharedCounters } from './limiter.js';
 
 export interface SharedCounterStoreOptions {
@@ -42,6 +49,11 @@ const giveBackDelayMs = 20;
 export class SharedCounterStore implements SharedCounters {
   private readonly book = new LeaseBook();
   private readonly clock: Clock;
+  /**
+   * Calendar counters, in the windows of this gateway's clock (the fleet's, or the counters' in tests):
+   * every gateway knows a window's end with no trip, and a lease never outlives it.
+   */
+  private readonly calendars = new CalendarCounters();
   /** Measured units whose trip failed: they travel with the next one (counted twice at worst). */
   private readonly unsent = new Map<string, CounterAddition>();
   /** Trips asking for a lease, by counter: a check arriving meanwhile waits for the lease, not a trip. */
@@ -54,15 +66,20 @@ export class SharedCounterStore implements SharedCounters {
     this.clock = options.clock;
   }
 
-  consume(specs: readonly CounterSpec[]): Decision | Promise<Decision> {
-    return this.decide(specs, true);
+  consume(counters: readonly CounterSpec[]): Decision | Promise<Decision> {
+    const specs = this.calendars.inWindow(counters, this.clock.now());
+    if (specs === counters) return this.decide(specs, true);
+    const decision = this.decide(specs, true);
+    return decision instanceof Promise
+      ? decision.then((decided) => calendarDecision(specs, decided, this.clock.now()))
+      : calendarDecision(specs, decision, this.clock.now());
   }
 
   /** Spends measured units from leases at once; only what no lease covers makes a trip (a promise). */
   add(additions: readonly CounterAddition[]): Promise<void> | void {
     const now = this.clock.now();
     let uncovered: CounterAddition[] | null = null;
-    for (const addition of additions) {
+    for (const addition of this.calendars.inWindow(additions, now)) {
       const amount = this.suspended
         ? addition.amount
         : this.book.spendMeasured(addition.key, addition.amount, now);
@@ -96,7 +113,11 @@ export class SharedCounterStore implements SharedCounters {
   }
 
   peek(counters: readonly CounterRef[]): Promise<CounterState[]> {
-    return this.options.trips.peek(counters);
+    const now = this.clock.now();
+    const refs = this.calendars.inWindow(counters, now);
+    return this.options.trips
+      .peek(refs)
+      .then((states) => states.map((state, i) => calendarState(refs[i]!, state.used, now) ?? state));
   }
 
   /** Gives every unspent lease back and sends the measured units still held, then stops its timer. */
@@ -204,8 +225,9 @@ export class SharedCounterStore implements SharedCounters {
       return { allowed: false, retryAfterMs: reply.retryAfterMs, states: [], outOfRoom: true };
     }
     const now = this.clock.now();
-    uncovered.forEach((spec, i) => {
-      const checked = reply.checks[i]!;
+    uncovered.forEach((spec: CounterSpec & InWindow, i) => {
+      const checked = calendarCheck(spec, reply.checks[i]!, sentAt, now);
+      reply.checks[i] = checked;
       // A late answer after the store was given up for the policy brings no lease: its units go back.
       const leased = this.suspended ? { ...checked, leased: 0 } : checked;
       if (this.suspended && checked.leased > 0)

@@ -100,7 +100,7 @@ export class ThresholdAlerts {
       const thresholds = restriction.alertThresholds ?? unionOf(webhooks);
       for (const threshold of thresholds) {
         if (state.used * 100 < threshold * restriction.limit) break;
-        this.crossed(restriction, threshold, state.used, application, now, webhooks);
+        this.crossed(restriction, threshold, state, application, now, webhooks);
       }
     }
   }
@@ -108,12 +108,13 @@ export class ThresholdAlerts {
   private crossed(
     restriction: ApplicableRestriction,
     threshold: number,
-    used: number,
+    { used, windowEnd }: CounterState,
     application: string | undefined,
     now: number,
     webhooks: readonly Webhook[],
   ): void {
-    const end = windowEndOf(restriction.windowMs, now);
+    // A calendar window's end is fixed, and its counter's state says it.
+    const end = windowEnd ?? windowEndOf(restriction.windowMs, now);
     const key = `${restriction.counterKey}:${restriction.index}:${threshold}:${end}`;
     if (this.seen.has(key)) return;
     this.remember(key, end, now);

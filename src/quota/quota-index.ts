@@ -1,9 +1,16 @@
 import { uniqueLabels } from '../kit/unique-labels.js';
-import { applicationDefaultQuotaId, windowMs, type Restriction, type StoredQuota } from './model.js';
+import {
+  applicationDefaultQuotaId,
+  calendarOf,
+  windowMs,
+  type Restriction,
+  type StoredQuota,
+} from './model.js';
+import type { CalendarSpec } from '../kit/calendar-window.js';
 import { unitsOf } from './quota-schema.js';
 import { applicationCounterKey, callerCounterKey, counterBasesOf } from './restriction-counters.js';
 import { parseUnitPaths, type UnitPaths } from './unit-paths.js';
-import type { CounterSpec, CounterState } from '../limiter/counter-store.js';
+import type { CounterAddition, CounterRef, CounterSpec, CounterState } from '../limiter/counter-store.js';
 
 /** A restriction ready to be checked: its counter, its limit in units, its window. */
 export interface ApplicableRestriction {
@@ -20,7 +27,10 @@ export interface ApplicableRestriction {
   type: Restriction['type'];
   /** Messages for throttle, bytes for throttlemb, units for throttleunits. */
   limit: number;
+  /** The window's length; for a calendar window, its longest (the current one's is the store's to say). */
   windowMs: number;
+  /** A calendar window (`window: calendar`), made once per restriction; undefined for a sliding one. */
+  calendar: CalendarSpec | undefined;
   /** Counted as if enforced, never refusing (`mode: shadow`). */
   shadow: boolean;
   /** throttleunits: the response header or trailer (lower case) that says what an exchange cost. */
@@ -68,6 +78,7 @@ function compile(record: StoredQuota, perApplication: boolean, label: string): C
     type: restriction.type,
     limit: unitsOf(restriction.config),
     windowMs: windowMs(restriction.config),
+    calendar: calendarOf(restriction.config),
     shadow: restriction.mode === 'shadow',
     unitHeader: restriction.config.header ?? null,
     unitBody: restriction.config.body === undefined ? null : parseUnitPaths(restriction.config.body),
@@ -213,21 +224,33 @@ export function onCallerCounters<T extends ApplicableRestriction>(
   );
 }
 
+/** The counter of a restriction, to read: with its calendar window when it has one. */
+export const counterRefOf = ({ counterKey, windowMs, calendar }: ApplicableRestriction): CounterRef =>
+  calendar ? { key: counterKey, windowMs, calendar } : { key: counterKey, windowMs };
+
+/** `amount` to add to the counter of a restriction. */
+export const additionTo = (restriction: ApplicableRestriction, amount: number): CounterAddition => ({
+  ...counterRefOf(restriction),
+  amount,
+});
+
 /**
  * A throttle charges one message; a throttlemb charges the declared body and needs room for a byte; a
  * throttleunits charges nothing yet (the answer says what the exchange cost) and needs room for a unit;
  * a concurrency restriction takes one slot (its window is 0: see `CounterSpec`).
  */
 function checksOf(restrictions: readonly ApplicableRestriction[], declaredBytes: number): CounterSpec[] {
-  return restrictions.map(({ counterKey, limit, windowMs, type }) => {
+  return restrictions.map(({ counterKey, limit, windowMs, calendar, type }) => {
     const bytes = type === 'throttlemb';
-    return {
+    const spec: CounterSpec = {
       key: counterKey,
       limit,
       windowMs,
       cost: bytes ? declaredBytes : type === 'throttleunits' ? 0 : 1,
       need: bytes ? Math.max(declaredBytes, 1) : 1,
     };
+    if (calendar) spec.calendar = calendar;
+    return spec;
   });
 }
 
@@ -386,12 +409,24 @@ export class QuotaIndex {
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */
-  countersOf(quotaId: string): Array<{ index: number; keyBase: string; windowMs: number; limit: number }> {
+  countersOf(quotaId: string): Array<{
+    index: number;
+    keyBase: string;
+    windowMs: number;
+    calendar: CalendarSpec | undefined;
+    limit: number;
+  }> {
     // Applications on one plan share its restrictions: each is listed once.
     const lists = new Set([this.apiWide, this.applicationDefault, ...this.byApplication.values()]);
     const all = [...lists].flat();
     return all
       .filter((restriction) => restriction.quotaId === quotaId)
-      .map(({ index, keyBase, windowMs: window, limit }) => ({ index, keyBase, windowMs: window, limit }));
+      .map(({ index, keyBase, windowMs: window, calendar, limit }) => ({
+        index,
+        keyBase,
+        windowMs: window,
+        calendar,
+        limit,
+      }));
   }
 }

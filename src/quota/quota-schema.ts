@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { didYouMean, discriminatorOf, oneOf } from '../kit/key-suggestions.js';
+import { calendarPeriods, isTimeZone, latestStartDay } from '../kit/calendar-window.js';
 import { referenceProblem, type CatalogIds } from './catalog-references.js';
 import {
   applicationDefaultQuotaId,
@@ -11,6 +12,9 @@ import {
   restrictionModes,
   restrictionTypes,
   restrictionVerbs,
+  restrictionWindows,
+  calendarOnlyPeriods,
+  periodOf,
   systemQuotaId,
   wellKnownQuotaIds,
   windowMs,
@@ -140,9 +144,77 @@ const period = z
   .enum(periodNames, { error: oneOf(`must be one of ${periodNames.join(', ')}`, periodNames) })
   .meta({ description: 'Unit of the window, singular or plural, kept as sent' });
 
-const windowRule = (config: { per: string; period: string }, ctx: z.RefinementCtx) => {
-  if (windowMs(config) > longestWindowMs)
-    ctx.addIssue({ code: 'custom', message: 'the window (per × period) must not exceed 366 days' });
+/**
+ * How the window counts, and for a calendar window where its days begin: extensions, absent from
+ * Axway's shapes, and answered absent when sliding (the default) so that Axway clients see no change.
+ */
+const windowFields = {
+  window: z
+    .enum(restrictionWindows, {
+      error: oneOf(`must be one of ${restrictionWindows.join(', ')}`, restrictionWindows),
+    })
+    .optional()
+    .transform((window) => (window === 'calendar' ? window : undefined))
+    .pipe(z.literal('calendar').optional())
+    .meta({
+      description:
+        'sliding (the default, answered absent): any interval of the window holds at most the limit; calendar: the day, ISO week (from Monday), month or year that holds now, in timeZone, holds at most the limit, and the whole limit is there again at its end',
+    }),
+  timeZone: z
+    .string({ error: msg('must be an IANA time zone') })
+    .refine(isTimeZone, { error: 'must be an IANA time zone (Europe/Berlin) or UTC' })
+    .optional()
+    .meta({
+      description: 'window: calendar only: the IANA time zone whose midnight starts each day (default UTC)',
+    }),
+  startDay: z
+    .int({ error: msg(`must be a whole number from 1 to ${latestStartDay}`) })
+    .min(1, { error: `must be a whole number from 1 to ${latestStartDay}` })
+    .max(latestStartDay, { error: `must be a whole number from 1 to ${latestStartDay}` })
+    .optional()
+    .meta({
+      description: `window: calendar and period: month only: the day of the month each window starts on, the billing day, 1 to ${latestStartDay} (default 1)`,
+    }),
+};
+
+interface WindowConfig {
+  per: string;
+  period: string;
+  window?: 'calendar' | undefined;
+  timeZone?: string | undefined;
+  startDay?: number | undefined;
+}
+
+const windowRule = (config: WindowConfig, ctx: z.RefinementCtx) => {
+  const period = periodOf(config.period);
+  if (config.window !== 'calendar') {
+    if (calendarOnlyPeriods.has(period))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['period'],
+        message: `${period} is a calendar period: give window: calendar (a sliding ${period} has no fixed length)`,
+      });
+    else if (windowMs(config) > longestWindowMs)
+      ctx.addIssue({ code: 'custom', message: 'the window (per × period) must not exceed 366 days' });
+    for (const field of ['timeZone', 'startDay'] as const)
+      if (config[field] !== undefined)
+        ctx.addIssue({ code: 'custom', path: [field], message: 'is allowed only with window: calendar' });
+    return;
+  }
+  if (!(calendarPeriods as readonly string[]).includes(period))
+    ctx.addIssue({
+      code: 'custom',
+      path: ['period'],
+      message: `must be one of ${calendarPeriods.join(', ')} for a calendar window`,
+    });
+  if (config.per !== '1')
+    ctx.addIssue({
+      code: 'custom',
+      path: ['per'],
+      message: 'must be 1 for a calendar window: it is one day, week, month or year of the calendar',
+    });
+  if (config.startDay !== undefined && period !== 'month')
+    ctx.addIssue({ code: 'custom', path: ['startDay'], message: 'is allowed only with period: month' });
 };
 
 const throttleConfig = z
@@ -151,6 +223,7 @@ const throttleConfig = z
       messages: amount('messages', 'Messages allowed per window'),
       per: amount('per', 'Number of periods in the window'),
       period,
+      ...windowFields,
       mb: notFor('throttle'),
       units: notFor('throttle'),
       header: notFor('throttle'),
@@ -168,6 +241,7 @@ const throttlembConfig = z
       mb: amount('mb', 'Megabytes (1,048,576 bytes) allowed per window'),
       per: amount('per', 'Number of periods in the window'),
       period,
+      ...windowFields,
       messages: notFor('throttlemb'),
       units: notFor('throttlemb'),
       header: notFor('throttlemb'),
@@ -220,6 +294,7 @@ const throttleunitsConfig = z
       units: amount('units', 'Units allowed per window'),
       per: amount('per', 'Number of periods in the window'),
       period,
+      ...windowFields,
       header: fieldName.optional(),
       body: unitBody.optional(),
       default: amount(
@@ -247,6 +322,9 @@ const concurrencyConfig = z.strictObject(
     default: notFor('concurrency'),
     per: notFor('concurrency'),
     period: notFor('concurrency'),
+    window: notFor('concurrency'),
+    timeZone: notFor('concurrency'),
+    startDay: notFor('concurrency'),
   },
   { error: msg('must be an object') },
 );

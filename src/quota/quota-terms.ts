@@ -1,3 +1,5 @@
+import type { CalendarPeriod, CalendarSpec } from '../kit/calendar-window.js';
+
 /**
  * The words a quota is made of: the well-known ids, the types, the periods and verbs, the windows. The
  * quota schema describes quotas with them, and the rest of the gateway reads them from here or from the
@@ -22,8 +24,11 @@ export const restrictionTypes = ['throttle', 'throttlemb', 'throttleunits', 'con
  * through and reports that it would have refused it. Stored and answered only when `shadow`.
  */
 export const restrictionModes = ['enforce', 'shadow'] as const;
-/** Accepted on input, singular or plural (the seed shows `seconds`); stored as sent. */
-export const periods = ['second', 'minute', 'hour', 'day', 'week'] as const;
+/**
+ * Accepted on input, singular or plural (the seed shows `seconds`); stored as sent. `month` and `year`
+ * are calendar periods only (`window: calendar`): a sliding month has no fixed length.
+ */
+export const periods = ['second', 'minute', 'hour', 'day', 'week', 'month', 'year'] as const;
 export const periodNames = [
   'second',
   'seconds',
@@ -35,7 +40,19 @@ export const periodNames = [
   'days',
   'week',
   'weeks',
+  'month',
+  'months',
+  'year',
+  'years',
 ] as const;
+/** Periods a calendar window may have (`CalendarPeriod`). */
+export const calendarOnlyPeriods: ReadonlySet<string> = new Set(['month', 'year']);
+/**
+ * How a restriction's window counts: `sliding` (the default, answered absent: any interval of the
+ * window's length) or `calendar` (from the start of the day, ISO week, month or year that holds now, in
+ * `timeZone`, to its end: see kit/calendar-window.ts).
+ */
+export const restrictionWindows = ['sliding', 'calendar'] as const;
 export const restrictionVerbs = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 export type QuotaType = (typeof quotaTypes)[number];
@@ -58,7 +75,16 @@ export const unitOf = (type: RestrictionType): RestrictionUnit => unitsByType[ty
 export const largestUnits = 999_999_999_999_999;
 export type Period = (typeof periods)[number];
 
-const secondsPer: Record<Period, number> = { second: 1, minute: 60, hour: 3600, day: 86_400, week: 604_800 };
+/** A calendar month or year counts as its longest where one length is needed (the console's, usage's). */
+const secondsPer: Record<Period, number> = {
+  second: 1,
+  minute: 60,
+  hour: 3600,
+  day: 86_400,
+  week: 604_800,
+  month: 31 * 86_400,
+  year: 366 * 86_400,
+};
 
 /** The period named by `name` (`second` or `seconds`, …). */
 export function periodOf(name: string): Period {
@@ -70,8 +96,31 @@ export function periodOf(name: string): Period {
  * has none (its counter holds the requests in flight: see `CounterSpec`).
  */
 export function windowMs(config: { per?: string | undefined; period?: string | undefined }): number {
+  // A calendar window's length changes from one to the next: this is its longest (`calendarOf` gives the rest).
   if (config.per === undefined || config.period === undefined) return 0;
   return Number(config.per) * secondsPer[periodOf(config.period)] * 1000;
 }
 
 export const longestWindowMs = 366 * 86_400 * 1000;
+
+/** What a restriction's config says of a calendar window (absent for a sliding one). */
+export interface CalendarFields {
+  period?: string | undefined;
+  window?: string | undefined;
+  timeZone?: string | undefined;
+  startDay?: number | undefined;
+}
+
+/**
+ * The calendar window of a restriction, or undefined for a sliding one: its time zone `UTC` and a month's
+ * billing day the 1st unless it says others. Made once per restriction: stores know its windows by it.
+ */
+export function calendarOf(config: CalendarFields): CalendarSpec | undefined {
+  if (config.window !== 'calendar' || config.period === undefined) return undefined;
+  const period = periodOf(config.period) as CalendarPeriod;
+  return {
+    period,
+    timeZone: config.timeZone ?? 'UTC',
+    startDay: period === 'month' ? (config.startDay ?? 1) : 1,
+  };
+}

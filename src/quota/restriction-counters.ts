@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { windowMs, type Quota, type Restriction } from './model.js';
+import { calendarOf, windowMs, type Quota, type Restriction } from './model.js';
 import { unitsOf } from './quota-schema.js';
 
 /**
@@ -58,6 +58,10 @@ function countedBy(restriction: Restriction): string {
     // Named only when there are some, so that the counters of restrictions without body paths stay.
     if (restriction.config.body !== undefined) counted.push(`body ${String(restriction.config.body)}`);
   }
+  // A calendar window counts from other instants: changing to or from one, or its zone or billing day,
+  // starts new counters. Named only then, so that sliding counters stay.
+  const calendar = calendarOf(restriction.config);
+  if (calendar) counted.push(`calendar ${calendar.period} ${calendar.timeZone} ${calendar.startDay}`);
   // Counted by caller, each count means another thing: changing `by` starts new counters.
   if (restriction.by !== undefined) counted.push(`by ${restriction.by}`);
   return counted.join('|');

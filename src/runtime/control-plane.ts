@@ -81,7 +81,14 @@ export async function buildControlPlane(
     identify: (name) => parts.directory()?.identify?.(name),
     repository: owned.quotas,
     applicationRepository: owned.applications,
-    usage: (quotaId) => quotaUsage(parts.quotas(), parts.counters, owned.quotas, quotaId),
+    usage: (quotaId) =>
+      quotaUsage(
+        parts.quotas(),
+        parts.counters,
+        owned.quotas,
+        quotaId,
+        env.countersNow ?? env.fleetClock.now,
+      ),
     rejections: parts.rejections,
     ...(env.countersNow ? { now: env.countersNow } : {}),
     dataPlane: parts.dataPlane,

@@ -40,7 +40,7 @@ describe('Quota API: messages that say what was meant', () => {
     [
       'a misspelt period',
       quotaDto({ restrictions: [getPetThrottle({ config: { messages: 1, per: 1, period: 'minuet' } })] }),
-      'restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks (did you mean minute?)',
+      'restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks, month, months, year, years (did you mean minute?)',
     ],
   ])('names what %s most likely meant', async (_case, body, message) => {
     expect(await messagesOf(body)).toContain(message);

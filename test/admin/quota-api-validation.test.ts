@@ -30,7 +30,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: validation (%s store)', 
         quotaDto({
           restrictions: [getPetThrottle({ config: { messages: 1, per: 1, period: 'fortnight' } })],
         }),
-        'restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks',
+        'restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks, month, months, year, years',
       ],
       [
         'a negative number',

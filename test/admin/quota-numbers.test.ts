@@ -177,7 +177,7 @@ describe.each(['memory', 'redis'] as const)('numbers of a quota (%s store)', (st
         `restrictions[0].config.mb: ${mbRule}`,
         `restrictions[0].config.per: ${perRule}`,
         `restrictions[1].config.messages: ${messagesRule}`,
-        'restrictions[1].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks',
+        'restrictions[1].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks, month, months, year, years',
       ].sort(),
     );
   });

@@ -35,7 +35,22 @@ const quotaFile = {
       type: 'API',
       name: 'Pets',
       description: 'per API',
-      restrictions: [{ ...throttle(10, 1, 'seconds'), api: petsApiId }],
+      restrictions: [
+        { ...throttle(10, 1, 'seconds'), api: petsApiId },
+        {
+          api: '*',
+          method: '*',
+          type: 'throttle',
+          config: {
+            messages: 1000,
+            per: 1,
+            period: 'month',
+            window: 'calendar',
+            timeZone: 'America/New_York',
+            startDay: 28,
+          },
+        },
+      ],
     },
     {
       id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
@@ -108,6 +123,15 @@ describe.each([
       '7d2f0c1a-4b5e-4c6d-9e8f-0a1b2c3d4e5f',
       'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
     ]);
+    // A calendar window travels whole: window, time zone and billing day.
+    expect((document.quotas[2]!.restrictions as Array<{ config: unknown }>)[1]!.config).toEqual({
+      messages: '1000',
+      per: '1',
+      period: 'month',
+      window: 'calendar',
+      timeZone: 'America/New_York',
+      startDay: 28,
+    });
     expect(document.quotas[3]).toEqual({
       id: 'a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d',
       type: 'APPLICATION',
@@ -201,7 +225,7 @@ describe('gateway quotas import', () => {
     expect(result.stderr.trim().split('\n')).toEqual([
       `${bad}: quotas[0].id: must be a UUID`,
       `${bad}: quotas[0].restrictions[0].config.messages: must be a whole number from 1 to 1000000000000`,
-      `${bad}: quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks`,
+      `${bad}: quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks, month, months, year, years`,
       `${bad}: quotas[1].application: no application has id 'ghost' (in conf/, made through the admin API, or in the file's applications)`,
     ]);
     expect(JSON.parse((await quotas(dir, 'export', '--format', 'json')).stdout).quotas).toHaveLength(2);

@@ -142,7 +142,7 @@ const rules: Array<[string, string]> = [
   ],
   [
     'quota-period-misspelt',
-    'quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks (did you mean seconds?)',
+    'quotas[0].restrictions[0].config.period: must be one of second, seconds, minute, minutes, hour, hours, day, days, week, weeks, month, months, year, years (did you mean seconds?)',
   ],
   ['counter-memory-too-small', 'store.maxCounterMemoryMb: must be a number of MiB from 1 to 1048576'],
   ['admin-port-clash', 'admin.port: must differ from port'],

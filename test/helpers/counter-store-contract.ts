@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import type { CalendarPeriod } from '../../src/kit/calendar-window.js';
 import type { CounterSpec, CounterStore } from '../../src/limiter/counter-store.js';
 
 /** A store under test whose clock the test moves. */
@@ -17,6 +18,47 @@ const throttle = (key: string, limit: number, windowMs: number): CounterSpec => 
   cost: 1,
   need: 1,
 });
+
+const at = (iso: string): number => Date.parse(iso);
+const calendar = (
+  key: string,
+  limit: number,
+  period: CalendarPeriod,
+  timeZone = 'UTC',
+  startDay = 1,
+): CounterSpec => ({
+  ...throttle(key, limit, 0),
+  // Read by no store for a calendar counter: the calendar says the window.
+  windowMs: 31 * 24 * 3600 * second,
+  calendar: { period, timeZone, startDay },
+});
+
+/**
+ * Admits `limit` requests exactly, refuses the next, which waits until `end`; each state says the
+ * window's length, `hours`.
+ */
+async function fill(
+  store: CounterStore,
+  spec: CounterSpec,
+  now: number,
+  end: string,
+  hours: number,
+): Promise<void> {
+  const windowMs = hours * 3_600_000;
+  for (let i = 1; i <= spec.limit; i += 1) {
+    const decision = await store.consume([spec]);
+    expect(decision.allowed).toBe(true);
+    expect(decision.states[0]).toEqual({ used: i, resetMs: at(end) - now, windowMs, windowEnd: at(end) });
+  }
+  const refused = await store.consume([spec]);
+  expect(refused).toMatchObject({ allowed: false, retryAfterMs: at(end) - now });
+  expect(refused.states[0]).toEqual({
+    used: spec.limit,
+    resetMs: at(end) - now,
+    windowMs,
+    windowEnd: at(end),
+  });
+}
 
 /** The behaviour every CounterStore must show; run once per implementation. */
 export function describeCounterStoreContract(name: string, open: () => Promise<StoreFixture>): void {
@@ -267,6 +309,101 @@ export function describeCounterStoreContract(name: string, open: () => Promise<S
           ]);
         }
         expect((await store.consume([counted])).states[0]!.used).toBe(3);
+      }),
+    );
+
+    it(
+      'counts a calendar month from its start: the limit and not one more, the whole limit again at its end',
+      withStore(async ({ store, clock }) => {
+        const spec = calendar(key(), 5, 'month');
+        clock.now = at('2026-11-30T23:59:00Z');
+        await fill(store, spec, clock.now, '2026-12-01T00:00:00Z', 30 * 24);
+        clock.now = at('2026-12-01T00:00:00Z') - 1;
+        expect((await store.consume([spec])).allowed).toBe(false);
+        clock.now += 1;
+        await fill(store, spec, clock.now, '2027-01-01T00:00:00Z', 31 * 24);
+      }),
+    );
+
+    it(
+      'counts a billing month on February 29 of a leap year, and starts the next on March 28',
+      withStore(async ({ store, clock }) => {
+        const spec = calendar(key(), 3, 'month', 'UTC', 28);
+        clock.now = at('2028-02-29T12:00:00Z');
+        await fill(store, spec, clock.now, '2028-03-28T00:00:00Z', 29 * 24);
+        clock.now = at('2028-03-27T23:59:59.999Z');
+        expect((await store.consume([spec])).allowed).toBe(false);
+        clock.now = at('2028-03-28T00:00:00Z');
+        await fill(store, spec, clock.now, '2028-04-28T00:00:00Z', 31 * 24);
+      }),
+    );
+
+    it(
+      'counts a leap day as a day of its own',
+      withStore(async ({ store, clock }) => {
+        const spec = calendar(key(), 4, 'day');
+        clock.now = at('2028-02-29T00:00:00Z');
+        await fill(store, spec, clock.now, '2028-03-01T00:00:00Z', 24);
+        clock.now = at('2028-03-01T00:00:00Z');
+        await fill(store, spec, clock.now, '2028-03-02T00:00:00Z', 24);
+      }),
+    );
+
+    it(
+      "resets a day at its time zone's midnight: Kolkata's is 18:30 UTC",
+      withStore(async ({ store, clock }) => {
+        const spec = calendar(key(), 2, 'day', 'Asia/Kolkata');
+        clock.now = at('2026-06-15T18:29:00Z');
+        await fill(store, spec, clock.now, '2026-06-15T18:30:00Z', 24);
+        clock.now = at('2026-06-15T18:30:00Z');
+        await fill(store, spec, clock.now, '2026-06-16T18:30:00Z', 24);
+      }),
+    );
+
+    it(
+      'counts a 25-hour day when New York falls back, and a 23-hour one when it springs forward',
+      withStore(async ({ store, clock }) => {
+        const spec = calendar(key(), 3, 'day', 'America/New_York');
+        clock.now = at('2026-11-01T04:00:00Z');
+        await fill(store, spec, clock.now, '2026-11-02T05:00:00Z', 25);
+        // 24 hours after its midnight, the day of the change is still on (23:00 in New York).
+        clock.now = at('2026-11-02T04:00:00Z');
+        expect(await store.consume([spec])).toMatchObject({ allowed: false, retryAfterMs: 3_600_000 });
+        clock.now = at('2026-11-02T05:00:00Z');
+        await fill(store, spec, clock.now, '2026-11-03T05:00:00Z', 24);
+        clock.now = at('2026-03-08T05:00:00Z');
+        await fill(store, spec, clock.now, '2026-03-09T04:00:00Z', 23);
+        clock.now = at('2026-03-09T04:00:00Z');
+        await fill(store, spec, clock.now, '2026-03-10T04:00:00Z', 24);
+      }),
+    );
+
+    it(
+      'adds measured units to the window of now, and reads a calendar counter in it',
+      withStore(async ({ store, clock }) => {
+        const spec = { ...calendar(key(), 100, 'year'), cost: 0 };
+        clock.now = at('2026-12-31T23:00:00Z');
+        await store.add([{ key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar!, amount: 60 }]);
+        const ref = { key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar! };
+        expect(await store.peek([ref])).toEqual([
+          {
+            used: 60,
+            resetMs: 3_600_000,
+            windowMs: 365 * 24 * 3_600_000,
+            windowEnd: at('2027-01-01T00:00:00Z'),
+          },
+        ]);
+        expect((await store.consume([{ ...spec, need: 41 }])).allowed).toBe(false);
+        clock.now = at('2027-01-01T00:00:00Z');
+        await store.add([{ key: spec.key, windowMs: spec.windowMs, calendar: spec.calendar!, amount: 7 }]);
+        expect(await store.peek([ref])).toEqual([
+          {
+            used: 7,
+            resetMs: 365 * 24 * 3_600_000,
+            windowMs: 365 * 24 * 3_600_000,
+            windowEnd: at('2028-01-01T00:00:00Z'),
+          },
+        ]);
       }),
     );
   });

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { bucketsPerWindow } from '../../src/limiter/counter-store.js';
 import { counterReservation, MemoryCounterStore } from '../../src/limiter/memory-counter-store.js';
+import { MemoryCounterTrips } from '../../src/limiter/memory-counter-trips.js';
 import { RedisCounterTrips } from '../../src/stores/redis-counter-trips.js';
 import { SharedCounterStore } from '../../src/limiter/shared-counter-store.js';
 import { suiteRedis } from '../helpers/redis-clients.js';
@@ -18,7 +19,7 @@ describeCounterStoreContract('memory', async () => {
 });
 
 /** The Redis store as a gateway uses it (leases included), on a clock the test moves. */
-function sharedStore(redis: Redis, prefix: string, clock?: { now: number }) {
+function sharedStore(redis: Redis, prefix: string, clock?: { now: number }, live = 1, onTrip?: () => void) {
   return new SharedCounterStore({
     trips: new RedisCounterTrips(redis, prefix, clock ? () => clock.now : undefined),
     clock: {
@@ -28,14 +29,76 @@ function sharedStore(redis: Redis, prefix: string, clock?: { now: number }) {
       setTimeout: () => null,
       clearTimeout: () => undefined,
     },
-    live: () => 1,
+    live: () => live,
+    ...(onTrip ? { onTrip } : {}),
   });
 }
+
+describeCounterStoreContract('memory, through the lease protocol (workers: N)', async () => {
+  const clock = { now: start };
+  const counters = new MemoryCounterStore({ now: () => clock.now });
+  const store = new SharedCounterStore({
+    trips: new MemoryCounterTrips(counters),
+    clock: {
+      now: () => clock.now,
+      monotonic: () => clock.now,
+      setTimeout: () => null,
+      clearTimeout: () => undefined,
+    },
+    live: () => 1,
+  });
+  return { store, clock, close: () => store.close() };
+});
 
 describeCounterStoreContract('redis', async () => {
   const clock = { now: start };
   const store = sharedStore(connect(), `test:${randomUUID()}:`, clock);
   return { store, clock, close: () => store.close() };
+});
+
+describe('a calendar window on a fleet of 2 gateways on one Redis', () => {
+  it('admits exactly the limit in the window, leases included, and the whole limit again from its start', async () => {
+    const redis = connect();
+    const prefix = `test:${randomUUID()}:`;
+    const clock = { now: Date.parse('2026-11-30T22:00:00Z') };
+    let trips = 0;
+    const onTrip = () => (trips += 1);
+    const fleet = [
+      sharedStore(redis, prefix, clock, 2, onTrip),
+      sharedStore(connect(), prefix, clock, 2, onTrip),
+    ];
+    const spec = {
+      key: 'monthly',
+      limit: 1000,
+      windowMs: 0,
+      calendar: { period: 'month' as const, timeZone: 'Europe/Berlin', startDay: 1 },
+      cost: 1,
+      need: 1,
+    };
+    // Berlin's December starts at 23:00 UTC: both gateways ask at a steady rate, leasing as they go.
+    const admittedBy = async (until: number): Promise<number> => {
+      let admitted = 0;
+      for (; clock.now < until; clock.now += 250) {
+        for (const gateway of fleet) {
+          for (let i = 0; i < 3; i += 1) if ((await gateway.consume([spec])).allowed) admitted += 1;
+        }
+      }
+      return admitted;
+    };
+    expect(await admittedBy(Date.parse('2026-11-30T23:00:00Z'))).toBe(1000);
+    expect(clock.now).toBe(Date.parse('2026-11-30T23:00:00Z'));
+    const tripsInNovember = trips;
+    expect(await admittedBy(Date.parse('2026-11-30T23:10:00Z'))).toBe(1000);
+    // Leases decide most of the admitted requests with no trip (the refused ones are known full).
+    expect(tripsInNovember).toBeLessThan(1000 / 4);
+    await Promise.all(fleet.map((gateway) => gateway.close()));
+    // Each window's counter is its own key, which expires after it.
+    const keys = await redis.keys(`${prefix}monthly@*`);
+    expect(keys.sort()).toEqual([
+      `${prefix}monthly@${Date.parse('2026-10-31T23:00:00Z')}`,
+      `${prefix}monthly@${Date.parse('2026-11-30T23:00:00Z')}`,
+    ]);
+  });
 });
 
 describe('the Redis counters', () => {

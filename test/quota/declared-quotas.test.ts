@@ -200,6 +200,34 @@ describe('quotas declared in conf/', () => {
     ]);
   });
 
+  it('take calendar windows, and say what is wrong with one', async () => {
+    const monthly = (config: Record<string, unknown>) => ({
+      ...system(1),
+      restrictions: [{ api: '*', method: '*', type: 'throttle', config: { messages: 5, per: 1, ...config } }],
+    });
+    const good = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', {
+        quotas: [monthly({ period: 'month', window: 'calendar', timeZone: 'Pacific/Chatham', startDay: 3 })],
+      }),
+    );
+    const loaded = await loadConfig({ configDir: good, env: {} });
+    expect(loaded.config.quotas![0]!).toMatchObject({
+      restrictions: [
+        { config: { period: 'month', window: 'calendar', timeZone: 'Pacific/Chatham', startDay: 3 } },
+      ],
+    });
+    const bad = writeConfigDir(
+      petsConfig('http://127.0.0.1:9/pets', { quotas: [monthly({ period: 'year' })] }),
+    );
+    const problems = await loadConfig({ configDir: bad, env: {} }).then(
+      () => [],
+      (error: ConfigError) => error.problems.map((problem) => problem.replace(/^.*default\.mjs: /, '')),
+    );
+    expect(problems).toEqual([
+      'quotas[0].restrictions[0].config.period: year is a calendar period: give window: calendar (a sliding year has no fixed length)',
+    ]);
+  });
+
   it('are checked with the config: catalog ids, applications, ids once, all at once', async () => {
     const dir = writeConfigDir(
       petsConfig('http://127.0.0.1:9/pets', {

@@ -175,3 +175,109 @@ describe('the quota schema', () => {
     );
   });
 });
+
+describe('calendar windows in the quota schema', () => {
+  const problems = (type: string, config: Record<string, unknown>): string[] => {
+    const result = quotaDtoSchema().safeParse({
+      type: 'API',
+      name: 'n',
+      restrictions: [{ api: '*', method: '*', type, config }],
+    });
+    return result.success ? [] : problemsOf(result.error.issues);
+  };
+
+  it('keeps a calendar window, its time zone and billing day, for every type with a window', () => {
+    for (const [type, amount] of [
+      ['throttle', { messages: 1000 }],
+      ['throttlemb', { mb: 10 }],
+      ['throttleunits', { units: 5, header: 'x-cost' }],
+    ] as const) {
+      const config = {
+        ...amount,
+        per: 1,
+        period: 'month',
+        window: 'calendar',
+        timeZone: 'Europe/Berlin',
+        startDay: 15,
+      };
+      const dto = quotaDtoSchema().parse({
+        type: 'API',
+        name: 'n',
+        restrictions: [{ api: '*', method: '*', type, config }],
+      });
+      expect(dto.restrictions[0]!.config).toMatchObject({
+        per: '1',
+        period: 'month',
+        window: 'calendar',
+        timeZone: 'Europe/Berlin',
+        startDay: 15,
+      });
+    }
+  });
+
+  it('answers a sliding window as Axway’s shape: no window field', () => {
+    const dto = quotaDtoSchema().parse({
+      type: 'API',
+      name: 'n',
+      restrictions: [
+        {
+          api: '*',
+          method: '*',
+          type: 'throttle',
+          config: { messages: 1, per: 1, period: 'day', window: 'sliding' },
+        },
+      ],
+    });
+    expect(dto.restrictions[0]!.config).toEqual({ messages: '1', per: '1', period: 'day' });
+  });
+
+  it('refuses month and year on a sliding window, saying why', () => {
+    expect(problems('throttle', { messages: 1, per: 1, period: 'month' })).toEqual([
+      'restrictions[0].config.period: month is a calendar period: give window: calendar (a sliding month has no fixed length)',
+    ]);
+    expect(problems('throttle', { messages: 1, per: 1, period: 'years', window: 'sliding' })).toEqual([
+      'restrictions[0].config.period: year is a calendar period: give window: calendar (a sliding year has no fixed length)',
+    ]);
+  });
+
+  it('refuses a calendar window of more than one period, or of seconds', () => {
+    expect(problems('throttle', { messages: 1, per: 2, period: 'day', window: 'calendar' })).toEqual([
+      'restrictions[0].config.per: must be 1 for a calendar window: it is one day, week, month or year of the calendar',
+    ]);
+    expect(problems('throttle', { messages: 1, per: 1, period: 'hour', window: 'calendar' })).toEqual([
+      'restrictions[0].config.period: must be one of day, week, month, year for a calendar window',
+    ]);
+  });
+
+  it('refuses an unknown time zone, a billing day past the 28th or outside months, and both on a sliding window', () => {
+    expect(
+      problems('throttle', { messages: 1, per: 1, period: 'day', window: 'calendar', timeZone: 'Mars/Base' }),
+    ).toEqual(['restrictions[0].config.timeZone: must be an IANA time zone (Europe/Berlin) or UTC']);
+    expect(
+      problems('throttle', { messages: 1, per: 1, period: 'month', window: 'calendar', startDay: 29 }),
+    ).toEqual(['restrictions[0].config.startDay: must be a whole number from 1 to 28']);
+    expect(
+      problems('throttle', { messages: 1, per: 1, period: 'week', window: 'calendar', startDay: 3 }),
+    ).toEqual(['restrictions[0].config.startDay: is allowed only with period: month']);
+    expect(
+      problems('throttle', { messages: 1, per: 1, period: 'day', timeZone: 'UTC', startDay: 2 }),
+    ).toEqual([
+      'restrictions[0].config.timeZone: is allowed only with window: calendar',
+      'restrictions[0].config.startDay: is allowed only with window: calendar',
+    ]);
+  });
+
+  it('refuses a window of any kind on a concurrency restriction', () => {
+    expect(problems('concurrency', { connections: 3, window: 'calendar' })).toEqual([
+      'restrictions[0].config.window: not allowed for type concurrency',
+    ]);
+  });
+
+  it('stores a calendar restriction and reads it back byte for byte', () => {
+    const text =
+      '{"id":"3f0c5a1e-9b7d-4c2a-8e6f-1d0b9a8c7e6f","type":"API","name":"n","description":"","restrictions":[{"api":"*","method":"*","type":"throttle","config":{"messages":"1000000","per":"1","period":"month","window":"calendar","timeZone":"America/New_York","startDay":28}}],"system":false}';
+    const parsed = parseRecord(JSON.parse(text));
+    if (!('record' in parsed)) throw new Error(parsed.problems.join('; '));
+    expect(serializeRecord(parsed.record)).toBe(text);
+  });
+});

@@ -204,6 +204,44 @@ export const quotaEditorView: View = async (context, root, id = 'new') => {
                 { name: at('config.period'), onchange: bind('period') },
               ),
             ),
+            labelled(
+              'Window',
+              'config.window',
+              select(
+                [
+                  ['sliding', 'Sliding'],
+                  ['calendar', 'Calendar'],
+                ],
+                restriction.window,
+                { name: at('config.window'), onchange: bind('window', true) },
+              ),
+            ),
+          ]
+        : []),
+      // A calendar window starts at its time zone's midnight, and a month on its billing day.
+      ...(hasWindow(restriction.type) && restriction.window === 'calendar'
+        ? [
+            labelled(
+              'Time zone',
+              'config.timeZone',
+              h('input', {
+                name: at('config.timeZone'),
+                value: restriction.timeZone,
+                placeholder: 'UTC',
+                oninput: bind('timeZone'),
+              }),
+            ),
+            labelled(
+              'Billing day (months)',
+              'config.startDay',
+              h('input', {
+                name: at('config.startDay'),
+                inputmode: 'numeric',
+                value: restriction.startDay,
+                placeholder: '1',
+                oninput: bind('startDay'),
+              }),
+            ),
           ]
         : []),
       labelled(

@@ -31,6 +31,12 @@ export interface RestrictionForm {
   /** The window; kept while a concurrency restriction, which has none, is edited. */
   per: string;
   period: string;
+  /** `sliding` (the default) or `calendar`: one day, week, month or year of the calendar. */
+  window: 'sliding' | 'calendar';
+  /** A calendar window's IANA time zone, as typed ('' for UTC). */
+  timeZone: string;
+  /** A calendar month's billing day, 1 to 28, as typed ('' for the 1st). */
+  startDay: string;
   /** throttleunits: the response header or trailer that says what an exchange cost ('' for none). */
   header: string;
   /** throttleunits: the JSON paths in the answer body that say it, separated by commas ('' for none). */
@@ -74,6 +80,10 @@ export interface QuotaAnswer {
       /** Absent for a concurrency restriction. */
       per?: string;
       period?: string;
+      /** Absent for a sliding window. */
+      window?: 'calendar';
+      timeZone?: string;
+      startDay?: number;
     };
   }>;
   application?: { id: string; name: string };
@@ -85,7 +95,8 @@ export interface QuotaAnswer {
   applicationCount?: number;
 }
 
-export const periodChoices = ['second', 'minute', 'hour', 'day', 'week'] as const;
+/** `month` and `year` are calendar periods only: the admin API says so when a sliding window has one. */
+export const periodChoices = ['second', 'minute', 'hour', 'day', 'week', 'month', 'year'] as const;
 
 export function newRestriction(): RestrictionForm {
   return {
@@ -98,6 +109,9 @@ export function newRestriction(): RestrictionForm {
     amount: '',
     per: '1',
     period: 'minute',
+    window: 'sliding',
+    timeZone: '',
+    startDay: '',
     header: '',
     body: '',
     fallback: '',
@@ -120,6 +134,9 @@ export function formOf(quota: QuotaAnswer): QuotaForm {
       per: restriction.config.per ?? '1',
       // Stored as sent, singular or plural: the form offers the singular.
       period: (restriction.config.period ?? 'minute').replace(/s$/, ''),
+      window: restriction.config.window ?? 'sliding',
+      timeZone: restriction.config.timeZone ?? '',
+      startDay: restriction.config.startDay === undefined ? '' : String(restriction.config.startDay),
       header: restriction.config.header ?? '',
       body: [restriction.config.body ?? []].flat().join(', '),
       fallback: restriction.config.default ?? '',
@@ -143,9 +160,25 @@ export function dtoOf(form: QuotaForm): Record<string, unknown> {
       config: {
         [amountField[restriction.type]]: restriction.amount.trim(),
         ...(hasWindow(restriction.type) ? { per: restriction.per.trim(), period: restriction.period } : {}),
+        ...(hasWindow(restriction.type) && restriction.window === 'calendar' ? calendarOf(restriction) : {}),
         ...(restriction.type === 'throttleunits' ? unitSourcesOf(restriction) : {}),
       },
     })),
+  };
+}
+
+/**
+ * A calendar window's fields as the QuotaDTO says them: a time zone or billing day left empty is left
+ * out (UTC, the 1st); a billing day is sent as a number when it is digits, else as typed, for the admin
+ * API to name.
+ */
+function calendarOf(restriction: RestrictionForm): Record<string, string | number> {
+  const timeZone = restriction.timeZone.trim();
+  const startDay = restriction.startDay.trim();
+  return {
+    window: 'calendar',
+    ...(timeZone ? { timeZone } : {}),
+    ...(startDay ? { startDay: /^\d+$/.test(startDay) ? Number(startDay) : startDay } : {}),
   };
 }
 

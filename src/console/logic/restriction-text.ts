@@ -4,7 +4,7 @@ import type { QuotaAnswer } from './quota-form.js';
 type Restriction = QuotaAnswer['restrictions'][number];
 
 /**
- * "100 messages per 1 minute", "2.5 MB per 1 day", "10,000 units (x-tokens) per 1 day", "5 requests in
+ * "100 messages per 1 minute", "2.5 MB per 1 day", "1,000 messages per calendar month from the 15th (UTC)", "10,000 units (x-tokens) per 1 day", "5 requests in
  * flight at once": the limit of a restriction in words. Units name where they are read: the header,
  * else the body paths, added.
  */
@@ -16,7 +16,12 @@ export function limitText(restriction: Restriction): string {
   }
   const per = Number(config.per);
   const period = (config.period ?? '').replace(/s$/, '');
-  const window = per === 1 ? `1 ${period}` : `${per.toLocaleString('en-US')} ${period}s`;
+  const window =
+    config.window === 'calendar'
+      ? calendarText(period, config)
+      : per === 1
+        ? `1 ${period}`
+        : `${per.toLocaleString('en-US')} ${period}s`;
   const amount =
     restriction.type === 'throttle'
       ? `${Number(config.messages).toLocaleString('en-US')} message${config.messages === '1' ? '' : 's'}`
@@ -25,6 +30,16 @@ export function limitText(restriction: Restriction): string {
         : `${config.mb} MB`;
   return `${amount} per ${window}`;
 }
+
+/** "calendar month from the 15th (America/New_York)", "calendar day (UTC)": a calendar window in words. */
+function calendarText(period: string, { timeZone, startDay }: Restriction['config']): string {
+  const from =
+    period === 'month' && startDay !== undefined && startDay !== 1 ? ` from the ${ordinal(startDay)}` : '';
+  return `calendar ${period}${from} (${timeZone ?? 'UTC'})`;
+}
+
+const ordinal = (day: number): string =>
+  `${day}${day % 10 === 1 && day !== 11 ? 'st' : day % 10 === 2 && day !== 12 ? 'nd' : day % 10 === 3 && day !== 13 ? 'rd' : 'th'}`;
 
 /** "x-tokens", "usage.total_tokens", "x-tokens, else a.b + c.d": where a throttleunits reads its units. */
 const unitSources = ({ header, body }: Restriction['config']): string =>

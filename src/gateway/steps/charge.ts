@@ -1,5 +1,5 @@
 import type { CounterAddition } from '../../limiter/counter-store.js';
-import type { ApplicableRestriction } from '../../quota/quota-index.js';
+import { additionTo, type ApplicableRestriction } from '../../quota/quota-index.js';
 import { additionsOf } from '../open-exchanges.js';
 import type { ExchangeRecord } from '../record.js';
 import type { StepContext } from './context.js';
@@ -30,7 +30,7 @@ export function chargeUnits(context: StepContext, record: ExchangeRecord): numbe
     if (said === null) context.metrics.unitsUnreadable(restriction);
     const amount = said ?? restriction.unitDefault;
     if (amount > most) most = amount;
-    if (amount > 0) additions.push({ key: restriction.counterKey, windowMs: restriction.windowMs, amount });
+    if (amount > 0) additions.push(additionTo(restriction, amount));
   }
   charge(context, record, additions, 'units');
   return most;

@@ -1,5 +1,6 @@
 import type { CounterRef } from '../../limiter/counter-store.js';
 import {
+  counterRefOf,
   onCallerCounters,
   type ApplicableRestriction,
   type CallerRestriction,
@@ -14,7 +15,7 @@ import type { Next, StepContext } from './context.js';
 
 /** The counters of `restrictions`, to read without charging them. */
 export const counterRefs = (restrictions: readonly ApplicableRestriction[]): CounterRef[] =>
-  restrictions.map(({ counterKey, windowMs }) => ({ key: counterKey, windowMs }));
+  restrictions.map(counterRefOf);
 
 /** The caller of `record` under a restriction counted by caller, within its application. */
 export function callerIn(record: ExchangeRecord, restriction: CallerRestriction): string {
