@@ -8,7 +8,12 @@ import {
 } from './model.js';
 import type { CalendarSpec } from '../kit/calendar-window.js';
 import { unitsOf } from './quota-schema.js';
-import { applicationCounterKey, callerCounterKey, counterBasesOf } from './restriction-counters.js';
+import {
+  applicationCounterKey,
+  callerCounterBase,
+  callerCounterKey,
+  counterBasesOf,
+} from './restriction-counters.js';
 import { parseUnitPaths, type UnitPaths } from './unit-paths.js';
 import type { CounterAddition, CounterRef, CounterSpec, CounterState } from '../limiter/counter-store.js';
 
@@ -281,28 +286,44 @@ function matching(
   );
 }
 
+/**
+ * How many times each counter of an application was reset: application → the `keyBase` of a restriction
+ * (`counterBasesOf`) → its generation (see `applicationCounterKey`). A counter not named is at 0.
+ */
+export type ResetGenerations = ReadonlyMap<string, ReadonlyMap<string, number>>;
+
+const noResets: ResetGenerations = new Map();
+
 /** The restriction as the request path checks it: its counter for `application`, nothing it names. */
-const applicable = (restriction: CompiledRestriction, application?: string): ApplicableRestriction => {
+const applicable = (
+  restriction: CompiledRestriction,
+  application?: string,
+  generation = 0,
+): ApplicableRestriction => {
   const {
     api: _api,
     method: _method,
     verb: _verb,
     quotaName: _name,
     ...rest
-  } = named(restriction, application);
+  } = named(restriction, application, generation);
   return rest;
 };
 
-/** The restriction with its counter for `application` (none: an API-wide one) and what it names. */
-const named = (restriction: CompiledRestriction, application?: string): NamedRestriction => {
+/**
+ * The restriction with its counter for `application` (none: an API-wide one) at its reset `generation`,
+ * and what it names.
+ */
+const named = (restriction: CompiledRestriction, application?: string, generation = 0): NamedRestriction => {
   const { keyBase, ...rest } = restriction;
-  const perCaller = restriction.by !== undefined;
-  return {
-    ...rest,
-    counterKey:
-      application === undefined || perCaller ? keyBase : applicationCounterKey(keyBase, application),
-    callerScope: application ?? '',
-  };
+  let counterKey = keyBase;
+  if (application !== undefined) {
+    counterKey =
+      restriction.by === undefined
+        ? applicationCounterKey(keyBase, application, generation)
+        : callerCounterBase(keyBase, generation);
+  }
+  return { ...rest, counterKey, callerScope: application ?? '' };
 };
 
 /**
@@ -316,7 +337,11 @@ export class QuotaIndex {
   /** Checks by api id, method id ('' for none) and verb, as the router spells them: three map lookups. */
   private readonly routes = new Map<string, Map<string, Map<string, ChecksOfRoute>>>();
 
-  constructor(records: readonly StoredQuota[]) {
+  /** @param resets the reset generations of the applications' counters (none: every counter at 0) */
+  constructor(
+    records: readonly StoredQuota[],
+    private readonly resets: ResetGenerations = noResets,
+  ) {
     const labels = uniqueLabels(records.map((record) => record.quota));
     const compiled = (record: StoredQuota, perApplication: boolean) =>
       compile(record, perApplication, labels.get(record.quota.id)!);
@@ -387,8 +412,9 @@ export class QuotaIndex {
     application: string,
   ): QuotaChecks {
     const own = this.byApplication.get(application) ?? this.applicationDefault;
+    const generations = this.resets.get(application);
     const perApplication = matching(own, api, method, verb).map((restriction) =>
-      applicable(restriction, application),
+      applicable(restriction, application, generations?.get(restriction.keyBase) ?? 0),
     );
     return perApplication.length === 0 ? apiWide : new QuotaChecks([...apiWide.all, ...perApplication]);
   }
@@ -403,9 +429,14 @@ export class QuotaIndex {
       application === undefined
         ? []
         : (this.byApplication.get(application) ?? this.applicationDefault).map((restriction) =>
-            named(restriction, application),
+            named(restriction, application, this.generation(application, restriction.keyBase)),
           );
     return [...this.apiWide.map((restriction) => named(restriction)), ...own];
+  }
+
+  /** The reset generation of the counter of `application` under the restriction keyed by `keyBase`. */
+  generation(application: string, keyBase: string): number {
+    return this.resets.get(application)?.get(keyBase) ?? 0;
   }
 
   /** Counter key (or key prefix, for application quotas) and window of every restriction of a quota. */

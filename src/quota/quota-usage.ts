@@ -2,7 +2,7 @@ import { CalendarCounters } from '../limiter/calendar-counters.js';
 import type { CounterUsage } from '../limiter/counter-store.js';
 import type { Limiter } from '../limiter/limiter.js';
 import type { QuotaIndex } from './quota-index.js';
-import { applicationOfCounter } from './restriction-counters.js';
+import { applicationOfCounter, generationOfCounter } from './restriction-counters.js';
 import type { QuotaRepository } from './quota-repository.js';
 import { unitOf, type RestrictionType, type RestrictionUnit } from './quota-terms.js';
 import type { CalendarSpec } from '../kit/calendar-window.js';
@@ -124,8 +124,17 @@ export async function quotaUsage(
       return {
         ...base,
         applications: found
-          .map((entry) => ({
-            application: applicationOfCounter(entry.key.slice(counter.keyBase.length)),
+          .map((entry) => {
+            const afterBase = entry.key.slice(counter.keyBase.length);
+            return { afterBase, application: applicationOfCounter(afterBase), entry };
+          })
+          // A reset left the counters of older generations to expire: they count nothing any more.
+          .filter(
+            ({ afterBase, application }) =>
+              generationOfCounter(afterBase) === index.generation(application, counter.keyBase),
+          )
+          .map(({ application, entry }) => ({
+            application,
             used: entry.used,
             resetSeconds: secondsOf(entry.resetMs),
           }))

@@ -79,10 +79,25 @@ function apiScopeTag(api: string): string {
  * The counter of one application under an application quota's restriction: its hash tag is the
  * application's, so a cluster spreads applications over its masters. The tag comes before the
  * application id, which may hold braces of its own (the first `{…}` is the tag).
+ *
+ * `generation` is how many times the counter was reset (`POST …/quota/reset`): each reset moves every
+ * gateway to a fresh key as soon as it knows the new generation, so that leases taken on the old key
+ * count on a key nobody checks any more (deleting the key alone would leave them to be spent). The
+ * generation 0 has no mark, so that the counts kept before resets existed stay.
  */
-export function applicationCounterKey(keyBase: string, application: string): string {
-  return `${keyBase}${applicationTag(application)}:${application}`;
+export function applicationCounterKey(keyBase: string, application: string, generation = 0): string {
+  return `${keyBase}${applicationTag(application)}${generationMark(generation)}:${application}`;
 }
+
+/**
+ * The key prefix of the per-caller counters of one application (`callerCounterKey`) at `generation`:
+ * as for `applicationCounterKey`, a reset moves them to fresh keys.
+ */
+export function callerCounterBase(keyBase: string, generation: number): string {
+  return generation === 0 ? keyBase : `${keyBase}${generationMark(generation)}:`;
+}
+
+const generationMark = (generation: number) => (generation === 0 ? '' : `#${generation}`);
 
 /** Tags of recent applications: a hash per request would cost more than the rest of the lookup. */
 const applicationTags = new Map<string, string>();
@@ -110,7 +125,16 @@ export function callerCounterKey(keyBase: string, scope: string, caller: string)
 
 /** The application a counter key of `applicationCounterKey` belongs to, from what follows `keyBase`. */
 export function applicationOfCounter(keyAfterBase: string): string {
-  return keyAfterBase.replace(/^\{app:[0-9a-f]+\}:/, '');
+  return keyAfterBase.replace(/^\{app:[0-9a-f]+\}(?:#\d+)?:/, '');
+}
+
+/**
+ * The reset generation of a counter key of `applicationCounterKey` or `callerCounterBase`, from what
+ * follows `keyBase`: a usage read counts only the keys of an application's current generation.
+ */
+export function generationOfCounter(keyAfterBase: string): number {
+  const mark = /^(?:\{app:[0-9a-f]+\})?#(\d+):/.exec(keyAfterBase);
+  return mark ? Number(mark[1]) : 0;
 }
 
 function shortHash(text: string, length: number): string {

@@ -172,3 +172,49 @@ describe('QuotaIndex checks', () => {
     expect(index.checksFor(petStore, addPet, 'POST', 'app-a').restrictions).toEqual([]);
   });
 });
+
+describe('QuotaIndex reset generations', () => {
+  const records = () => [
+    stored(systemQuotaId, 'API', [throttle('*', '*', '1000')]),
+    stored(applicationDefaultQuotaId, 'APPLICATION', [
+      throttle('*', '*', '5'),
+      {
+        api: '*',
+        method: '*',
+        type: 'throttle',
+        config: { messages: '3', per: '1', period: 'hour' },
+        by: 'client',
+      } satisfies RestrictionInput,
+    ]),
+  ];
+  const keyBases = (index: QuotaIndex) => index.countersOf(applicationDefaultQuotaId).map((c) => c.keyBase);
+
+  it("moves only the reset application's counters of the reset restrictions to fresh keys", () => {
+    const before = new QuotaIndex(records());
+    const [messages, byClient] = keyBases(before);
+    const after = new QuotaIndex(records(), new Map([['app-a', new Map([[messages!, 2]])]]));
+    const keysOf = (index: QuotaIndex, application: string) =>
+      index.restrictionsFor(application).map((restriction) => restriction.counterKey);
+    const [apiWideBefore, messagesBefore, byClientBefore] = keysOf(before, 'app-a');
+    const [apiWideAfter, messagesAfter, byClientAfter] = keysOf(after, 'app-a');
+    // The API-type quota counts all traffic, not the application: a reset leaves it.
+    expect(apiWideAfter).toBe(apiWideBefore);
+    expect(messagesAfter).not.toBe(messagesBefore);
+    expect(messagesAfter).toMatch(/\{app:[0-9a-f]{16}\}#2:app-a$/);
+    expect(byClientAfter).toBe(byClientBefore);
+    expect(keysOf(after, 'app-b')).toEqual(keysOf(before, 'app-b'));
+    // The request path checks the same counters as the usage reads name.
+    const checks = after.checksFor(petStore, getPet, 'GET', 'app-a');
+    expect(checks.all.map((restriction) => restriction.counterKey)).toEqual(keysOf(after, 'app-a'));
+    expect(after.generation('app-a', messages!)).toBe(2);
+    expect(after.generation('app-a', byClient!)).toBe(0);
+  });
+
+  it('moves the per-caller counters of a reset application to a fresh key prefix', () => {
+    const [, byClient] = keyBases(new QuotaIndex(records()));
+    const after = new QuotaIndex(records(), new Map([['app-a', new Map([[byClient!, 1]])]]));
+    const [, , perCaller] = after.restrictionsFor('app-a');
+    expect(perCaller!.counterKey).toBe(`${byClient}#1:`);
+    expect(perCaller!.callerScope).toBe('app-a');
+  });
+});

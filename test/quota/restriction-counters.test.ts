@@ -21,6 +21,12 @@ import {
   throttle,
   type TestGateway,
 } from '../helpers/test-gateway.js';
+import {
+  applicationCounterKey,
+  applicationOfCounter,
+  callerCounterBase,
+  generationOfCounter,
+} from '../../src/quota/restriction-counters.js';
 
 /**
  * A restriction's counter belongs to what it counts (its quota, api, method, verb, type and window), not
@@ -166,5 +172,21 @@ describe.each(eachStore)('the counters of a plan on %s', (_store, store) => {
     expect(await usedOf(gateway, plan)).toEqual([{ Mobile: 1, Web: 2 }]);
     await setQuota(gateway, gold([tenAnHour]), plan);
     expect(await statuses(gateway, mobileKey, 8)).toEqual([200, 200, 200, 200, 200, 200, 200, 429]);
+  });
+});
+
+describe('the reset generation in an application counter key', () => {
+  it('marks every generation but 0, and reads back the application and the generation', () => {
+    const base = 'q:0:abc:app:';
+    const plain = applicationCounterKey(base, '#7:odd{app}');
+    expect(plain).toBe(`${base}${/\{app:[0-9a-f]{16}\}/.exec(plain)![0]}:#7:odd{app}`);
+    expect(applicationOfCounter(plain.slice(base.length))).toBe('#7:odd{app}');
+    expect(generationOfCounter(plain.slice(base.length))).toBe(0);
+    const reset = applicationCounterKey(base, '#7:odd{app}', 12);
+    expect(reset).not.toBe(plain);
+    expect(applicationOfCounter(reset.slice(base.length))).toBe('#7:odd{app}');
+    expect(generationOfCounter(reset.slice(base.length))).toBe(12);
+    expect(callerCounterBase(base, 0)).toBe(base);
+    expect(generationOfCounter(callerCounterBase(base, 3).slice(base.length) + '{by:0123}')).toBe(3);
   });
 });
