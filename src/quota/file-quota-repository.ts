@@ -9,8 +9,12 @@ import {
   QuotaPreconditionFailed,
   QuotaStoreCorrupt,
   QuotaWriteFailed,
+  isStoredResets,
+  raisedResets,
+  resetGenerationsOf,
   type QuotaRepository,
   type QuotaWrite,
+  type StoredResets,
 } from './quota-repository.js';
 import { notAPlan, planRuleBroken } from './plans.js';
 import { QuotaSnapshot } from './quota-snapshot.js';
@@ -41,6 +45,8 @@ function refuseSecondQuota(records: ReadonlyMap<string, QuotaRecord>, record: Qu
  */
 export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepository {
   private readonly writes = new WriteQueue();
+  /** The reset generations as the file holds them (see `QuotaRepository.resets`). */
+  private storedResets: StoredResets = {};
 
   /** Unmarks the file as the running gateway's, when this repository marked it. */
   private release: (() => void) | null = null;
@@ -58,16 +64,18 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
     const text = await readFileIfPresent(this.file).catch((error: NodeJS.ErrnoException) => {
       throw new QuotaStoreCorrupt(`${this.file}: cannot read (${error.code ?? error.message})`);
     });
-    const records = text === null ? [] : this.parse(text);
+    const { records, resets } = text === null ? { records: [], resets: {} } : this.parse(text);
     const missing = wellKnownQuotas().filter(
       (known) => !records.some((record) => record.quota.id === known.quota.id),
     );
     const all = [...missing, ...records];
     if (text === null || missing.length > 0) {
       await mkdir(path.dirname(this.file), { recursive: true });
-      await writeFileDurably(this.file, this.serialize(all));
+      await writeFileDurably(this.file, this.serialize(all, resets));
     }
     this.records = new Map(all.map((record) => [record.quota.id, stored(record)]));
+    this.storedResets = resets;
+    this.resetGenerations = resetGenerationsOf(resets);
     this.logger.info({ file: this.file, quotas: this.records.size }, 'quota definitions loaded');
     if (this.owned) this.release = claimStoreFile(this.file);
   }
@@ -114,6 +122,15 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
     });
   }
 
+  reset(application: string, keyBases: readonly string[]): Promise<void> {
+    return this.writes.run(async () => {
+      const next = raisedResets(this.storedResets, application, keyBases);
+      await this.persist([...this.records.values()], next);
+      this.storedResets = next;
+      this.publish(new Map(this.records), resetGenerationsOf(next));
+    });
+  }
+
   async close(): Promise<void> {
     await this.writes.drained();
     this.release?.();
@@ -131,36 +148,41 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
     const run = async () => {
       const next = new Map(this.records);
       const result = change(next);
-      try {
-        await writeFileDurably(this.file, this.serialize([...next.values()]));
-      } catch (error) {
-        const { code, message } = error as NodeJS.ErrnoException;
-        this.logger.error({ err: { code, message }, file: this.file }, 'writing quota definitions failed');
-        throw new QuotaWriteFailed(
-          `cannot write quota definitions (${code ?? message}); nothing was changed`,
-        );
-      }
+      await this.persist([...next.values()], this.storedResets);
       this.publish(next);
       return result;
     };
     return this.writes.run(run);
   }
 
-  private serialize(records: QuotaRecord[]): string {
+  /** Writes the file; on a failure nothing is changed, in the file or in memory. */
+  private async persist(records: QuotaRecord[], resets: StoredResets): Promise<void> {
+    try {
+      await writeFileDurably(this.file, this.serialize(records, resets));
+    } catch (error) {
+      const { code, message } = error as NodeJS.ErrnoException;
+      this.logger.error({ err: { code, message }, file: this.file }, 'writing quota definitions failed');
+      throw new QuotaWriteFailed(`cannot write quota definitions (${code ?? message}); nothing was changed`);
+    }
+  }
+
+  /** The file's text; `resets` only when there are some, so a file without resets reads as before. */
+  private serialize(records: QuotaRecord[], resets: StoredResets): string {
     const body = records.map((record) => `    ${serializeRecord(record)}`).join(',\n');
-    return `{\n  "version": ${formatVersion},\n  "quotas": [\n${body}\n  ]\n}\n`;
+    const resetsField = Object.keys(resets).length === 0 ? '' : `,\n  "resets": ${JSON.stringify(resets)}`;
+    return `{\n  "version": ${formatVersion},\n  "quotas": [\n${body}\n  ]${resetsField}\n}\n`;
   }
 
   /**
    * The records of the file, read through the quota schema. A file that is not JSON of the expected form,
    * or that holds any record the schema refuses, is refused whole, naming every bad record and problem.
    */
-  private parse(text: string): QuotaRecord[] {
+  private parse(text: string): { records: QuotaRecord[]; resets: StoredResets } {
     const refuse = (problems: string) =>
       new QuotaStoreCorrupt(
         `${this.file}: not a quota file: ${problems} (nothing was changed; fix or remove these records, or restore the file from a backup)`,
       );
-    let document: { version?: unknown; quotas?: unknown };
+    let document: { version?: unknown; quotas?: unknown; resets?: unknown };
     try {
       document = JSON.parse(text) as typeof document;
     } catch (error) {
@@ -173,6 +195,10 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       !Array.isArray(document.quotas)
     ) {
       throw refuse(`expected {"version": ${formatVersion}, "quotas": [...]}`);
+    }
+    const resets = document.resets ?? {};
+    if (!isStoredResets(resets)) {
+      throw refuse('resets: must map applications to counters to whole numbers of at least 1');
     }
     const records: QuotaRecord[] = [];
     const problems: string[] = [];
@@ -199,6 +225,6 @@ export class FileQuotaRepository extends QuotaSnapshot implements QuotaRepositor
       if (problem) problems.push(`quotas[${i}] (id '${record.quota.id}'): plan: ${problem}`);
     });
     if (problems.length > 0) throw refuse(problems.join('; '));
-    return records;
+    return { records, resets };
   }
 }

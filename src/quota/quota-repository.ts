@@ -1,4 +1,5 @@
 import type { QuotaRecord, StoredQuota } from './model.js';
+import type { ResetGenerations } from './quota-index.js';
 
 /**
  * Where quota definitions live. Reads come from this process's copy, which follows every change (its
@@ -40,7 +41,19 @@ export interface QuotaRepository {
    * application with a quota already, a rule of plans), or the store's failures; nothing is written then
    */
   writeAll(writes: readonly QuotaWrite[]): Promise<void>;
-  /** Called with the whole set after every change this process learns of. */
+  /**
+   * How many times each counter of an application was reset (see `QuotaIndex`): kept with the
+   * definitions, and followed like them, so that every gateway moves to fresh counters as soon as it
+   * would learn of a quota change.
+   */
+  resets(): ResetGenerations;
+  /**
+   * Raises by one the reset generation of `application`'s counters under each of `keyBases` (restriction
+   * counters, `counterBasesOf`): atomic and durable before it resolves, and then this process's.
+   * @throws QuotaStoreUnavailable, QuotaWriteFailed; nothing changed then
+   */
+  reset(application: string, keyBases: readonly string[]): Promise<void>;
+  /** Called with the whole set after every change this process learns of (a reset too). */
   onChange(listener: (quotas: StoredQuota[]) => void): void;
   close(): Promise<void>;
 }
@@ -75,6 +88,43 @@ export class QuotaPreconditionFailed extends Error {
 }
 
 export class QuotaConflict extends Error {}
+
+/** Reset generations as stored: application → restriction counter (`keyBase`) → generation. */
+export type StoredResets = Record<string, Record<string, number>>;
+
+/** `resets` raised by one for `application`'s counters under each of `keyBases`. */
+export function raisedResets(
+  resets: StoredResets,
+  application: string,
+  keyBases: readonly string[],
+): StoredResets {
+  const own = { ...resets[application] };
+  for (const keyBase of keyBases) own[keyBase] = (own[keyBase] ?? 0) + 1;
+  return { ...resets, [application]: own };
+}
+
+/** Stored reset generations as `QuotaIndex` takes them. */
+export function resetGenerationsOf(resets: StoredResets): ResetGenerations {
+  return new Map(
+    Object.entries(resets).map(([application, own]) => [application, new Map(Object.entries(own))]),
+  );
+}
+
+/** Whether `value` is reset generations as stored: objects of whole numbers of at least 1. */
+export function isStoredResets(value: unknown): value is StoredResets {
+  const isObject = (candidate: unknown): candidate is Record<string, unknown> =>
+    typeof candidate === 'object' && candidate !== null && !Array.isArray(candidate);
+  return (
+    isObject(value) &&
+    Object.values(value).every(
+      (own) =>
+        isObject(own) &&
+        Object.values(own).every(
+          (generation) => Number.isSafeInteger(generation) && (generation as number) > 0,
+        ),
+    )
+  );
+}
 
 /** The store cannot be reached (Redis down); nothing changed, and trying again later may work. */
 export class QuotaStoreUnavailable extends Error {}

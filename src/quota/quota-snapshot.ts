@@ -1,4 +1,5 @@
 import type { StoredQuota } from './model.js';
+import type { ResetGenerations } from './quota-index.js';
 import type { RefusedQuota } from './quota-repository.js';
 
 /**
@@ -8,6 +9,7 @@ import type { RefusedQuota } from './quota-repository.js';
 export abstract class QuotaSnapshot {
   protected records = new Map<string, StoredQuota>();
   protected refusedRecords = new Map<string, RefusedQuota>();
+  protected resetGenerations: ResetGenerations = new Map();
   private readonly listeners: Array<(quotas: StoredQuota[]) => void> = [];
 
   all(): StoredQuota[] {
@@ -26,13 +28,18 @@ export abstract class QuotaSnapshot {
     return [...this.refusedRecords.values()];
   }
 
+  resets(): ResetGenerations {
+    return this.resetGenerations;
+  }
+
   onChange(listener: (quotas: StoredQuota[]) => void): void {
     this.listeners.push(listener);
   }
 
-  /** Makes `records` the current set and tells the listeners. */
-  protected publish(records: Map<string, StoredQuota>): void {
+  /** Makes `records` (and `resets`) the current set and tells the listeners. */
+  protected publish(records: Map<string, StoredQuota>, resets = this.resetGenerations): void {
     this.records = records;
+    this.resetGenerations = resets;
     const all = this.all();
     for (const listener of this.listeners) listener(all);
   }

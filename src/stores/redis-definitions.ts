@@ -27,7 +27,13 @@ export interface DefinitionWrite {
 }
 
 interface DefinitionScripts {
-  quotaLoad(defs: string, apps: string, version: string): Promise<[string[], string[], string, string]>;
+  quotaLoad(
+    defs: string,
+    apps: string,
+    version: string,
+    resets: string,
+  ): Promise<[string[], string[], string, string, string[]]>;
+  quotaReset(resets: string, application: string, channel: string, ...keyBases: string[]): Promise<string>;
   quotaRestore(defs: string, apps: string, version: string, ...args: string[]): Promise<'RESTORED' | 'KEPT'>;
   quotaEnsure(defs: string, channel: string, ...pairs: string[]): Promise<'OK' | 'EMPTY'>;
   quotaCreate(
@@ -68,7 +74,8 @@ interface DefinitionScripts {
 const scripts: Array<
   [name: keyof DefinitionScripts, file: string, numberOfKeys: number, preludes?: string[]]
 > = [
-  ['quotaLoad', 'quota-load', 3],
+  ['quotaLoad', 'quota-load', 4],
+  ['quotaReset', 'quota-reset', 1],
   ['quotaRestore', 'quota-restore', 3],
   ['quotaEnsure', 'quota-ensure', 1],
   ['quotaCreate', 'quota-create', 3, ['plan-rules']],
@@ -80,12 +87,16 @@ const scripts: Array<
 /**
  * The quota definitions in Redis under one prefix: the definitions hash (id → JSON), the applications
  * hash (application → id) and the version hash (`version`, and `restored` while the set is a restore
- * that no write has touched). One hash tag for all three, so that every script runs on Redis Cluster.
+ * that no write has touched), and the resets hash (application → the JSON of its counters' reset
+ * generations). One hash tag for all, so that every script runs on Redis Cluster.
+ *
+ * A restore leaves the resets out: Redis lost them with the counters, so the keys of generation 0 are as
+ * fresh as the ones a reset moved to.
  * Each method is one command or one Lua script, and rejects when Redis does not answer.
  */
 export class RedisDefinitions {
   readonly channel: string;
-  private readonly keys: { defs: string; apps: string; version: string };
+  private readonly keys: { defs: string; apps: string; version: string; resets: string };
 
   constructor(
     private readonly redis: RedisConnection,
@@ -95,6 +106,7 @@ export class RedisDefinitions {
       defs: `${prefix}{quotas}:definitions`,
       apps: `${prefix}{quotas}:applications`,
       version: `${prefix}{quotas}:version`,
+      resets: `${prefix}{quotas}:resets`,
     };
     this.channel = `${prefix}quotas:changes`;
     for (const [name, file, numberOfKeys, preludes] of scripts) {
@@ -108,17 +120,28 @@ export class RedisDefinitions {
 
   /**
    * The whole set at one moment (no definitions at all when Redis has lost them, or never had any), and
-   * whether it is a restore that no write has touched since.
+   * whether it is a restore that no write has touched since, and the reset generations (application →
+   * JSON).
    */
-  async load(): Promise<{ set: DefinitionSet; restored: boolean }> {
-    const { defs, apps, version } = this.keys;
-    const [definitions, applications, stored, restored] = await this.scripts.quotaLoad(defs, apps, version);
+  async load(): Promise<{ set: DefinitionSet; restored: boolean; resets: Record<string, string> }> {
+    const { defs, apps, version, resets } = this.keys;
+    const [definitions, applications, stored, restored, generations] = await this.scripts.quotaLoad(
+      defs,
+      apps,
+      version,
+      resets,
+    );
     const set = {
       version: stored === '' ? 0 : Number(stored),
       definitions: pairsToRecord(definitions),
       applications: pairsToRecord(applications),
     };
-    return { set, restored: restored === '1' };
+    return { set, restored: restored === '1', resets: pairsToRecord(generations) };
+  }
+
+  /** Raises the reset generations of `application`'s counters under `keyBases`: its generations now (JSON). */
+  reset(application: string, keyBases: readonly string[]): Promise<string> {
+    return this.scripts.quotaReset(this.keys.resets, application, this.channel, ...keyBases);
   }
 
   /** Puts `set` back, marked as a restore, unless Redis holds a set that is not an older restore. */

@@ -15,9 +15,12 @@ import {
   QuotaNotFound,
   QuotaPreconditionFailed,
   QuotaStoreUnavailable,
+  isStoredResets,
+  resetGenerationsOf,
   type QuotaRepository,
   type QuotaWrite,
   type RefusedQuota,
+  type StoredResets,
 } from '../quota/quota-repository.js';
 import { QuotaSnapshot } from '../quota/quota-snapshot.js';
 import { planInUse } from '../quota/plans.js';
@@ -33,6 +36,24 @@ function refuseBrokenPlanRule(reply: WriteReply, id: string, plan: string | unde
     const [, count, named] = /^IN_USE:(\d+):(.*)$/s.exec(reply) ?? [];
     throw new QuotaConflict(planInUse(id, JSON.parse(named ?? '[]') as string[], Number(count)));
   }
+}
+
+/**
+ * The reset generations of the resets hash (application → JSON): an application whose text is not
+ * generations (written by hand) keeps its counters at generation 0.
+ */
+function resetsOf(stored: Record<string, string>): StoredResets {
+  const resets: StoredResets = {};
+  for (const [application, json] of Object.entries(stored)) {
+    let own: unknown;
+    try {
+      own = JSON.parse(json);
+    } catch {
+      continue;
+    }
+    if (isStoredResets({ [application]: own })) resets[application] = own as StoredResets[string];
+  }
+  return resets;
 }
 
 /** Retries of a write that raced with another writer and carried no If-Match of its own. */
@@ -216,6 +237,16 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
     throw new QuotaStoreUnavailable('redis keeps losing the quota definitions; try again');
   }
 
+  async reset(application: string, keyBases: readonly string[]): Promise<void> {
+    const json = await this.run(() => this.store.reset(application, keyBases));
+    // This process moves to the fresh counters at once; the others when they reload on the change.
+    const own = resetsOf({ [application]: json })[application];
+    if (!own) return;
+    const next = new Map(this.resetGenerations);
+    next.set(application, new Map(Object.entries(own)));
+    this.publish(new Map(this.records), next);
+  }
+
   async close(): Promise<void> {
     this.redis.off('ready', this.reloadSoon);
     await this.reloads.close();
@@ -276,7 +307,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
    */
   private async reload(): Promise<void> {
     for (let load = 0; load < loadsPerReload; load += 1) {
-      const { set, restored } = await this.store.load();
+      const { set, restored, resets } = await this.store.load();
       const empty = Object.keys(set.definitions).length === 0;
       if (empty || (restored && this.held !== null && this.held.version > set.version)) {
         await this.restore();
@@ -287,7 +318,7 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
         await this.store.ensure(missing);
         continue;
       }
-      this.adopt(set);
+      this.adopt(set, resetGenerationsOf(resetsOf(resets)));
       await this.snapshot?.save(set);
       return;
     }
@@ -307,12 +338,12 @@ export class RedisQuotaRepository extends QuotaSnapshot implements QuotaReposito
    * Makes `set` the one this process enforces and holds. A definition the quota schema refuses is logged
    * (once per version), kept out of the set and listed by `refused()`.
    */
-  private adopt(set: DefinitionSet): void {
+  private adopt(set: DefinitionSet, resets = this.resetGenerations): void {
     const { records, refused } = readDefinitionSet(set);
     for (const definition of refused.values()) this.report(definition);
     this.held = set;
     this.refusedRecords = refused;
-    this.publish(records);
+    this.publish(records, resets);
   }
 
   private report(definition: RefusedQuota): void {

@@ -259,5 +259,29 @@ export function describeQuotaRepositoryContract(name: string, open: () => Promis
         }
       }),
     );
+
+    it(
+      "raises an application's reset generations, tells the listeners, and keeps them across a reopen",
+      withRepository(async ({ repository, reopen }) => {
+        const heard: number[] = [];
+        repository.onChange(() => heard.push(repository.resets().get('app-a')?.get('q:0:a:app:') ?? 0));
+        await repository.reset('app-a', ['q:0:a:app:', 'q:0:b:app:']);
+        await repository.reset('app-a', ['q:0:a:app:']);
+        const generations = (resets: ReturnType<QuotaRepository['resets']>, application: string) =>
+          Object.fromEntries(resets.get(application) ?? []);
+        expect(generations(repository.resets(), 'app-a')).toEqual({ 'q:0:a:app:': 2, 'q:0:b:app:': 1 });
+        expect(repository.resets().has('app-b')).toBe(false);
+        expect(heard.slice(0, 2)).toEqual([1, 2]);
+        // A quota write keeps them.
+        await repository.create({ quota: sampleQuota() });
+        expect(generations(repository.resets(), 'app-a')).toEqual({ 'q:0:a:app:': 2, 'q:0:b:app:': 1 });
+        const reopened = await reopen();
+        try {
+          expect(generations(reopened.resets(), 'app-a')).toEqual({ 'q:0:a:app:': 2, 'q:0:b:app:': 1 });
+        } finally {
+          await reopened.close();
+        }
+      }),
+    );
   });
 }

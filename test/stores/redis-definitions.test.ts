@@ -62,7 +62,7 @@ describe('RedisDefinitions: versions and restores', () => {
   it('restores a set into an absent one, whole, and marks it as a restore', async () => {
     const { store, versionHash } = freshStore();
     expect(await store.restore(setAt(7, 'seven'))).toBe('RESTORED');
-    expect(await store.load()).toEqual({ set: setAt(7, 'seven'), restored: true });
+    expect(await store.load()).toEqual({ set: setAt(7, 'seven'), restored: true, resets: {} });
     expect(await versionHash()).toEqual({ version: '7', restored: '1' });
   });
 
@@ -72,7 +72,7 @@ describe('RedisDefinitions: versions and restores', () => {
     expect(await store.restore(setAt(7, 'seven'))).toBe('RESTORED');
     expect(await store.restore(setAt(5, 'five'))).toBe('KEPT');
     expect(await store.restore(setAt(7, 'other seven'))).toBe('KEPT');
-    expect(await store.load()).toEqual({ set: setAt(7, 'seven'), restored: true });
+    expect(await store.load()).toEqual({ set: setAt(7, 'seven'), restored: true, resets: {} });
   });
 
   it('never restores over a set that a write has touched, whatever its version', async () => {
@@ -145,6 +145,28 @@ describe.runIf(tools)('RedisDefinitions on Redis Cluster', () => {
     const renamed = serializeRecord({ quota: { ...quota, name: 'renamed' } });
     expect(await store.replace(quota.id, renamed, etagOf(json))).toBe('OK');
     expect(await store.remove(quota.id, etagOf(renamed), undefined)).toBe('OK');
-    expect(await store.load()).toEqual({ set: { ...setAt(3, 'three'), version: 6 }, restored: false });
+    expect(await store.load()).toEqual({
+      set: { ...setAt(3, 'three'), version: 6 },
+      restored: false,
+      resets: {},
+    });
+  });
+
+  it('raises reset generations without a new version of the set, and loads them with it', async () => {
+    const store = new RedisDefinitions(connection, `test:${randomUUID()}:`);
+    expect(await store.restore(setAt(3, 'three'))).toBe('RESTORED');
+    expect(JSON.parse(await store.reset('app-a', ['q:0:a:app:', 'q:0:b:app:']))).toEqual({
+      'q:0:a:app:': 1,
+      'q:0:b:app:': 1,
+    });
+    expect(JSON.parse(await store.reset('app-a', ['q:0:a:app:']))).toEqual({
+      'q:0:a:app:': 2,
+      'q:0:b:app:': 1,
+    });
+    const loaded = await store.load();
+    // A reset is no write of a definition: the restore stays one that no write has touched.
+    expect(loaded.set.version).toBe(3);
+    expect(loaded.restored).toBe(true);
+    expect(JSON.parse(loaded.resets['app-a']!)).toEqual({ 'q:0:a:app:': 2, 'q:0:b:app:': 1 });
   });
 });

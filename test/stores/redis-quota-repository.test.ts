@@ -51,6 +51,16 @@ describe('RedisQuotaRepository', () => {
     await Promise.all([writer.close(), reader.close()]);
   });
 
+  it('shows a reset of one process to another as fast as a quota change', async () => {
+    const prefix = `test:${randomUUID()}:`;
+    const [writer, reader] = await Promise.all([openRepository(prefix), openRepository(prefix)]);
+    await writer.reset('app-a', ['q:0:a:app:']);
+    await expect
+      .poll(() => reader.resets().get('app-a')?.get('q:0:a:app:'), { timeout: 1000, interval: 10 })
+      .toBe(1);
+    await Promise.all([writer.close(), reader.close()]);
+  });
+
   it('lets concurrent writers without If-Match both land, one after the other', async () => {
     const prefix = `test:${randomUUID()}:`;
     const [a, b] = await Promise.all([openRepository(prefix), openRepository(prefix)]);
