@@ -110,6 +110,11 @@ export function resetGenerationsOf(resets: StoredResets): ResetGenerations {
   );
 }
 
+/** Reset generations as they are stored (and sent to workers). */
+export function storedResetsOf(resets: ResetGenerations): StoredResets {
+  return Object.fromEntries([...resets].map(([application, own]) => [application, Object.fromEntries(own)]));
+}
+
 /** Whether `value` is reset generations as stored: objects of whole numbers of at least 1. */
 export function isStoredResets(value: unknown): value is StoredResets {
   const isObject = (candidate: unknown): candidate is Record<string, unknown> =>

@@ -76,9 +76,9 @@ export async function openStores(
       ? await openUsageHistory(config, redis, env.cwd)
       : null;
   if (usageHistory) closers.push('usage history', () => usageHistory.close());
-  let quotas = new QuotaIndex(definitions.all());
+  let quotas = new QuotaIndex(definitions.all(), definitions.resets());
   definitions.onChange((records) => {
-    quotas = new QuotaIndex(records);
+    quotas = new QuotaIndex(records, definitions.resets());
   });
   return {
     redis,

@@ -1,3 +1,4 @@
+import { storedResetsOf } from '../quota/quota-repository.js';
 import {
   createOperationAuthenticators,
   directoryOf,
@@ -214,7 +215,11 @@ function createPool(loaded: LoadedConfig, env: Env, options: PrimaryOptions, par
   const fixed = fixedSettingsOf(loaded.config);
   const { owned, counters } = parts;
   let fingerprint = configFingerprint(pinFixedSettings(fixed, loaded).loaded);
-  let definitions = { generation: 0, records: owned.quotas.all() };
+  let definitions = {
+    generation: 0,
+    records: owned.quotas.all(),
+    resets: storedResetsOf(owned.quotas.resets()),
+  };
   let applications = { generation: 0, records: owned.applications.all() };
   let adminPort = 0;
   const pool: WorkerPool = new WorkerPool({
@@ -248,7 +253,11 @@ function createPool(loaded: LoadedConfig, env: Env, options: PrimaryOptions, par
   });
   const restarts = registerWorkerMetrics(parts.metrics.registry, () => pool.listening);
   owned.quotas.onChange((records) => {
-    definitions = { generation: definitions.generation + 1, records };
+    definitions = {
+      generation: definitions.generation + 1,
+      records,
+      resets: storedResetsOf(owned.quotas.resets()),
+    };
     pool.broadcast('definitions', definitions);
   });
   owned.applications.onChange((records) => {

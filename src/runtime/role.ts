@@ -3,7 +3,7 @@ import type { QuotaRepository } from '../quota/quota-repository.js';
 import type { IpcPeer } from '../workers/ipc-peer.js';
 
 /** The quota definitions as a worker has them: read-only, following every change. */
-export type QuotaDefinitions = Pick<QuotaRepository, 'all' | 'onChange' | 'close'>;
+export type QuotaDefinitions = Pick<QuotaRepository, 'all' | 'resets' | 'onChange' | 'close'>;
 
 /**
  * What a data plane run apart from its primary (a worker process of `workers: N`, or the data-plane

@@ -5,12 +5,12 @@ import { ConfigError } from '../kit/config-error.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import { exitCode } from '../kit/exit-codes.js';
 import type { LogSecrets, Logger } from '../observe/log.js';
-import type { StoredQuota } from '../quota/model.js';
 import type { ConfigSource } from '../reload/config-source.js';
 import { pinFixedSettings } from '../reload/fixed-settings.js';
 import { configFingerprint } from '../workers/config-fingerprint.js';
 import { IpcPeer, primaryEndpoint } from '../workers/ipc-peer.js';
 import { NumberedFeed } from '../workers/numbered-feed.js';
+import { DefinitionsFeed } from '../workers/definitions-feed.js';
 import { envOf } from './env.js';
 import { dataPlaneAddress, type ServingGateway } from './running-gateway.js';
 import { startServing } from './serving.js';
@@ -56,7 +56,7 @@ export function runWorkerProcess(
 export async function runWorker(started: LoadedConfig, options: WorkerOptions): Promise<number> {
   const logger = options.logger.child({ worker: options.id, pid: process.pid });
   const { primary } = options;
-  const definitions = new NumberedFeed<StoredQuota>();
+  const definitions = new DefinitionsFeed();
   primary.on('definitions', (records) => definitions.replace(records));
   const applications = new NumberedFeed<StoredApplication>();
   primary.on('applications', (records) => applications.replace(records));

@@ -1,3 +1,4 @@
+import type { StoredResets } from '../quota/quota-repository.js';
 import type { Worker } from 'node:cluster';
 import type { MessagePort, Worker as Thread } from 'node:worker_threads';
 import type { EncodedLatency } from '../observe/added-latency.js';
@@ -25,8 +26,10 @@ export interface Numbered<T> {
   records: T[];
 }
 
-/** The whole set of quota definitions, numbered. */
-export type Definitions = Numbered<StoredQuota>;
+/** The whole set of quota definitions, numbered, with the reset generations of applications' counters. */
+export interface Definitions extends Numbered<StoredQuota> {
+  resets: StoredResets;
+}
 
 /** What the primary answers a worker that starts: everything it needs before it listens. */
 export interface Welcome {

@@ -6,7 +6,7 @@ import type { Numbered } from './ipc-peer.js';
  * them. A set older than the one held is ignored: the answer to a worker's hello and a later change can
  * reach it in either order.
  */
-export class NumberedFeed<T> {
+export class NumberedFeed<T, N extends Numbered<T> = Numbered<T>> {
   private records: T[] = [];
   private generation = -1;
   private readonly listeners: Array<(records: T[]) => void> = [];
@@ -20,12 +20,17 @@ export class NumberedFeed<T> {
   }
 
   /** Makes the set the current one, unless a later one is held, and tells the listeners. */
-  replace({ generation, records }: Numbered<T>): void {
+  replace(numbered: N): void {
+    const { generation, records } = numbered;
     if (generation <= this.generation) return;
     this.generation = generation;
     this.records = records;
+    this.adopted(numbered);
     for (const listener of this.listeners) listener(this.all());
   }
+
+  /** Called with a set made the current one, before the listeners hear of it. */
+  protected adopted(_numbered: N): void {}
 
   async close(): Promise<void> {}
 }

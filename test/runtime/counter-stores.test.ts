@@ -14,6 +14,7 @@ import type { PrimaryFeeds, Role } from '../../src/runtime/role.js';
 import { serveCounterTrips } from '../../src/workers/ipc-counter-trips.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { NumberedFeed } from '../../src/workers/numbered-feed.js';
+import { DefinitionsFeed } from '../../src/workers/definitions-feed.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
 import { ipcPair } from '../helpers/ipc-pair.js';
 import { petsConfig, writeConfigDir } from '../helpers/test-gateway.js';
@@ -34,7 +35,7 @@ async function configOf(overrides: Record<string, unknown> = {}): Promise<Loaded
 /** A worker's feeds, with the channel `primary` to its primary. */
 function feedsOf(primary: IpcPeer, primaryCounters: boolean): PrimaryFeeds {
   return {
-    definitions: new NumberedFeed(),
+    definitions: new DefinitionsFeed(),
     applications: new NumberedFeed(),
     adminPort: 0,
     primary,

@@ -8,6 +8,7 @@ import { wellKnownQuotas } from '../../src/quota/model.js';
 import { stored } from '../../src/quota/stored-records.js';
 import type { StoredQuota } from '../../src/quota/model.js';
 import { NumberedFeed } from '../../src/workers/numbered-feed.js';
+import { DefinitionsFeed } from '../../src/workers/definitions-feed.js';
 import { IpcPeer } from '../../src/workers/ipc-peer.js';
 import { restartDelayMs } from '../../src/workers/worker-pool.js';
 import { workerCount } from '../../src/workers/worker-count.js';
@@ -89,6 +90,16 @@ describe('restarts of a worker that exited', () => {
 });
 
 describe('the quota definitions of a worker', () => {
+  it('take the reset generations of the latest set, with its definitions', () => {
+    const feed = new DefinitionsFeed();
+    const heard: Array<number | undefined> = [];
+    feed.onChange(() => heard.push(feed.resets().get('app-a')?.get('q:0:a:app:')));
+    feed.replace({ generation: 2, records: [], resets: { 'app-a': { 'q:0:a:app:': 2 } } });
+    feed.replace({ generation: 1, records: [], resets: { 'app-a': { 'q:0:a:app:': 1 } } });
+    expect(heard).toEqual([2]);
+    expect(feed.resets().get('app-a')?.get('q:0:a:app:')).toBe(2);
+  });
+
   it('keep the latest set, whichever order the answer to its hello and a change arrive in', () => {
     const [system, applicationDefault] = wellKnownQuotas().map(stored);
     const feed = new NumberedFeed<StoredQuota>();
@@ -139,7 +150,8 @@ describe('the IPC channel of a primary and a worker', () => {
     const { primary, worker } = peers();
     const heard: number[] = [];
     worker.on('definitions', ({ generation }) => heard.push(generation));
-    for (const generation of [3, 1, 4, 1, 5]) primary.notify('definitions', { generation, records: [] });
+    for (const generation of [3, 1, 4, 1, 5])
+      primary.notify('definitions', { generation, records: [], resets: {} });
     await expect.poll(() => heard).toEqual([3, 1, 4, 1, 5]);
   });
 
