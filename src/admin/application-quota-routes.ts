@@ -29,6 +29,7 @@ import {
   type WriteTarget,
 } from './quota-route-kit.js';
 import { documentedAs } from './zod-route-schemas.js';
+import { counterBasesOf } from '../quota/restriction-counters.js';
 
 /** An application id may be a whole LDAP DN, percent-encoded in the path. */
 const applicationParams = z.object({
@@ -39,6 +40,18 @@ const applicationParams = z.object({
       description: `The application id (at most ${longestApplicationId} characters; an LDAP DN, percent-encoded, is one)`,
     }),
 });
+
+/** The body of a reset: the indexes of the restrictions to reset (none: all of them). */
+const resetBody = z
+  .strictObject({
+    restrictions: z.array(z.int().min(0)).min(1).optional().meta({
+      description: 'Indexes of restrictions of the quota in force for the application; all when absent',
+    }),
+  })
+
+  // A POST without a body resets every restriction.
+  .nullish();
+type ResetBody = z.infer<typeof resetBody>;
 
 /** A quota answered to the write that took an application off the Application Default, with `warnings`. */
 const firstQuotaAnswer = (description: string, headers: Record<string, unknown> = {}) => {
@@ -337,4 +350,55 @@ export function registerApplicationQuotaRoutes(app: FastifyInstance, kit: QuotaR
       return reply.code(204).send();
     },
   );
+
+  app.post(
+    '/applications/:id/quota/reset',
+    {
+      schema: {
+        summary:
+          "Set to zero the application's counters of the quota in force for it (its own, its plan's or the Application Default's), every gateway at once; `restrictions` narrows it to those indexes",
+        operationId: 'resetApplicationQuota',
+        tags: ['applications'],
+        params: applicationParams,
+        body: resetBody,
+        response: { 204: { description: 'Reset', type: 'null' }, ...errorResponses },
+      },
+    },
+    async (request: FastifyRequest<{ Params: { id: string }; Body: ResetBody }>, reply) => {
+      requireAdmin(request);
+      const applicationId = await kit.application(request.params.id);
+      noteApplication(request, applicationId);
+      const quota = quotaInForce(applicationId);
+      const indexes = request.body?.restrictions;
+      noteTarget(request, {
+        quota: quota.id,
+        ...(indexes === undefined ? {} : { restrictions: indexes.join(',') }),
+      });
+      const bad = (indexes ?? []).filter((index) => index >= quota.restrictions.length);
+      if (bad.length > 0) {
+        throw new AdminError(
+          400,
+          bad.map(
+            (index) =>
+              `restrictions: quota '${quota.id}' has no restriction ${index} (it has ${quota.restrictions.length})`,
+          ),
+        );
+      }
+      const keyBases = counterBasesOf(quota, true);
+      const chosen = indexes === undefined ? keyBases : indexes.map((index) => keyBases[index]!);
+      // Enforced twins share one counter: it is raised once.
+      if (chosen.length > 0) await repository.reset(applicationId, [...new Set(chosen)]);
+      return reply.code(204).send();
+    },
+  );
+
+  /**
+   * The quota whose restrictions count the application now, as the quota index picks it: its own, the
+   * plan it is on, else (none, or a plan stored in a form this gateway refuses) the Application Default.
+   */
+  const quotaInForce = (applicationId: string): Quota => {
+    const own = repository.ofApplication(applicationId);
+    const record = own?.plan === undefined ? own : repository.get(own.plan);
+    return (record ?? kit.found(applicationDefaultQuotaId)).quota;
+  };
 }

@@ -24,6 +24,7 @@ describe.each(['memory', 'redis'] as const)('Quota API: OpenAPI (%s store)', (st
         '/api/portal/v1.3/applications/{id}/apikeys',
         '/api/portal/v1.3/applications/{id}/apikeys/{keyId}',
         '/api/portal/v1.3/applications/{id}/quota',
+        '/api/portal/v1.3/applications/{id}/quota/reset',
         '/api/portal/v1.3/applications/{id}/usage/history',
         '/api/portal/v1.3/console/try',
         '/api/portal/v1.3/currentuser',
@@ -36,6 +37,9 @@ describe.each(['memory', 'redis'] as const)('Quota API: OpenAPI (%s store)', (st
         '/api/portal/v1.3/refused-quotas',
         '/api/portal/v1.3/upstreams',
         '/api/portal/v1.3/usage/history',
+      ]);
+      expect(Object.keys(document.paths['/api/portal/v1.3/applications/{id}/quota/reset']!)).toEqual([
+        'post',
       ]);
       expect(Object.keys(document.paths['/api/portal/v1.3/quotas/{id}']!).sort()).toEqual([
         'delete',
