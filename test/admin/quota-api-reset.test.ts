@@ -46,7 +46,7 @@ async function statuses(gateway: TestGateway, count: number): Promise<number[]> 
 }
 
 describe.each(eachStore)('resetting an application quota on %s', (_store, store) => {
-  const { gatewayWith } = useEnforcementGateways();
+  const { gatewayWith, clock } = useEnforcementGateways();
 
   it("gives the application the whole limit again, and leaves other applications' counts", async () => {
     const gateway = await gatewayWith(store());
@@ -66,6 +66,26 @@ describe.each(eachStore)('resetting an application quota on %s', (_store, store)
       status: 204,
       target: { application: mobileId, quota: applicationDefaultQuotaId },
     });
+  });
+
+  it('resets a calendar window to zero, and the next window starts at zero as always', async () => {
+    const gateway = await gatewayWith(store());
+    await setQuota(
+      gateway,
+      {
+        type: 'APPLICATION',
+        name: 'Application Default',
+        restrictions: [
+          throttle(2, 1, 'month', { config: { messages: 2, per: 1, period: 'month', window: 'calendar' } }),
+        ],
+      },
+      applicationDefaultQuotaId,
+    );
+    expect(await statuses(gateway, 3)).toEqual([200, 200, 429]);
+    expect((await reset(gateway, mobileId)).status).toBe(204);
+    expect(await statuses(gateway, 3)).toEqual([200, 200, 429]);
+    clock.now += 32 * 24 * 3_600_000;
+    expect(await statuses(gateway, 3)).toEqual([200, 200, 429]);
   });
 
   it('resets only the restrictions named by index', async () => {
