@@ -34,3 +34,17 @@ export function parseOptions<T extends NonNullable<ParseArgsConfig['options']>>(
     throw new UsageError(message.replace(`'${unknown}'`, `'${unknown}'${meant}`));
   }
 }
+
+/**
+ * The action and the FILE of a command of the form `export | import [FILE]`: nothing after FILE.
+ * @throws UsageError for another action, or more arguments
+ */
+export function exportOrImport(positionals: readonly string[]): {
+  action: 'export' | 'import';
+  file: string | undefined;
+} {
+  const [action, file, ...extra] = positionals;
+  if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
+  if (action !== 'export' && action !== 'import') throw new UsageError('say export or import (see --help)');
+  return { action, file };
+}

@@ -26,7 +26,7 @@ import { Closers } from '../runtime/closers.js';
 import { openStores } from '../runtime/open-stores.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { commandLogger } from './command-log.js';
-import { exitCode, parseOptions, UsageError, type Command } from './command.js';
+import { exitCode, exportOrImport, parseOptions, UsageError, type Command } from './command.js';
 import { readImportFile } from './import-file.js';
 
 /** Everything a store holds, as a file declares it: what export writes and import reads. */
@@ -137,9 +137,7 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
       process.stdout.write(`${this.help}\n`);
       return exitCode.ok;
     }
-    const [action, file, ...extra] = positionals;
-    if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
-    if (action !== 'export' && action !== 'import') throw new UsageError('say export or import (see --help)');
+    const { action, file } = exportOrImport(positionals);
     if (values.format !== 'yaml' && values.format !== 'json')
       throw new UsageError('--format must be yaml or json');
     const fromFile = values['from-file'];

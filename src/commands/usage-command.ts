@@ -15,7 +15,7 @@ import { Closers } from '../runtime/closers.js';
 import { openStores } from '../runtime/open-stores.js';
 import { secretValues } from '../kit/secret-redaction.js';
 import { commandLogger } from './command-log.js';
-import { exitCode, parseOptions, UsageError, type Command } from './command.js';
+import { exitCode, exportOrImport, parseOptions, UsageError, type Command } from './command.js';
 
 const csvColumns = ['date', 'application', 'api', 'method', ...countNames] as const;
 
@@ -88,9 +88,7 @@ Exit codes: 0 done, 1 the store cannot be reached or written, 2 bad usage or a f
       process.stdout.write(`${this.help}\n`);
       return exitCode.ok;
     }
-    const [action, file, ...extra] = positionals;
-    if (extra.length > 0) throw new UsageError(`unexpected arguments: ${extra.join(' ')}`);
-    if (action !== 'export' && action !== 'import') throw new UsageError('say export or import (see --help)');
+    const { action, file } = exportOrImport(positionals);
     if (action === 'import' && file === undefined) throw new UsageError('import needs the FILE to read');
     if (action === 'export' && file !== undefined) throw new UsageError(`unexpected argument: ${file}`);
     if (values.format !== 'csv' && values.format !== 'json')
