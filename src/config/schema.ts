@@ -7,6 +7,7 @@ import { declaredQuotaSchema } from '../quota/declared-quotas.js';
 import { knownTimeZone } from '../quota/usage-history.js';
 import { alertThresholdsSchema } from '../quota/quota-schema.js';
 import { onErrorPolicies } from '../limiter/limiter.js';
+import { tracingSchema } from './tracing-schema.js';
 
 /**
  * The declarative schema of `conf/default.js`: types, defaults, allowed values and cross-field rules in
@@ -823,6 +824,8 @@ const commonSchema = z.object({
   quotas: z.array(declaredQuotaSchema(), { error: msg('must be an array of quotas') }).default([]),
   usageHistory: usageHistorySchema,
   server: serverSchema,
+  /** Traces over OTLP (docs/tracing.md); off by default. */
+  tracing: tracingSchema,
 });
 
 export const configSchema = z.intersection(commonSchema, schemeSchema);

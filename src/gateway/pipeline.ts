@@ -6,6 +6,7 @@ import type { Limiter } from '../limiter/limiter.js';
 import type { AccessLog } from '../observe/access-log.js';
 import type { Logger } from '../observe/log.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { Tracing } from '../observe/tracing.js';
 import type { ThresholdAlerts } from '../notifications/threshold-alerts.js';
 import { CallerBook } from '../quota/caller-book.js';
 import type { QuotaIndex } from '../quota/quota-index.js';
@@ -23,6 +24,7 @@ import type { Next, StepContext } from './steps/context.js';
 import { forward } from './steps/forward.js';
 import { identify } from './steps/identify.js';
 import { route } from './steps/route.js';
+import { startTrace } from './server-span.js';
 import { usage } from './steps/usage.js';
 import { UsageBudget } from './usage-endpoint.js';
 
@@ -37,6 +39,8 @@ export interface GatewayParts {
   /** Where the access lines go; null when the log level leaves them out. */
   accessLog: AccessLog | null;
   metrics: Metrics;
+  /** Where each exchange's trace starts (its server span); none when tracing is off. */
+  tracing?: Tracing | null;
   /** Where admitted and refused requests are counted for the usage history; none when it is off. */
   usageBook?: UsageBook;
   /**
@@ -85,6 +89,7 @@ export class Gateway implements StepContext {
   readonly logger: Logger;
   readonly accessLog: AccessLog | null;
   readonly metrics: Metrics;
+  readonly tracing: Tracing | null;
   readonly usageBook: UsageBook | null;
   readonly clock: Clock;
   readonly callers: CallerBook;
@@ -105,6 +110,7 @@ export class Gateway implements StepContext {
     this.logger = parts.logger;
     this.accessLog = parts.accessLog;
     this.metrics = parts.metrics;
+    this.tracing = parts.tracing ?? null;
     this.usageBook = parts.usageBook ?? null;
     this.alerts = parts.alerts ?? null;
     const clock = parts.clock ?? systemClock;
@@ -174,6 +180,7 @@ export class Gateway implements StepContext {
     head: Buffer | null,
   ): void {
     const record = identify(req, res, expectsContinue, head, this.current, this.draining);
+    if (this.tracing !== null) startTrace(this.tracing, record);
     this.inFlight += 1;
     res.on('close', this.responseClosed);
     this.run(record, 0);

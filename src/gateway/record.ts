@@ -5,8 +5,10 @@ import type { CounterState, SlotRelease } from '../limiter/counter-store.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
 import { Exchange, type ProxyOutcome } from '../upstream/upstream-proxy.js';
 import type { Clock } from '../kit/clock.js';
+import type { ExchangeTrace } from '../observe/tracing.js';
 import type { AnswerBodyUnits } from './answer-units.js';
 import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut.js';
+import type { DataPlaneErrorCode } from './answers/errors.js';
 import {
   answerUpstreamFailure,
   missingGrpcStatus,
@@ -61,6 +63,11 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
   declaredBytes = 0;
   /** The header fields its quotas count it by: no other spelling of them goes upstream. */
   countedFields: readonly string[] = noFields;
+  /**
+   * Its trace when tracing is on (null when off: one check): the server span, started as it came and
+   * ended where its access line is written, and the parent of the child spans its steps start.
+   */
+  trace: ExchangeTrace | null = null;
 
   // Decision.
   /** How the quota check ended, for the access log. */
@@ -73,6 +80,8 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
   byteStates: ReadonlyArray<CounterState | undefined> = noStates;
   /** The throttleunits restrictions that admitted it: charged what the upstream's answer says it cost. */
   unitCounters: readonly ApplicableRestriction[] = noRestrictions;
+  /** The code of the gateway's own error answer, when it gave one (its trace says it). */
+  refusedWith: DataPlaneErrorCode | null = null;
   /** Why the gateway refused it, when its answer says so, for the access log. */
   reason: AuthRefusalReason | null = null;
   /** Why the gateway ended it while it ran (not a WebSocket: its link says), for the access log. */

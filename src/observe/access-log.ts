@@ -57,6 +57,11 @@ export interface AccessEntry {
    * for any other request, and for a call whose client left before it was given one.
    */
   grpcStatus: number | null;
+  /**
+   * With tracing on: the trace id of the exchange (sampled or not: the client's when it sent a valid
+   * `traceparent`), so that a line leads to its trace; null with tracing off.
+   */
+  traceId?: string | null;
 }
 
 export interface AccessLogOptions {
@@ -271,6 +276,7 @@ export class AccessLog {
       (entry.webSocket === null ? '' : `,"webSocket":${jsonText(entry.webSocket)}`) +
       (entry.endedBy === null ? '' : `,"endedBy":"${entry.endedBy}"`) +
       (entry.grpcStatus === null ? '' : `,"grpcStatus":${entry.grpcStatus}`) +
+      (!entry.traceId ? '' : `,"traceId":"${entry.traceId}"`) +
       ',"msg":"request"}\n'
     );
   }

@@ -15,6 +15,8 @@ export interface Metrics {
   counterStoreLiveGateways: Gauge;
   /** Log lines dropped because more than `maxWaitingLogBytes` waited for stdout or the access log file. */
   logLinesDropped: Counter;
+  /** Spans dropped by reason: queue_full (tracing.maxQueueSize waited), export_failed (the collector). */
+  tracingSpansDropped: Counter<'reason'>;
   /** Shadow counts dropped to make room for an enforced restriction's new counter (store.maxCounterMemoryMb). */
   shadowCountsDropped: Counter;
   /** Answers read after their clients left that were cut to make room for newer ones (upstreamDrainLimit). */
@@ -358,6 +360,12 @@ export function createMetrics(sources: MetricsSources = {}): Metrics {
     upstreamDrainsCut: new Counter({
       name: 'quotagate_upstream_drains_cut_total',
       help: 'Answers read to their end after their clients left (for their throttleunits charge) that were cut, oldest first, because upstreamDrainLimit of them were read at once; each is charged what its body said so far, else its default',
+      registers: [registry],
+    }),
+    tracingSpansDropped: new Counter({
+      name: 'quotagate_tracing_spans_dropped_total',
+      help: 'Spans dropped by reason: queue_full (tracing.maxQueueSize waited), export_failed (the collector failed, answered late or not at all)',
+      labelNames: ['reason'],
       registers: [registry],
     }),
     logLinesDropped: new Counter({

@@ -7,7 +7,7 @@ import type { Config } from '../config/schema.js';
  * server timeouts Node fixes at creation), its worker processes and its store. A reload keeps them as
  * they run and says which ones it kept; TLS key, certificate and CA files do change live. So does the
  * access log's file name not: a reload opens the file again (after logrotate moved it). Nor does the usage
- * history's setting: its book and its flush are built at start.
+ * history's setting: its book and its flush are built at start; nor tracing, whose exporter is.
  */
 export interface FixedSettings {
   host: Config['host'];
@@ -19,6 +19,7 @@ export interface FixedSettings {
   store: Config['store'];
   server: Config['server'];
   usageHistory: Config['usageHistory'];
+  tracing: Config['tracing'];
   accessLogFile: string | null;
 }
 
@@ -33,6 +34,7 @@ export function fixedSettingsOf(config: Readonly<Config>): FixedSettings {
     store: config.store,
     server: config.server,
     usageHistory: config.usageHistory,
+    tracing: config.tracing,
     accessLogFile: config.accessLog.file ?? null,
   };
 }
@@ -84,6 +86,7 @@ export function pinFixedSettings(fixed: FixedSettings, next: LoadedConfig): Pinn
     store: keep('store', fixed.store, config.store),
     server: keep('server', fixed.server, config.server),
     usageHistory: keep('usageHistory', fixed.usageHistory, config.usageHistory),
+    tracing: keep('tracing', fixed.tracing, config.tracing),
     accessLog: {
       ...config.accessLog,
       file: keep('accessLog.file', fixed.accessLogFile ?? undefined, config.accessLog.file),

@@ -25,6 +25,7 @@ import type { Closers } from './closers.js';
 import type { CounterStores } from './counter-stores.js';
 import type { Env } from './env.js';
 import type { Role } from './role.js';
+import { openTracing } from './tracing.js';
 
 /** Milliseconds the connections cut off at the end of a shutdown have to close before the log does. */
 const closingGraceMs = 1_000;
@@ -89,6 +90,8 @@ export async function buildDataPlane(
   const { logger, clock, cwd } = env;
   const { metrics } = parts;
   const gatewayClock = env.countersNow ? withNow(clock, env.countersNow) : clock;
+  // First, so that it closes last: the spans of the exchanges the drain ends are still exported.
+  const tracing = await openTracing(config.tracing, config.shutdownTimeout, env, metrics, closers);
   const usageBook = startUsageHistory(loaded, gatewayClock, parts.writeUsage, logger, closers);
   const accessLog = openDataPlaneLog(loaded, role, env, metrics, closers);
   const proxy = upstreamProxyOf(loaded, env, parts);
@@ -108,6 +111,7 @@ export async function buildDataPlane(
     logger: logger.child({ component: 'gateway' }),
     accessLog,
     metrics,
+    tracing,
     clock: gatewayClock,
     ...(usageBook ? { usageBook } : {}),
     credentialsNow: clock.now,

@@ -32,7 +32,24 @@ export interface Env {
    * as Node's connections resolve) unless a test answers.
    */
   resolveHost: HostResolver;
+  /** The standard `OTEL_*` variables of the process, which `tracing` reads (docs/tracing.md). */
+  otel: OtelVariables;
 }
+
+/** The OpenTelemetry variables tracing reads: only these enter the process from its environment. */
+export const otelVariableNames = [
+  'OTEL_SDK_DISABLED',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+  'OTEL_SERVICE_NAME',
+  'OTEL_RESOURCE_ATTRIBUTES',
+  'OTEL_TRACES_SAMPLER',
+  'OTEL_TRACES_SAMPLER_ARG',
+] as const;
+
+export type OtelVariables = Readonly<Partial<Record<(typeof otelVariableNames)[number], string>>>;
 
 /** How `startGateway` (src/server.ts) and the roles are started: the parts of an `Env`, as callers give them. */
 export interface StartOptions {
@@ -54,6 +71,8 @@ export interface StartOptions {
   timers?: Pick<Clock, 'setTimeout' | 'clearTimeout'>;
   /** Resolves the host names of the pools' targets (tests answer for the system's resolver). */
   resolveHost?: HostResolver;
+  /** The environment the `OTEL_*` variables are read from (the process's unless a test gives its own). */
+  environment?: Readonly<Record<string, string | undefined>>;
 }
 
 /** The one place the clocks a caller gives become the process's `Env`. */
@@ -72,5 +91,15 @@ export function envOf(options: StartOptions): Env {
     secrets: options.secrets ?? null,
     cwd: options.cwd ?? process.cwd(),
     resolveHost: options.resolveHost ?? systemResolver,
+    otel: otelVariablesOf(options.environment ?? process.env),
   };
+}
+
+function otelVariablesOf(environment: Readonly<Record<string, string | undefined>>): OtelVariables {
+  const variables: Partial<Record<(typeof otelVariableNames)[number], string>> = {};
+  for (const name of otelVariableNames) {
+    const value = environment[name];
+    if (value !== undefined && value !== '') variables[name] = value;
+  }
+  return variables;
 }

@@ -109,6 +109,7 @@ export function stepContext(quotas: StoredQuota[] = []) {
     }),
     quotas: () => index,
     limiter,
+    tracing: null,
     logger,
     accessLog: null,
     usageBook: null,

@@ -81,6 +81,13 @@ export function noteGrpcStatus(res: ServerResponse, code: number): void {
 /** The gRPC status `res`'s client was given, or null when it was given none (it left before). */
 export const grpcStatusGiven = (res: ServerResponse): number | null => (res as Told)[statusKey] ?? null;
 
+/** The RPC semantic conventions' attributes of a gRPC call's server span: the system, the status given. */
+export function addGrpcSpanAttributes(res: ServerResponse, attributes: Record<string, unknown>): void {
+  attributes['rpc.system'] = 'grpc';
+  const given = grpcStatusGiven(res);
+  if (given !== null) attributes['rpc.grpc.status_code'] = given;
+}
+
 /**
  * What the gateway gives a call whose upstream ended its answer (HTTP 200) without a `grpc-status`: a
  * client of the upstream itself reads such an end as INTERNAL (grpc-go, grpc-js).

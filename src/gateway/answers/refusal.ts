@@ -25,6 +25,7 @@ export function refuse(
   detail?: string,
 ): void {
   if (!record.res.headersSent) record.status = dataPlaneErrors[code].status;
+  record.refusedWith = code;
   record.answeredBytes += sendError(
     record.res,
     code,

@@ -3,6 +3,7 @@ import type { Exchange, ProxyOutcome } from '../../upstream/upstream-proxy.js';
 import { grpcStatusGiven } from '../answers/grpc.js';
 import type { UsageEntry } from '../../quota/usage-history.js';
 import type { ExchangeRecord } from '../record.js';
+import { endServerSpan } from '../server-span.js';
 import { chargeBytes, chargeUnits } from './charge.js';
 import type { StepContext } from './context.js';
 
@@ -46,6 +47,7 @@ export function account(context: StepContext, record: ExchangeRecord): void {
   if (context.accessLog && sampled(context, record, status))
     writeAccessLine(context, record, status, outcome, elapsedMs);
   count(context, record, status, outcome, elapsedMs);
+  if (record.trace !== null) endServerSpan(record, status, outcome);
   countUsage(context, record, units);
   record.ruleSet.leave();
   // An answer still read for its units keeps a shutdown waiting, within its grace period.
@@ -138,6 +140,7 @@ function writeAccessLine(
     webSocket: record.webSocket ? (record.webSocket.endedBy ?? 'closed') : null,
     endedBy: record.cutBy,
     grpcStatus: record.readsGrpc() ? grpcStatusGiven(res) : null,
+    traceId: record.trace === null ? null : record.trace.traceId,
   });
 }
 

@@ -3,6 +3,7 @@ import type { Limiter } from '../../limiter/limiter.js';
 import type { AccessLog } from '../../observe/access-log.js';
 import type { Logger } from '../../observe/log.js';
 import type { Metrics } from '../../observe/metrics.js';
+import type { Tracing } from '../../observe/tracing.js';
 import type { ThresholdAlerts } from '../../notifications/threshold-alerts.js';
 import type { CallerBook } from '../../quota/caller-book.js';
 import type { QuotaIndex } from '../../quota/quota-index.js';
@@ -24,6 +25,8 @@ export interface StepContext {
   /** Where the access lines go; null when the log level leaves them out. */
   readonly accessLog: AccessLog | null;
   readonly metrics: Metrics;
+  /** Where each exchange's trace starts; null when tracing is off. */
+  readonly tracing: Tracing | null;
   readonly clock: Clock;
   /** The callers each restriction counted by caller counts apart, per application. */
   readonly callers: CallerBook;

@@ -38,6 +38,8 @@ export function prepareUpstreamFields(record: ExchangeRecord): void {
   appendForwardedFields(req, upstreamFields, peerTrusted);
   if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
   upstreamFields.push('x-request-id', record.id);
+  // The gateway's span is the upstream's parent (W3C Trace Context); Baggage goes on as the client sent it.
+  if (record.trace !== null) record.trace.propagate(upstreamFields);
   // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
   if (takesTrailers(req)) {
     record.relaysTrailers = true;
