@@ -37,6 +37,8 @@ export interface GatewayLayers {
    * (round-robin), each checked for health every second.
    */
   moreTargets?: readonly string[];
+  /** The config's `notifications` (threshold alerts), when the row has them. */
+  notifications?: Record<string, unknown>;
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -44,7 +46,14 @@ export async function startQuotagate(
   dir: string,
   upstream: string,
   store: Record<string, unknown>,
-  { auth = 'basic', accessLog = false, workers = 1, cli = 'dist/cli.js', moreTargets }: GatewayLayers = {},
+  {
+    auth = 'basic',
+    accessLog = false,
+    workers = 1,
+    cli = 'dist/cli.js',
+    moreTargets,
+    notifications,
+  }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
   mkdirSync(dir, { recursive: true });
@@ -62,6 +71,7 @@ export async function startQuotagate(
       ...(store.type === 'redis' ? { snapshotFile: path.join(dir, 'quota-snapshot.json') } : {}),
       ...store,
     },
+    ...(notifications ? { notifications } : {}),
     apis: [
       {
         id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',

@@ -136,6 +136,7 @@ const names = {
   ws: 'quotagate as shipped, WebSocket, 64-byte messages',
   redis: 'quotagate as shipped, Redis store',
   pool: 'quotagate as shipped, memory store, 3 upstream targets checked every second',
+  alerts: 'quotagate as shipped, memory store, threshold alerts (80% and 100%) to a webhook',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
   peerRedis: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (Redis)',
@@ -274,6 +275,13 @@ async function main(): Promise<void> {
       moreTargets: moreOrigins,
     }),
   );
+  // The webhook is never called (the quotas never reach 80%): the row measures the check on each request.
+  add(
+    await setups.quotagate(names.alerts, 'alerts', upstream, memory, {
+      ...shippedLayers,
+      notifications: { webhooks: [{ url: `${upstream}/hooks`, secret: 'bench-webhook-secret-0123456789' }] },
+    }),
+  );
   if (values.baseline) {
     const cli = path.resolve(values.baseline, 'dist/cli.js');
     add(await setups.quotagate(names.baseline, 'baseline', upstream, memory, { ...shippedLayers, cli }));
@@ -337,6 +345,7 @@ async function main(): Promise<void> {
     names.shipped,
     names.baseline,
     names.pool,
+    names.alerts,
     names.redis,
     names.workers,
     names.peer,

@@ -121,10 +121,15 @@ export class LeaseBook {
     return { used: entry?.known.used ?? 0, resetMs: full && full.until > now ? full.until - now : 0 };
   }
 
-  /** Milliseconds the counter stays refused without asking, or 0 when the store must be asked. */
+  /**
+   * Milliseconds the counter stays refused without asking, or 0 when the store must be asked or this
+   * gateway's lease still covers the check: a trip whose lease filled the counter leaves it full for
+   * every other check, but the lease's units were charged for this gateway to spend.
+   */
   knownFull(spec: CounterSpec, now: number): number {
     const full = this.entries.get(spec.key)?.full;
     if (!full || full.limit !== spec.limit || spec.need < full.need) return 0;
+    if (this.available(spec, now) >= spec.need) return 0;
     return Math.max(0, full.until - now);
   }
 

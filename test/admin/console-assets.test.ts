@@ -31,7 +31,13 @@ describe('the console’s files', () => {
     expect(page.headers['x-frame-options']).toBe('DENY');
     expect(page.headers['x-content-type-options']).toBe('nosniff');
     // Every script and sheet the page names is served from here, as built.
-    for (const asset of ['/console/browser/main.js', '/console/console.css', '/console/icon.svg']) {
+    for (const asset of [
+      '/console/browser/main.js',
+      '/console/console.css',
+      '/console/icon.svg',
+      '/console/vendor/uPlot.esm.js',
+      '/console/vendor/uPlot.min.css',
+    ]) {
       const answer = await send(asset);
       expect(answer.status, asset).toBe(200);
       expect(answer.body, asset).toBe(

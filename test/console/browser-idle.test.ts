@@ -13,6 +13,7 @@ const { start, page } = useConsoleBrowser();
 const tabs = [
   ['#/quotas', 'Application Default'],
   ['#/usage', 'Live usage'],
+  ['#/history', 'History'],
   ['#/applications', 'Applications'],
   ['#/docs', 'Pet Store'],
 ] as const;

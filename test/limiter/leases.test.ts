@@ -171,6 +171,22 @@ describe.each([
     await expect.poll(() => counted(spec.key)).toBe(50);
   });
 
+  it('spend a lease that fills the counter to its last unit: the whole limit, and not one more', async () => {
+    const clock = new FakeClock();
+    const { gateways, counted } = fleet(1, clock);
+    const { store } = gateways[0]!;
+    const spec = throttle(200, 60 * minute);
+    const refused: number[] = [];
+    // A check every 4 ms: fast enough to lease, and the last lease fills the counter.
+    for (let check = 0; check < 210; check += 1) {
+      if (!(await store.consume([spec])).allowed) refused.push(check);
+      await clock.advance(4);
+    }
+    expect(refused).toEqual(Array.from({ length: 10 }, (_, i) => 200 + i));
+    await store.close();
+    expect(await counted(spec.key, 60 * minute)).toBe(200);
+  });
+
   it('keep a small limit at one trip per admitted request and none per refused one', async () => {
     const clock = new FakeClock();
     const { gateways, counted } = fleet(1, clock);

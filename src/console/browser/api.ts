@@ -62,8 +62,12 @@ export class Api {
     return (await this.call<T>('GET', path)).data;
   }
 
-  /** One call; its entity tag comes back for the If-Match of the next change. */
-  async call<T>(method: string, path: string, options: CallOptions = {}): Promise<{ data: T; etag: string }> {
+  /** One call; its entity tag comes back for the If-Match of the next change, with the answer's status. */
+  async call<T>(
+    method: string,
+    path: string,
+    options: CallOptions = {},
+  ): Promise<{ data: T; etag: string; status: number }> {
     const headers: Record<string, string> = {};
     if (options.body !== undefined) headers['content-type'] = 'application/json';
     if (method !== 'GET') headers['csrf-token'] = this.csrfToken;
@@ -82,7 +86,11 @@ export class Api {
     if (response.status === 401) this.onSignedOut();
     if (!response.ok) throw await errorOf(response);
     const text = await response.text();
-    return { data: (text ? JSON.parse(text) : null) as T, etag: response.headers.get('etag') ?? '' };
+    return {
+      data: (text ? JSON.parse(text) : null) as T,
+      etag: response.headers.get('etag') ?? '',
+      status: response.status,
+    };
   }
 }
 

@@ -136,6 +136,36 @@ export const applicationsView: View = async (context, root) => {
     }
   };
 
+  /** Sets to zero every counter that counts the application now, once the administrator confirms it. */
+  const resetQuota = async (application: Application, button: HTMLButtonElement) => {
+    const quota = quotaOf.get(application.id)!;
+    const question = `Reset the quota of "${application.name}"? Every counter of "${quota.name}" that counts it starts again from zero, on every gateway: its next request has the whole limit.`;
+    if (!confirm(question)) return;
+    button.disabled = true;
+    try {
+      const { status } = await context.api.call('POST', `${quotaPath(application)}/reset`);
+      context.notify(
+        `The quota of "${application.name}" was reset (${status}): it has its whole limit again.`,
+      );
+      context.reload();
+    } catch (error) {
+      button.disabled = false;
+      context.notify(messageOf(error), 'error');
+    }
+  };
+
+  const resetAction = (application: Application) =>
+    context.isAdmin
+      ? h('button', {
+          type: 'button',
+          class: 'link',
+          'data-action': 'reset-quota',
+          text: 'Reset quota',
+          title: 'Set to zero every counter that counts this application now',
+          onclick: (event: Event) => void resetQuota(application, event.currentTarget as HTMLButtonElement),
+        })
+      : null;
+
   const ownQuotaAction = (application: Application, own: boolean) =>
     !context.isAdmin
       ? null
@@ -213,6 +243,7 @@ export const applicationsView: View = async (context, root) => {
                   : 'portal API',
             }),
             application.enabled ? null : h('span', { class: 'badge warn', text: 'disabled' }),
+            h('div', { class: 'actions' }, resetAction(application)),
           ),
           application.description && !application.known
             ? h('p', { class: 'muted', text: application.description })

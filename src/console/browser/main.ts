@@ -4,6 +4,7 @@ import './components.js';
 import { createContext, type Context, type View } from './context.js';
 import { docsView } from './docs-view.js';
 import { h, replace } from './dom.js';
+import { historyView } from './history-view.js';
 import { quotaEditorView } from './quota-editor-view.js';
 import { quotasView } from './quotas-view.js';
 import { usageView } from './usage-view.js';
@@ -12,6 +13,7 @@ import { usageView } from './usage-view.js';
 const tabs: Array<{ hash: string; label: string; view: View }> = [
   { hash: '#/quotas', label: 'Quotas', view: quotasView },
   { hash: '#/usage', label: 'Live usage', view: usageView },
+  { hash: '#/history', label: 'History', view: historyView },
   { hash: '#/applications', label: 'Applications', view: applicationsView },
   { hash: '#/docs', label: 'API documentation', view: docsView },
 ];
