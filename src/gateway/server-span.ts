@@ -64,7 +64,7 @@ export function endServerSpan(record: ExchangeRecord, status: number, outcome: P
   if (route?.method) attributes['quotagate.method'] = route.method.name;
   if (principal?.application)
     attributes['quotagate.application'] = ruleSet.applications.nameOf(principal.application);
-  addDecision(record, attributes, outcome);
+  addDecision(record, attributes, status, outcome);
   if (record.readsGrpc()) addGrpcSpanAttributes(record.res, attributes);
   span.setAttributes(attributes);
   if (record.refusedWith !== null)
@@ -80,8 +80,13 @@ export function endServerSpan(record: ExchangeRecord, status: number, outcome: P
 }
 
 /** What the gateway decided and why, the restrictions it checked, and the target that answered. */
-function addDecision(record: ExchangeRecord, attributes: Attributes, outcome: ProxyOutcome | null): void {
-  attributes['quotagate.decision'] = record.forwarded ? 'admitted' : 'refused';
+function addDecision(
+  record: ExchangeRecord,
+  attributes: Attributes,
+  status: number,
+  outcome: ProxyOutcome | null,
+): void {
+  attributes['quotagate.decision'] = decisionOf(record, status);
   if (record.refusedWith !== null) attributes['quotagate.refusal.code'] = record.refusedWith;
   if (record.reason !== null) attributes['quotagate.refusal.reason'] = record.reason;
   if (record.quota !== null) attributes['quotagate.quota'] = record.quota;
@@ -96,6 +101,16 @@ function addDecision(record: ExchangeRecord, attributes: Attributes, outcome: Pr
   if (outcome !== null) attributes['quotagate.upstream.outcome'] = outcome;
   if (record.cutBy !== null) attributes['quotagate.ended_by'] = record.cutBy;
   if (record.webSocket) attributes['quotagate.websocket'] = record.webSocket.endedBy ?? 'closed';
+}
+
+/**
+ * `admitted` (it went upstream), `refused` (the gateway answered with one of its errors), `client_left`
+ * (before any answer: 499), or `answered` (the gateway's own answer, the usage path's).
+ */
+function decisionOf(record: ExchangeRecord, status: number): string {
+  if (record.forwarded) return 'admitted';
+  if (record.refusedWith !== null) return 'refused';
+  return status === 499 ? 'client_left' : 'answered';
 }
 
 /** The path without its query (it may carry tokens), as the access line has it. */

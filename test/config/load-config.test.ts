@@ -163,12 +163,6 @@ const rules: Array<[string, string]> = [
   ['headers-timeout-too-long', 'server.headersTimeout: must not exceed server.requestTimeout'],
   ['websocket-max-frame-too-small', 'server.webSocketMaxFrame: must be at least 1024 bytes'],
   ['forward-credentials-not-boolean', 'forwardCredentials: must be true or false'],
-  ['tracing-sample-ratio-out-of-range', 'tracing.sampleRatio: must be a number from 0 to 1'],
-  ['tracing-endpoint-not-http', 'tracing.endpoint: must be an http(s) URL'],
-  [
-    'tracing-sampler-unknown',
-    'tracing.sampler: must be one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio',
-  ],
   ['application-key-reused', 'applications[0].apikey_development: duplicate of apikey_development'],
   ['application-id-duplicate', 'applications[1].id: duplicate of applications[0].id'],
   ['not-an-object', 'must export an object (module.exports = { ... })'],

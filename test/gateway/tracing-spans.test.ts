@@ -136,6 +136,14 @@ describe('the server span of each exchange', () => {
     });
   });
 
+  it('says the gateway answered a read of the usage path itself, neither admitted nor refused', async () => {
+    expect((await get('/_quotagate/usage')).statusCode).toBe(200);
+    const span = await spanOf(200);
+    expect(span.name).toBe('GET');
+    expect(span.attributes['quotagate.decision']).toBe('answered');
+    expect(span.attributes['quotagate.refusal.code']).toBeUndefined();
+  });
+
   it('names an unrouted request by its method alone, and an unknown method HTTP', async () => {
     const res = await request(`${gateway.url}/nowhere`, { method: 'PURGE' as 'GET' });
     await res.body.dump();
