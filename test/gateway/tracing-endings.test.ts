@@ -13,9 +13,11 @@ import {
   type HeldKind,
   type HeldStreamUpstreams,
 } from '../helpers/held-streams.js';
+import { FakeTimers } from '../helpers/fake-timers.js';
 import { startHoldingUpstream } from '../helpers/holding-upstream.js';
 import { http2Session } from '../helpers/http2-client.js';
-import { basicAuth, devKey, petsConfig } from '../helpers/test-gateway.js';
+import { basicAuth, devKey, mb, petsConfig, setQuota, systemQuotaId } from '../helpers/test-gateway.js';
+import { startUpstream } from '../helpers/upstream.js';
 import { endedOnce, startTracedGateway, type TracedGateway } from '../helpers/traced-endings.js';
 
 /**
@@ -183,5 +185,57 @@ describe('a gRPC call and an upstream out of time', () => {
       'error.type': '504',
     });
     expect(span.status.code).toBe(2);
+  });
+});
+
+describe('an exchange its client leaves before any answer', () => {
+  it('ends its span once with 499 when it left while the upstream had it, admitted', async () => {
+    const upstream = await startHoldingUpstream();
+    defer(() => upstream.close());
+    const traced = await startTracedGateway(petsConfig(`${upstream.url}/pets`), defer);
+    const leaving = new AbortController();
+    const answer = fetch(`${traced.gateway.url}/pets/1`, {
+      headers: { authorization: basicAuth(devKey), 'x-request-id': 'gone' },
+      signal: leaving.signal,
+    });
+    await expect.poll(() => upstream.held()).toBe(1);
+    leaving.abort();
+    await expect(answer).rejects.toThrow();
+    await expect.poll(() => upstream.held()).toBe(0);
+    const { span } = (await endedOnce(traced, ['gone'])).get('gone')!;
+    expect(span.attributes).toMatchObject({
+      'http.response.status_code': 499,
+      // It went upstream: client_left is the decision of a client that left before the gateway's.
+      'quotagate.decision': 'admitted',
+      'quotagate.upstream.outcome': 'client_aborted',
+    });
+  });
+});
+
+describe('an exchange the gateway cuts', () => {
+  it('ends the span of an event stream cut as it fills a byte restriction once, ended by quota', async () => {
+    // 200 KB of events as fast as they go, through 104,857 bytes a minute.
+    const upstream = await startUpstream((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.on('error', () => undefined);
+      for (let i = 0; i < 200 && !res.destroyed; i += 1) res.write(`data: ${'e'.repeat(992)}\n\n`);
+    });
+    defer(() => upstream.close());
+    // Timers never moved: the bytes themselves fill the restriction, not the tick.
+    const traced = await startTracedGateway(petsConfig(`${upstream.url}/pets`), defer, {
+      timers: new FakeTimers(),
+    });
+    await setQuota(
+      traced.gateway,
+      { type: 'API', name: 'System', restrictions: [mb(0.1, 1, 'minute')] },
+      systemQuotaId,
+    );
+    const res = await fetch(`${traced.gateway.url}/pets/stream`, {
+      headers: { authorization: basicAuth(devKey), 'x-request-id': 'filled' },
+    });
+    await expect(res.text()).rejects.toThrow();
+    const { line, span } = (await endedOnce(traced, ['filled'])).get('filled')!;
+    expect(line).toMatchObject({ status: 200, endedBy: 'quota', quota: 'rejected' });
+    expect(span.attributes).toMatchObject({ 'quotagate.ended_by': 'quota', 'quotagate.quota': 'rejected' });
   });
 });
