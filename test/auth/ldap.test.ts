@@ -51,13 +51,9 @@ async function authenticate(
   return JSON.parse(res.body) as AuthResult;
 }
 
+const challenge = 'Basic realm="quotagate", charset="UTF-8"';
 /** A refusal of credentials, and why (what the authentication span says, never the answer). */
-const unauthorized = (cause: string) => ({
-  ok: false,
-  reject: 'unauthorized',
-  challenge: 'Basic realm="quotagate", charset="UTF-8"',
-  cause,
-});
+const unauthorized = (cause: string) => ({ ok: false, reject: 'unauthorized', challenge, cause });
 
 describe('ldap scheme against a real slapd', () => {
   it("accepts a user with the right password, as the application and subject the entry's DN names", async () => {
