@@ -57,8 +57,8 @@ function authenticateInSpan(record: ExchangeRecord, trace: ExchangeTrace): Next 
  * the credentials), `unavailable` (503) or `failed` (500), these two as errors.
  */
 function endAuthenticationSpan(span: Span, record: ExchangeRecord, auth: AuthResult): void {
-  // The exchange had its end (its client left) before the scheme answered: the answer goes unused.
-  if (record.answered()) span.setAttribute('quotagate.auth.late', true);
+  // The exchange had ended (its client left, its access line written) before the scheme answered.
+  if (record.accounted) span.setAttribute('quotagate.auth.late', true);
   if (auth.ok) {
     span.setAttribute('quotagate.auth.outcome', 'admitted');
     if (auth.unvalidated === true) span.setAttribute('quotagate.auth.unvalidated', true);
