@@ -87,7 +87,7 @@ describe('what a client sends that is not one valid traceparent', () => {
     expect((await get(gateway, { traceparent: forged, tracestate: 'evil=1' })).status).toBe(200);
     const seen = traceparentsSeen(upstream);
     expect(seen).toHaveLength(1);
-    const [span] = await receiver.waitForSpans(1);
+    const [span] = await receiver.waitForServerSpans(1);
     expect(span!.traceId).not.toBe(clientTrace);
     expect(span!.traceId).not.toBe('a'.repeat(32));
     expect(span!.parentSpanId).toBe('');
@@ -114,7 +114,7 @@ describe('what a client sends that is not one valid traceparent', () => {
   ])('starts a trace of its own for %s, and answers as ever', async (_name, traceparent) => {
     const { gateway, upstream, receiver } = await traced({ sampler: 'always_on' });
     expect((await get(gateway, { traceparent })).status).toBe(200);
-    const [span] = await receiver.waitForSpans(1);
+    const [span] = await receiver.waitForServerSpans(1);
     expect(span!.parentSpanId).toBe('');
     expect(traceparentsSeen(upstream)).toEqual([`00-${span!.traceId}-${span!.spanId}-01`]);
   });
@@ -142,7 +142,10 @@ describe('sampling', () => {
     const { gateway, receiver } = await traced({ sampleRatio: ratio });
     for (let i = 0; i < traceIds.length; i += 1) expect((await get(gateway)).status).toBe(200);
     await parts!.closeGateway();
-    expect(receiver.spans).toHaveLength(exported);
+    expect(await receiver.waitForServerSpans(exported)).toHaveLength(exported);
+    // Their child spans, and no other span, of the traces of those exchanges.
+    const traces = new Set(receiver.spans.filter((span) => span.kind === 2).map((span) => span.traceId));
+    expect(receiver.spans.filter((span) => !traces.has(span.traceId))).toEqual([]);
   });
 
   it('at 0.1 by trace id exports exactly the traces whose id falls under the ratio', async () => {
@@ -154,6 +157,8 @@ describe('sampling', () => {
     for (const id of traceIds)
       expect((await get(gateway, { traceparent: traceparentOf('01', id) })).status).toBe(200);
     await parts!.closeGateway();
-    expect(receiver.spans.map((span) => span.traceId).sort()).toEqual([...expected].sort());
+    const servers = receiver.spans.filter((span) => span.kind === 2);
+    expect(servers.map((span) => span.traceId).sort()).toEqual([...expected].sort());
+    expect([...new Set(receiver.spans.map((span) => span.traceId))].sort()).toEqual([...expected].sort());
   });
 });

@@ -48,7 +48,7 @@ describe('the server span of a WebSocket and of a gRPC call', () => {
     const ended = closed(ws);
     ws.close(1000);
     await ended;
-    const [span] = (await receiver.waitForSpans(1)) as [ReceivedSpan];
+    const [span] = (await receiver.waitForServerSpans(1)) as [ReceivedSpan];
     expect(span).toMatchObject({ traceId: clientTrace, parentSpanId: clientSpan, name: 'GET /pets/{petId}' });
     expect(span.attributes).toMatchObject({
       'http.response.status_code': 101,
@@ -70,7 +70,7 @@ describe('the server span of a WebSocket and of a gRPC call', () => {
     const metadata = credentials();
     metadata.set('traceparent', traceparent);
     expect((await client.sayHello('ann', metadata)).status.code).toBe(status.OK);
-    const [span] = (await receiver.waitForSpans(1)) as [ReceivedSpan];
+    const [span] = (await receiver.waitForServerSpans(1)) as [ReceivedSpan];
     expect(span).toMatchObject({ traceId: clientTrace, parentSpanId: clientSpan });
     expect(span.name).toMatch(/^POST \/.*SayHello$/);
     expect(span.attributes).toMatchObject({
