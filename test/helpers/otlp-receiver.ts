@@ -36,8 +36,8 @@ export interface OtlpReceiver {
   url: string;
   /** The spans of every export answered 200, in the order they came. */
   spans: ReceivedSpan[];
-  /** Every export request that came, whatever it was answered, with its content type. */
-  requests: Array<{ contentType: string; spans: number }>;
+  /** Every export request that came, whatever it was answered, with its content type and span counts. */
+  requests: Array<{ contentType: string; spans: number; serverSpans: number }>;
   /** What the next exports are answered. */
   answer: OtlpAnswer;
   /** Resolves once `count` spans were taken (at once when they were). */
@@ -82,7 +82,7 @@ interface ExportRequest {
 }
 
 /** OTLP's SpanKind of a server span. */
-const serverKind = 2;
+export const serverKind = 2;
 
 let decodeProtobuf: ((bytes: Buffer) => ExportRequest) | null = null;
 
@@ -159,7 +159,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         ? (JSON.parse(body.toString('utf8')) as ExportRequest)
         : protobufDecoder()(body);
       const spans = spansOf(request);
-      receiver.requests.push({ contentType, spans: spans.length });
+      receiver.requests.push({
+        contentType,
+        spans: spans.length,
+        serverSpans: spans.filter((span) => span.kind === serverKind).length,
+      });
       const { answer } = receiver;
       if (answer === 'hang') {
         hanging.push(res);
