@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
+import { childrenOf, onlyOf, spanKind } from '../helpers/trace-trees.js';
 import { request } from '../helpers/raw-http.js';
 import {
   accessLines,
@@ -87,11 +88,15 @@ describe('what a client sends that is not one valid traceparent', () => {
     expect((await get(gateway, { traceparent: forged, tracestate: 'evil=1' })).status).toBe(200);
     const seen = traceparentsSeen(upstream);
     expect(seen).toHaveLength(1);
-    const [span] = await receiver.waitForSpans(1);
-    expect(span!.traceId).not.toBe(clientTrace);
-    expect(span!.traceId).not.toBe('a'.repeat(32));
-    expect(span!.parentSpanId).toBe('');
-    expect(seen[0]).toBe(`00-${span!.traceId}-${span!.spanId}-01`);
+    const spans = await receiver.waitForSpans(2);
+    const span = onlyOf(spans, spanKind.server);
+    expect(span.traceId).not.toBe(clientTrace);
+    expect(span.traceId).not.toBe('a'.repeat(32));
+    expect(span.parentSpanId).toBe('');
+    // The upstream's parent is the gateway's client span of the exchange, a child of its server span.
+    const [client] = childrenOf(spans, span);
+    expect(client!.kind).toBe(spanKind.client);
+    expect(seen[0]).toBe(`00-${span.traceId}-${client!.spanId}-01`);
     expect(upstream.requests.at(-1)!.headers.tracestate).toBeUndefined();
   });
 
@@ -103,9 +108,12 @@ describe('what a client sends that is not one valid traceparent', () => {
   ])('starts a trace of its own for %s, and answers as ever', async (_name, traceparent) => {
     const { gateway, upstream, receiver } = await traced({ sampler: 'always_on' });
     expect((await get(gateway, { traceparent })).status).toBe(200);
-    const [span] = await receiver.waitForSpans(1);
-    expect(span!.parentSpanId).toBe('');
-    expect(traceparentsSeen(upstream)).toEqual([`00-${span!.traceId}-${span!.spanId}-01`]);
+    const spans = await receiver.waitForSpans(2);
+    const span = onlyOf(spans, spanKind.server);
+    expect(span.parentSpanId).toBe('');
+    const client = onlyOf(spans, spanKind.client);
+    expect(client.parentSpanId).toBe(span.spanId);
+    expect(traceparentsSeen(upstream)).toEqual([`00-${span.traceId}-${client.spanId}-01`]);
   });
 });
 
@@ -131,7 +139,8 @@ describe('sampling', () => {
     const { gateway, receiver } = await traced({ sampleRatio: ratio });
     for (let i = 0; i < traceIds.length; i += 1) expect((await get(gateway)).status).toBe(200);
     await parts!.closeGateway();
-    expect(receiver.spans).toHaveLength(exported);
+    expect(receiver.spans.filter((span) => span.kind === spanKind.server)).toHaveLength(exported);
+    expect(new Set(receiver.spans.map((span) => span.traceId)).size).toBe(exported);
   });
 
   it('at 0.1 by trace id exports exactly the traces whose id falls under the ratio', async () => {
@@ -143,6 +152,9 @@ describe('sampling', () => {
     for (const id of traceIds)
       expect((await get(gateway, { traceparent: traceparentOf('01', id) })).status).toBe(200);
     await parts!.closeGateway();
-    expect(receiver.spans.map((span) => span.traceId).sort()).toEqual([...expected].sort());
+    const servers = receiver.spans.filter((span) => span.kind === spanKind.server);
+    expect(servers.map((span) => span.traceId).sort()).toEqual([...expected].sort());
+    // Each sampled trace's spans, and none of a trace sampled out.
+    expect(receiver.spans.every((span) => expected.includes(span.traceId))).toBe(true);
   });
 });
