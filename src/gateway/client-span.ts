@@ -2,7 +2,7 @@ import type { Attributes, Span, SpanStatusCode } from '@opentelemetry/api';
 import type { ExchangeTrace } from '../observe/tracing.js';
 import type { Exchange, TryEnd, TryTarget } from '../upstream/exchange.js';
 import { failureOutcome, type ProxyOutcome } from '../upstream/outcomes.js';
-import { readGrpcStatus } from './answers/grpc.js';
+import { addUpstreamGrpcStatus, grpcClientSpanName } from './answers/grpc.js';
 import { knownMethods } from './http-methods.js';
 
 /** `SpanStatusCode.ERROR`, by its value: gateway/ loads nothing of OpenTelemetry (its types only). */
@@ -42,15 +42,7 @@ export function startClientSpan(
   // OpenTelemetry's HTTP conventions: set on the second try and after, each try its own span.
   if (exchange.targetsTried > 1) attributes['http.request.resend_count'] = exchange.targetsTried - 1;
   if (exchange.target !== null) attributes['quotagate.upstream.target'] = exchange.target;
-  let name = known ? verb : 'HTTP';
-  if (exchange.grpc) {
-    // A call's path is `/package.Service/Method` (gRPC over HTTP/2, "Requests").
-    const slash = path.lastIndexOf('/');
-    attributes['rpc.system'] = 'grpc';
-    attributes['rpc.service'] = path.slice(1, slash);
-    attributes['rpc.method'] = path.slice(slash + 1);
-    name = path.slice(1);
-  }
+  const name = grpcClientSpanName(exchange, path, attributes) ?? (known ? verb : 'HTTP');
   const span = trace.child(name, 'client', attributes);
   exchange.clientSpan = span;
   trace.propagate(exchange.upstreamFields, span);
@@ -68,20 +60,16 @@ export function endClientSpan(exchange: Exchange & ClientSpans, how: TryEnd, sta
   exchange.clientSpan = null;
   const failed = typeof how !== 'string';
   const outcome: ProxyOutcome = failed ? failureOutcome(how, statusCode > 0) : how;
-  span.setAttribute('quotagate.upstream.outcome', outcome);
-  if (statusCode > 0) span.setAttribute('http.response.status_code', statusCode);
+  const attributes: Attributes = { 'quotagate.upstream.outcome': outcome };
+  if (statusCode > 0) attributes['http.response.status_code'] = statusCode;
   let errorType = failed ? ((how as NodeJS.ErrnoException).code ?? outcome) : null;
   if (errorType === null && statusCode >= 400) errorType = String(statusCode);
-  if (exchange.grpc && outcome === 'completed' && statusCode === 200) {
-    const given = exchange.responseTrailers?.['grpc-status'] ?? exchange.responseHeaders?.['grpc-status'];
-    const code = given === undefined ? null : readGrpcStatus(given);
-    if (code !== null) span.setAttribute('rpc.grpc.status_code', code);
-    if (code !== 0 && errorType === null) errorType = code === null ? 'missing_grpc_status' : String(code);
-  }
+  if (outcome === 'completed') errorType ??= addUpstreamGrpcStatus(exchange, statusCode, attributes);
   if (errorType !== null) {
-    span.setAttribute('error.type', errorType);
+    attributes['error.type'] = errorType;
     span.setStatus({ code: statusError, message: failed ? how.message : errorType });
   }
+  span.setAttributes(attributes);
   span.end();
 }
 

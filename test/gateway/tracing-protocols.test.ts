@@ -103,4 +103,23 @@ describe('the server span of a WebSocket and of a gRPC call', () => {
     expect(call.attributes['rpc.service']).toBe(call.name.split('/')[0]);
     expect(greeter().calls.at(-1)!.get('traceparent')).toEqual([`00-${clientTrace}-${call.spanId}-01`]);
   });
+
+  it("fails the client span of a call its upstream ended NOT_FOUND, with the upstream's status", async () => {
+    const { gateway, receiver } = await tracedGateway('http://127.0.0.1:9', {
+      apis: [greeterApi(`http://${greeter().address}`)],
+    });
+    const client = greeterClient(new URL(gateway.url).host);
+    defer(() => client.close());
+    expect((await client.sayHello('missing', credentials())).status.code).toBe(status.NOT_FOUND);
+    const spans = await receiver.waitForSpans(2);
+    const call = onlyOf(spans, spanKind.client);
+    expect(call.parentSpanId).toBe(onlyOf(spans, spanKind.server).spanId);
+    expect(call.status.code).toBe(2);
+    expect(call.attributes).toMatchObject({
+      'http.response.status_code': 200,
+      'rpc.grpc.status_code': status.NOT_FOUND,
+      'error.type': String(status.NOT_FOUND),
+      'quotagate.upstream.outcome': 'completed',
+    });
+  });
 });
