@@ -100,6 +100,17 @@ describe('what a client sends that is not one valid traceparent', () => {
     expect(upstream.requests.at(-1)!.headers.tracestate).toBeUndefined();
   });
 
+  it("bounds a client's tracestate to what W3C allows (32 members, 512 characters) when it continues it", async () => {
+    const { gateway, upstream, receiver } = await traced({ sampler: 'always_on' });
+    const members = Array.from({ length: 200 }, (_, i) => `k${i}=${'v'.repeat(40)}`).join(',');
+    expect((await get(gateway, { traceparent: traceparentOf('01'), tracestate: members })).status).toBe(200);
+    const [span] = await receiver.waitForSpans(1);
+    expect(span!.traceId).toBe(clientTrace);
+    const sent = String(upstream.requests.at(-1)!.headers.tracestate ?? '');
+    expect(sent.length).toBeLessThanOrEqual(512);
+    expect(sent.split(',').length).toBeLessThanOrEqual(32);
+  });
+
   it.each([
     ['a malformed one', 'garbage'],
     ['an all-zero trace id', `00-${'0'.repeat(32)}-${clientSpan}-01`],

@@ -13,14 +13,14 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-/** `gateway start` with `workers: 2` and `tracing`, its modules recorded; the upstream it sends to. */
-async function cliGateway(tracing: Record<string, unknown>, env: NodeJS.ProcessEnv = {}) {
+/** `gateway start` with `workers` and `tracing`, its modules recorded; the upstream it sends to. */
+async function cliGateway(tracing: Record<string, unknown>, env: NodeJS.ProcessEnv = {}, workers = 2) {
   const modules: ModuleLog = moduleLog('/@opentelemetry/');
   defer(() => modules.remove());
   const upstream = await startUpstream();
   defer(() => upstream.close());
   const gateway = await startCliGateway(
-    petsConfig(`${upstream.url}/pets`, { workers: 2, accessLog: { flushMs: 0 }, tracing }),
+    petsConfig(`${upstream.url}/pets`, { workers, accessLog: { flushMs: 0 }, tracing }),
     defer,
     { ...modules.env, ...env },
   );
@@ -90,5 +90,19 @@ describe('tracing on', () => {
         .map((line) => line.traceId)
         .sort(),
     ).toEqual(spans.map((span) => span.traceId).sort());
+  });
+
+  it('exports the spans still waiting on SIGTERM, from the data-plane thread of workers: 1', async () => {
+    const receiver = await startOtlpReceiver();
+    defer(() => receiver.close());
+    const { gateway } = await cliGateway(
+      { enabled: true, endpoint: receiver.url, scheduledDelay: 600_000 },
+      {},
+      1,
+    );
+    expect(receiver.spans).toEqual([]);
+    gateway.cli.child.kill('SIGTERM');
+    expect((await gateway.cli.exited).code).toBe(0);
+    expect(receiver.spans).toHaveLength(4);
   });
 });
