@@ -24,6 +24,10 @@ export async function openTracing(
 ): Promise<Tracing | null> {
   if (!config.enabled || env.otel.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return null;
   const settings = tracingSettings(config, env.otel, (message) => env.logger.warn(message));
+  // A backend's credentials (an API key in a field, the endpoint's user or query) are secrets as the
+  // config's keys are, whether the config or the OTEL_* variables gave them.
+  env.secrets?.add([...Object.values(settings.headers), ...credentialsOf(settings.endpoint)]);
+  const endpoint = withoutCredentials(settings.endpoint);
   const { startOtelTracing } = await import('../observe/otel-tracing.js');
   const logger = env.logger.child({ component: 'tracing' });
   const tracing = startOtelTracing({
@@ -32,19 +36,32 @@ export async function openTracing(
     onExportState: (failing, error) => {
       if (failing)
         logger.warn(
-          { err: error, endpoint: settings.endpoint },
+          { err: error, endpoint },
           'exporting spans failed: they are dropped until the collector answers',
         );
-      else logger.info({ endpoint: settings.endpoint }, 'exporting spans works again');
+      else logger.info({ endpoint }, 'exporting spans works again');
     },
     timers: env.clock,
   });
   closers.push('tracing', () => tracing.close(Math.min(shutdownTimeout, settings.exportTimeoutMs)));
-  logger.info(
-    { endpoint: settings.endpoint, sampler: settings.sampler, ratio: settings.ratio },
-    'tracing on',
-  );
+  logger.info({ endpoint, sampler: settings.sampler, ratio: settings.ratio }, 'tracing on');
   return tracing;
+}
+
+/** The user, password and query values of an endpoint URL: what a backend may take as credentials. */
+function credentialsOf(endpoint: string): string[] {
+  const url = new URL(endpoint);
+  return [
+    decodeURIComponent(url.username),
+    decodeURIComponent(url.password),
+    ...url.searchParams.values(),
+  ].filter((value) => value !== '');
+}
+
+/** The endpoint as the log shows it: no user, password or query. */
+function withoutCredentials(endpoint: string): string {
+  const url = new URL(endpoint);
+  return `${url.origin}${url.pathname}`;
 }
 
 /**
