@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startCliGateway } from '../helpers/cli-gateway.js';
 import { moduleLog, type ModuleLog } from '../helpers/module-log.js';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.js';
+import { spanKind } from '../helpers/trace-trees.js';
 import { request } from '../helpers/raw-http.js';
 import { basicAuth, devKey, petsConfig } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -72,7 +73,9 @@ describe('tracing on', () => {
       },
     );
     expect(modules.urls().some((url) => url.includes('/@opentelemetry/sdk-trace-base/'))).toBe(true);
-    const spans = await receiver.waitForSpans(4);
+    // Each exchange's server span and its upstream client span.
+    const spans = (await receiver.waitForSpans(8)).filter((span) => span.kind === spanKind.server);
+    expect(receiver.spans).toHaveLength(8);
     expect(spans.map((span) => span.resource)).toEqual(
       Array(4).fill(
         expect.objectContaining({
@@ -103,6 +106,7 @@ describe('tracing on', () => {
     expect(receiver.spans).toEqual([]);
     gateway.cli.child.kill('SIGTERM');
     expect((await gateway.cli.exited).code).toBe(0);
-    expect(receiver.spans).toHaveLength(4);
+    expect(receiver.spans.filter((span) => span.kind === spanKind.server)).toHaveLength(4);
+    expect(receiver.spans.filter((span) => span.kind === spanKind.client)).toHaveLength(4);
   });
 });
