@@ -39,6 +39,8 @@ export interface GatewayLayers {
   moreTargets?: readonly string[];
   /** The config's `notifications` (threshold alerts), when the row has them. */
   notifications?: Record<string, unknown>;
+  /** The config's `tracing` (OpenTelemetry export), when the row has it. */
+  tracing?: Record<string, unknown>;
 }
 
 /** Starts `gateway start` (the built CLI) on a config of one API in front of `upstream`. */
@@ -53,6 +55,7 @@ export async function startQuotagate(
     cli = 'dist/cli.js',
     moreTargets,
     notifications,
+    tracing,
   }: GatewayLayers = {},
 ): Promise<Gateway> {
   const [port, adminPort] = [await freePort(), await freePort()];
@@ -72,6 +75,7 @@ export async function startQuotagate(
       ...store,
     },
     ...(notifications ? { notifications } : {}),
+    ...(tracing ? { tracing } : {}),
     apis: [
       {
         id: '5f1c7f8e-2b6a-4d38-9a1e-0c3f4b8d2a10',

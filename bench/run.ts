@@ -34,7 +34,7 @@ import {
   type WorkersRow,
 } from './report.js';
 import { Setups, type Target } from './setups.js';
-import { headlineRowOf, ratioOf, runSideBySide, type SideBySideRuns } from './side-by-side.js';
+import { headlineRowOf, ratioOf, runSideBySide, type Ratio, type SideBySideRuns } from './side-by-side.js';
 import {
   checkStreamedCharges,
   startStreamedRows,
@@ -137,6 +137,8 @@ const names = {
   redis: 'quotagate as shipped, Redis store',
   pool: 'quotagate as shipped, memory store, 3 upstream targets checked every second',
   alerts: 'quotagate as shipped, memory store, threshold alerts (80% and 100%) to a webhook',
+  traced: 'quotagate as shipped, memory store, tracing on (ratio 1) to an OTLP sink',
+  sampled: 'quotagate as shipped, memory store, tracing on (ratio 0.01) to an OTLP sink',
   workers: 'quotagate as shipped, memory store, workers: 2',
   peer: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (memory)',
   peerRedis: 'Node peer: fast-gateway + basic auth + 2 rate-limiter-flexible limiters (Redis)',
@@ -162,6 +164,9 @@ const layerBelow: Partial<Record<string, string>> = {
   [names.jwt]: names.routing,
   [names.quotas]: names.basic,
   [names.shipped]: names.quotas,
+  // What tracing adds to the same build with it off.
+  [names.traced]: names.shipped,
+  [names.sampled]: names.shipped,
   ...streamedLayerBelow,
 };
 /** The reference's short name, for the table. */
@@ -282,6 +287,19 @@ async function main(): Promise<void> {
       notifications: { webhooks: [{ url: `${upstream}/hooks`, secret: 'bench-webhook-secret-0123456789' }] },
     }),
   );
+  // Tracing exports to a sink that takes every span at once; wrk sends no traceparent, so the ratio
+  // (parentbased_traceidratio, of each new trace) alone decides which exchanges are sampled.
+  const sink = new URL((await setups.node('otlp sink', 'otlp-sink.js', [], false)).url).origin;
+  for (const [name, dir, sampleRatio] of [
+    [names.traced, 'traced', 1],
+    [names.sampled, 'sampled', 0.01],
+  ] as const)
+    add(
+      await setups.quotagate(name, dir, upstream, memory, {
+        ...shippedLayers,
+        tracing: { enabled: true, endpoint: `${sink}/v1/traces`, sampleRatio },
+      }),
+    );
   if (values.baseline) {
     const cli = path.resolve(values.baseline, 'dist/cli.js');
     add(await setups.quotagate(names.baseline, 'baseline', upstream, memory, { ...shippedLayers, cli }));
@@ -346,6 +364,8 @@ async function main(): Promise<void> {
     names.baseline,
     names.pool,
     names.alerts,
+    names.traced,
+    names.sampled,
     names.redis,
     names.workers,
     names.peer,
@@ -389,6 +409,12 @@ async function main(): Promise<void> {
   const againstBaseline = values.baseline ? ratioOf(sideRuns, names.shipped, names.baseline) : null;
   const redisAgainstPeer = ratioOf(sideRuns, names.redis, names.peer);
   const jwtAgainstBasic = ratioOf(sideRuns, names.jwt, names.basic);
+  const tracing = {
+    traced: ratioOf(sideRuns, names.traced, names.shipped),
+    sampled: ratioOf(sideRuns, names.sampled, names.shipped),
+    // What the sink took from both rows, over the warm-up and the rounds.
+    exported: (await (await fetch(`${sink}/stats`)).json()) as SinkStats,
+  };
   const streamed = all.has(streamedNames.body) ? streamedCost(sideRuns) : null;
 
   // 2. Throughput at `connections` connections, closed loop, one setup at a time over the whole machine,
@@ -711,7 +737,7 @@ async function main(): Promise<void> {
     '',
     headlineTable(headline, noise),
     '',
-    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2, WebSocket and the streamed rows (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (95% confidence interval of that median ${control.medianLow.toFixed(2)}–${control.medianHigh.toFixed(2)}, rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×.`,
+    `Side by side: every setup loaded at the same time, each by its own wrk (one thread, ${values['side-connections']} connections; each round starts them from another setup), ${sideRounds} rounds of ${values['side-seconds']} s after ${values['side-warmup-seconds']} s of warm-up${pinning ? `; the servers share core ${pinning.servers}, the wrks and the upstream the other core(s)` : ''}. CPU µs/req: user + system time of each setup's whole process tree (from /proc) over the round, divided by the requests its wrk completed. "CPU vs reference": the setup's over its reference's in the same round, median of the rounds; the reference is the undici floor, but for quotagate over HTTP/2, WebSocket and the streamed rows (the bare proxy of their protocol). Noise: the control, an unmodified second copy of the floor, came to ${control.median.toFixed(2)}× the floor (95% confidence interval of that median ${control.medianLow.toFixed(2)}–${control.medianHigh.toFixed(2)}, rounds ${control.lowest.toFixed(2)}–${control.highest.toFixed(2)}), so ratios within ±${(noise * 100).toFixed(0)}% of each other do not differ in this run. jwt against basic auth, in the same rounds: ${jwtAgainstBasic.median.toFixed(2)}× (${jwtAgainstBasic.lowest.toFixed(2)}–${jwtAgainstBasic.highest.toFixed(2)}). As shipped against the Node peer (memory), in the same rounds: ${againstPeer.median.toFixed(2)}× (${againstPeer.lowest.toFixed(2)}–${againstPeer.highest.toFixed(2)}); on the Redis store: ${redisAgainstPeer.median.toFixed(2)}×. ${tracingText(tracing)}`,
     ...(streamed ? ['', streamedText(streamed, streamEvents, Number(values['side-connections']))] : []),
     '',
     figuresTable(figures),
@@ -759,6 +785,7 @@ async function main(): Promise<void> {
         control,
         noise,
         streamed,
+        tracing,
         sideRuns,
         figures,
         rows,
@@ -789,6 +816,24 @@ async function main(): Promise<void> {
   );
   process.stdout.write(`\n${markdown}\n`);
   say('written: bench/results/latest.json, latest.md, chart.svg');
+}
+
+/** What bench/servers/otlp-sink.ts took: its `/stats`. */
+interface SinkStats {
+  exports: number;
+  bytes: number;
+  spans: number;
+}
+
+/** The tracing rows against the same build with tracing off, and what the sink took from both. */
+function tracingText({ traced, sampled, exported }: { traced: Ratio; sampled: Ratio; exported: SinkStats }) {
+  const of = (ratio: Ratio) =>
+    `${ratio.median.toFixed(2)}× (${ratio.lowest.toFixed(2)}–${ratio.highest.toFixed(2)})`;
+  return (
+    `Tracing on against as shipped (tracing off), CPU per request, in the same rounds: at ratio 1 ${of(traced)}, ` +
+    `at ratio 0.01 ${of(sampled)}; the OTLP sink took ${exported.spans.toLocaleString('en-US')} spans ` +
+    `in ${exported.exports.toLocaleString('en-US')} exports (${(exported.bytes / 2 ** 20).toFixed(1)} MiB) from both rows, warm-up included.`
+  );
 }
 
 async function stopAll(): Promise<void> {

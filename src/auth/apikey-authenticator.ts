@@ -3,7 +3,8 @@ import { admitted, type AuthResult, type Authenticator } from './authenticator.j
 import type { KeyRing } from './key-ring.js';
 import { builtInSecurity } from './swagger-security.js';
 
-const refused: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized' });
+const noKey: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', cause: 'no_credentials' });
+const unknownKey: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', cause: 'unknown_key' });
 const overPlainHttp: AuthResult = Object.freeze({
   ok: false,
   reject: 'unauthorized',
@@ -22,8 +23,9 @@ export function createApiKeyAuthenticator(keys: KeyRing): Authenticator {
       // An HTTP/2 stream's socket stands for its connection's: `encrypted` is the connection's.
       if ((req.socket as Partial<TLSSocket>).encrypted !== true) return overPlainHttp;
       const values = req.headersDistinct.apikey;
-      const principal = values?.length === 1 && values[0] ? keys.lookup(values[0]) : null;
-      return principal ? admitted(principal) : refused;
+      if (values?.length !== 1 || !values[0]) return noKey;
+      const principal = keys.lookup(values[0]);
+      return principal ? admitted(principal) : unknownKey;
     },
     documentation: { swaggerSecurity: builtInSecurity.apikey },
   };

@@ -1,5 +1,6 @@
 import type { Principal } from '../applications/application-directory.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AuthTracing } from './auth-tracing.js';
 
 /** Who made a request. `application` is the id that application quotas count against. */
 export type { Principal };
@@ -19,6 +20,11 @@ export type AuthResult =
       challenge?: string | readonly string[];
       /** Why, when the client can do something about it; the answer and the access line say it. */
       reason?: AuthRefusalReason;
+      /**
+       * Why, for the authentication span only (never the answer or the log line: it would tell a
+       * guesser an unknown user from a wrong password). `reason` says it when set.
+       */
+      cause?: AuthRefusalCause;
     }
   | {
       ok: false;
@@ -31,6 +37,29 @@ export type AuthResult =
  * `several_credentials`: a list of schemes met credentials of more than one of them at once.
  */
 export type AuthRefusalReason = 'https_required' | 'several_credentials';
+
+/**
+ * Why credentials were refused, as the authentication span says it: none of the scheme's
+ * (`no_credentials`), a key no application has (`unknown_key`), a name the directory does not know or
+ * finds twice (`unknown_user`), a password its entry does not bind with (`bad_password`), an entry that
+ * can be no caller (`no_identity`), a token that is not a signed JWT (`malformed_token`), signed with an
+ * algorithm not taken (`algorithm_refused`), whose signature is wrong (`bad_signature`), whose key no
+ * known one is (`unknown_signing_key`), expired (`expired_token`), with a claim not accepted or missing
+ * (`claim_refused`), or the plugin's no (`plugin_refused`).
+ */
+export type AuthRefusalCause =
+  | 'no_credentials'
+  | 'unknown_key'
+  | 'unknown_user'
+  | 'bad_password'
+  | 'no_identity'
+  | 'malformed_token'
+  | 'algorithm_refused'
+  | 'bad_signature'
+  | 'unknown_signing_key'
+  | 'expired_token'
+  | 'claim_refused'
+  | 'plugin_refused';
 
 /** Hooks a custom plugin may offer the admin port: Swagger security, and the console's test requests. */
 export interface AuthDocumentation {
@@ -54,8 +83,16 @@ export interface Authenticator {
   /**
    * @param path the request's path as routed (normalized, with its query): a scheme that matches URLs
    *   reads this, never `req.url`, which keeps what the client sent
+   * @param tracing the exchange's trace and its authentication span, when that span records: the
+   *   spans of the scheme's own exchanges (an LDAP bind, a JWKS fetch) hang under it; absent, the
+   *   scheme traces nothing and allocates nothing for it
    */
-  authenticate(req: IncomingMessage, res: ServerResponse, path: string): AuthResult | Promise<AuthResult>;
+  authenticate(
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    tracing?: AuthTracing,
+  ): AuthResult | Promise<AuthResult>;
   readonly documentation: AuthDocumentation;
   /**
    * The identity a name stands for, for schemes whose callers live in a directory the gateway can ask

@@ -1,10 +1,13 @@
-import { admitted, type AuthResult, type Authenticator } from './authenticator.js';
+import { admitted, type AuthRefusalCause, type AuthResult, type Authenticator } from './authenticator.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import type { KeyRing } from './key-ring.js';
 import { basicChallenge } from './challenges.js';
 import { builtInSecurity } from './swagger-security.js';
 
-const refused: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', challenge: basicChallenge });
+const refused = (cause: AuthRefusalCause): AuthResult =>
+  Object.freeze({ ok: false, reject: 'unauthorized', challenge: basicChallenge, cause });
+const noCredentials = refused('no_credentials');
+const unknownKey = refused('unknown_key');
 
 /** The key of an Authorization value: the user name of Basic credentials with an empty password. */
 function keyOf(authorization: string): string | null {
@@ -20,9 +23,9 @@ export function createBasicAuthenticator(keys: KeyRing): Authenticator {
     scheme: 'basic',
     authenticate(req) {
       const authorization = req.headers.authorization;
-      const principal =
-        typeof authorization === 'string' ? keys.lookupCredential(authorization, keyOf) : null;
-      return principal ? admitted(principal) : refused;
+      if (typeof authorization !== 'string') return noCredentials;
+      const principal = keys.lookupCredential(authorization, keyOf);
+      return principal ? admitted(principal) : unknownKey;
     },
     documentation: { swaggerSecurity: builtInSecurity.basic },
   };

@@ -6,7 +6,9 @@ import {
   type JSONWebKeySet,
   type JWSHeaderParameters,
 } from 'jose';
+import type { Span } from '@opentelemetry/api';
 import type { Clock } from '../kit/clock.js';
+import { markFailed, serverOf, startClientSpan, type AuthTracing } from './auth-tracing.js';
 
 export interface JwksKeysOptions {
   /** Milliseconds after a fetch (good or failed) ends before a token with an unknown kid may fetch again. */
@@ -55,6 +57,8 @@ export class JwksKeys {
   private fetchedAt = -Infinity;
   private settledAt = -Infinity;
   private pending: Promise<void> | null = null;
+  /** The client span of the fetch under way, when a traced request started it: its waiters link to it. */
+  private pendingSpan: Span | null = null;
   /** The kids that fetched the set within the cooldown on their claims' word, since `vouchedSince`. */
   private readonly vouchedKids = new Set<string>();
   private vouchedSince = -Infinity;
@@ -71,7 +75,15 @@ export class JwksKeys {
     return this.fetch();
   }
 
-  readonly resolve: KeyResolver = async (header, token) => {
+  /**
+   * The key of a token's header. A fetch the token waits on is traced under `tracing`: the fetch it
+   * starts as a client span of its authentication, the one under way as a link to that fetch's span.
+   */
+  readonly resolve = async (
+    header: JWSHeaderParameters,
+    token: FlattenedJWSInput,
+    tracing?: AuthTracing,
+  ): Promise<CryptoKey | Uint8Array> => {
     const known = this.known;
     if (known) {
       try {
@@ -81,11 +93,11 @@ export class JwksKeys {
         return key;
       } catch (error) {
         if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
-        const fetched = this.fetchFor(header, token);
+        const fetched = this.fetchFor(header, token, tracing);
         if (!fetched) throw error;
         await fetched;
       }
-    } else await this.fetchFor(header, token);
+    } else await this.fetchFor(header, token, tracing);
     // The keys the fetch brought, or those known before it (a failed fetch keeps them).
     const keys = this.known as typeof known;
     if (!keys) throw new JwksUnavailable();
@@ -101,8 +113,12 @@ export class JwksKeys {
    * The fetch a token whose kid no known key has may wait on: the one under way, a new one once the
    * cooldown has passed or when its claims vouch for its kid, else null.
    */
-  private fetchFor(header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<void> | null {
-    if (this.mayFetch() || this.vouchedFor(header.kid, token)) return this.fetch();
+  private fetchFor(
+    header: JWSHeaderParameters,
+    token: FlattenedJWSInput,
+    tracing: AuthTracing | undefined,
+  ): Promise<void> | null {
+    if (this.mayFetch() || this.vouchedFor(header.kid, token)) return this.fetch(tracing);
     return null;
   }
 
@@ -122,9 +138,22 @@ export class JwksKeys {
     return true;
   }
 
-  /** The fetch under way, or a new one; it never rejects (a failure is told to `onFailure`). */
-  private fetch(): Promise<void> {
-    this.pending ??= fetchJwks(this.url, this.options)
+  /**
+   * The fetch under way, or a new one; it never rejects (a failure is told to `onFailure`). A traced
+   * request that starts it has it as a client span; one that waits on it links its authentication span
+   * to that span (the fetch belongs to the trace that started it, the link crosses traces).
+   */
+  private fetch(tracing?: AuthTracing): Promise<void> {
+    if (this.pending) {
+      if (tracing) {
+        tracing.span.setAttribute('quotagate.auth.jwks_wait', true);
+        if (this.pendingSpan) tracing.span.addLink({ context: this.pendingSpan.spanContext() });
+      }
+      return this.pending;
+    }
+    const span = tracing ? startFetchSpan(tracing, this.url) : null;
+    this.pendingSpan = span;
+    this.pending = fetchJwks(this.url, this.options, span)
       .then(
         (set) => {
           this.known = createLocalJWKSet(set);
@@ -138,7 +167,9 @@ export class JwksKeys {
         },
       )
       .finally(() => {
+        span?.end();
         this.pending = null;
+        this.pendingSpan = null;
         this.settledAt = this.options.clock.now();
       });
     return this.pending;
@@ -153,7 +184,9 @@ export class JwksKeys {
 export async function fetchJwks(
   url: string,
   { clock, timeoutMs }: Pick<JwksKeysOptions, 'clock' | 'timeoutMs'>,
+  span: Span | null = null,
 ): Promise<JSONWebKeySet> {
+  let status = 0;
   const controller = new AbortController();
   const timer = clock.setTimeout(
     () => controller.abort(new errors.JWKSTimeout(`the JWKS endpoint did not answer within ${timeoutMs} ms`)),
@@ -165,6 +198,8 @@ export async function fetchJwks(
       redirect: 'manual',
       headers: { accept: 'application/json, application/jwk-set+json' },
     });
+    status = response.status;
+    span?.setAttribute('http.response.status_code', status);
     const chunks: Uint8Array[] = [];
     let size = 0;
     // A reader rather than `for await`: the DOM's ReadableStream type (the browser tests' lib) has no
@@ -183,9 +218,28 @@ export async function fetchJwks(
     // jose's local set refuses anything but a JWK Set (JWKSInvalid).
     createLocalJWKSet(set);
     return set;
+  } catch (error) {
+    // The HTTP conventions' error.type: the status when it was not 200, else the error's class.
+    if (span) markFailed(span, status !== 0 && status !== 200 ? String(status) : (error as Error).name);
+    throw error;
   } finally {
     clock.clearTimeout(timer);
   }
+}
+
+/**
+ * The client span of a fetch of the JWK Set at `url`, as the HTTP semantic conventions have it: named by
+ * its method, with the URL whose user and password (if it has any) are redacted.
+ */
+function startFetchSpan(tracing: AuthTracing, url: string): Span {
+  const parsed = new URL(url);
+  if (parsed.username !== '') parsed.username = 'REDACTED';
+  if (parsed.password !== '') parsed.password = 'REDACTED';
+  return startClientSpan(tracing, 'GET', {
+    'http.request.method': 'GET',
+    'url.full': parsed.href,
+    ...serverOf(url, parsed.protocol === 'https:' ? 443 : 80),
+  });
 }
 
 /** Kids whose claims check out that may each fetch the set once within a cooldown. */

@@ -1,10 +1,24 @@
 import { createHash } from 'node:crypto';
-import { errors, jwtVerify, type FlattenedJWSInput, type JWTPayload } from 'jose';
+import {
+  errors,
+  jwtVerify,
+  type CryptoKey,
+  type FlattenedJWSInput,
+  type JWSHeaderParameters,
+  type JWTPayload,
+} from 'jose';
 import { LRUCache } from 'lru-cache';
 import { asymmetricAlgorithms, hmacAlgorithms, hmacAlgorithmsFor, type Config } from '../config/schema.js';
 import { dateAt, systemClock, type Clock } from '../kit/clock.js';
 import type { Logger } from '../observe/log.js';
-import { admitted, type Authenticator, type AuthResult, type Principal } from './authenticator.js';
+import type { AuthTracing } from './auth-tracing.js';
+import {
+  admitted,
+  type Authenticator,
+  type AuthRefusalCause,
+  type AuthResult,
+  type Principal,
+} from './authenticator.js';
 import { bearerChallenge, realm } from './challenges.js';
 import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
 import { builtInSecurity } from './swagger-security.js';
@@ -23,32 +37,41 @@ export interface JwtAuthenticatorOptions {
   fetchKeysAtStart?: boolean;
 }
 
-const noToken: AuthResult = Object.freeze({ ok: false, reject: 'unauthorized', challenge: bearerChallenge });
+const noToken: AuthResult = Object.freeze({
+  ok: false,
+  reject: 'unauthorized',
+  challenge: bearerChallenge,
+  cause: 'no_credentials',
+});
 const unavailable: AuthResult = Object.freeze({ ok: false, reject: 'service_unavailable' });
 
 /** RFC 6750 section 3.1 `invalid_token`, with a description (a quoted-string: no quote or backslash). */
-function invalidToken(description: string): AuthResult {
+function invalidToken(description: string, cause: AuthRefusalCause): AuthResult {
   const quoted = description.replace(/[^\x20-\x7e]|["\\]/g, '?');
   return Object.freeze({
     ok: false,
     reject: 'unauthorized',
     challenge: `Bearer realm="${realm}", error="invalid_token", error_description="${quoted}"`,
+    cause,
   });
 }
 
 const refusals = {
-  malformed: invalidToken('the token is not a signed JWT'),
-  algorithm: invalidToken('the token is signed with an algorithm the gateway does not accept'),
-  signature: invalidToken('the signature is not valid'),
-  expired: invalidToken('the token has expired'),
-  noKey: invalidToken('no key of the identity provider matches the token'),
+  malformed: invalidToken('the token is not a signed JWT', 'malformed_token'),
+  algorithm: invalidToken(
+    'the token is signed with an algorithm the gateway does not accept',
+    'algorithm_refused',
+  ),
+  signature: invalidToken('the signature is not valid', 'bad_signature'),
+  expired: invalidToken('the token has expired', 'expired_token'),
+  noKey: invalidToken('no key of the identity provider matches the token', 'unknown_signing_key'),
 };
 
 /** Why jose refused a token, as the challenge says it. */
 function refusalOf(error: unknown): AuthResult | null {
   if (error instanceof errors.JWTExpired) return refusals.expired;
   if (error instanceof errors.JWTClaimValidationFailed)
-    return invalidToken(`the ${error.claim} claim is not accepted: ${error.reason}`);
+    return invalidToken(`the ${error.claim} claim is not accepted: ${error.reason}`, 'claim_refused');
   if (error instanceof errors.JOSEAlgNotAllowed) return refusals.algorithm;
   if (error instanceof errors.JWSSignatureVerificationFailed) return refusals.signature;
   if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys)
@@ -101,23 +124,31 @@ export function createJwtAuthenticator(
     ...(settings.secret ? hmacAlgorithmsFor(settings.secret) : []),
   ];
   const isHmac = (alg: unknown) => (hmacAlgorithms as readonly unknown[]).includes(alg);
-  const key: KeyResolver = async (header, token) => {
+  /** The key of a token; a fetch of the JWK Set it waits on is traced under `tracing`. */
+  const keyOf = async (
+    header: JWSHeaderParameters,
+    token: FlattenedJWSInput,
+    tracing?: AuthTracing,
+  ): Promise<CryptoKey | Uint8Array> => {
     if (isHmac(header.alg)) {
       if (!secret) throw new errors.JOSEAlgNotAllowed('HMAC tokens need jwt.secret');
       return secret;
     }
     if (!jwks) throw new errors.JOSEAlgNotAllowed('asymmetric tokens need jwt.jwksUri');
-    return jwks.resolve(header, token);
+    return jwks.resolve(header, token, tracing);
   };
+  const key: KeyResolver = (header, token) => keyOf(header, token);
 
   // Verified tokens by their hash, until their exp at the latest: a caller repeating its token is not
   // checked again for a while.
   const verified = new LRUCache<string, Principal>({ max: 10_000, ttl: 5 * 60_000, perf: { now } });
 
-  async function verify(token: string): Promise<AuthResult> {
+  async function verify(token: string, tracing: AuthTracing | undefined): Promise<AuthResult> {
     let payload: JWTPayload;
+    // A traced request's resolver is its own (an allocation only then), to hand its span down.
+    const resolver: KeyResolver = tracing ? (header, jws) => keyOf(header, jws, tracing) : key;
     try {
-      ({ payload } = await jwtVerify(token, key, {
+      ({ payload } = await jwtVerify(token, resolver, {
         algorithms: [...algorithms],
         issuer: settings.issuer,
         audience: settings.audience,
@@ -133,7 +164,7 @@ export function createJwtAuthenticator(
     }
     const application = payload[settings.applicationClaim];
     if (typeof application !== 'string' || application === '')
-      return invalidToken(`the token has no ${settings.applicationClaim} claim`);
+      return invalidToken(`the token has no ${settings.applicationClaim} claim`, 'claim_refused');
     const upstreamFields = claimFields(payload, settings.forwardClaims);
     const principal: Principal = {
       ...(upstreamFields.length > 0 ? { upstreamFields } : {}),
@@ -149,12 +180,14 @@ export function createJwtAuthenticator(
 
   return {
     scheme: 'jwt',
-    authenticate(req) {
+    authenticate(req, _res, _path, tracing) {
       const token = bearerToken(req.headers.authorization);
       if (!token) return noToken;
       const known = verified.get(hashOf(token));
       // The cache keeps a token while its age is at most its lifetime: at exp itself, it no longer holds.
-      return known && now() < known.expiresAt! ? admitted(known) : verify(token);
+      const remembered = known !== undefined && now() < known.expiresAt!;
+      tracing?.span.setAttribute('quotagate.auth.cached', remembered);
+      return remembered ? admitted(known) : verify(token, tracing);
     },
     documentation: { swaggerSecurity: builtInSecurity.jwt },
   };

@@ -6,10 +6,18 @@ import {
   SizeLimitExceededError,
   type Entry,
 } from 'ldapts';
+import type { Attributes } from '@opentelemetry/api';
 import type { Config } from '../config/schema.js';
 import { beforeDeadline, deadlinePassed } from '../kit/deadline.js';
 import type { Logger } from '../observe/log.js';
-import type { Authenticator, AuthResult, Identification, Principal } from './authenticator.js';
+import { markFailed, serverOf, startClientSpan, type AuthTracing } from './auth-tracing.js';
+import type {
+  Authenticator,
+  AuthRefusalCause,
+  AuthResult,
+  Identification,
+  Principal,
+} from './authenticator.js';
 import { basicChallenge } from './challenges.js';
 import { parseBasicCredentials } from './basic-credentials.js';
 import { fillFilter } from './ldap-filter.js';
@@ -24,7 +32,15 @@ export interface LdapAuthenticatorOptions {
   now?: () => number;
 }
 
-const unauthorized: AuthResult = { ok: false, reject: 'unauthorized', challenge: basicChallenge };
+/** The refusal of credentials, with why for the authentication span. */
+const unauthorized = (cause: AuthRefusalCause): AuthResult =>
+  Object.freeze({ ok: false, reject: 'unauthorized', challenge: basicChallenge, cause });
+const refusals = {
+  no_credentials: unauthorized('no_credentials'),
+  unknown_user: unauthorized('unknown_user'),
+  bad_password: unauthorized('bad_password'),
+  no_identity: unauthorized('no_identity'),
+} as const;
 const unavailable: AuthResult = { ok: false, reject: 'service_unavailable' };
 
 /** The one entry a username found: its DN, and its identity (or why it has none). */
@@ -33,8 +49,11 @@ interface FoundEntry {
   identity: string | { problem: string };
 }
 
-/** What a check with the directory concluded. */
-type Verdict = { principal: Principal; dn: string } | null;
+/** What a check with the directory concluded: the principal, or why not. */
+type Verdict = { principal: Principal; dn: string } | 'unknown_user' | 'bad_password' | 'no_identity';
+
+/** An operation with the directory, as its client span names it (`ldap bind`). */
+type Operation = 'starttls' | 'bind' | 'search';
 
 /**
  * `APIKeyAuthType: 'ldap'`: HTTP basic credentials checked against a directory. Search as the admin (or
@@ -61,9 +80,44 @@ export function createLdapAuthenticator(
     : null;
   const { identityAttribute } = settings;
   const logger = options.logger;
+  // OpenTelemetry has no conventions for LDAP: a client span of one has the general ones.
+  let server: Attributes | null = null;
+
+  /**
+   * `work`, one operation with the directory, in a client span under the authentication span when it
+   * is traced (`as`: whose bind, or what a search looks for). Its result code says how it ended.
+   */
+  async function operation<T>(
+    tracing: AuthTracing | undefined,
+    name: Operation,
+    as: string,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    if (!tracing) return work();
+    server ??= { ...serverOf(settings.url, settings.url.startsWith('ldaps:') ? 636 : 389) };
+    const span = startClientSpan(tracing, `ldap ${name}`, {
+      ...server,
+      'network.protocol.name': 'ldap',
+      'quotagate.ldap.operation': name,
+      [name === 'bind' ? 'quotagate.ldap.bind' : 'quotagate.ldap.search']: as,
+    });
+    try {
+      const result = await work();
+      span.setAttribute('quotagate.ldap.result_code', 0);
+      return result;
+    } catch (error) {
+      // ldapts's errors of a result carry its code (49: invalid credentials); others are the network's.
+      const { code, name: errorName } = error as { code?: unknown; name?: unknown };
+      if (typeof code === 'number') span.setAttribute('quotagate.ldap.result_code', code);
+      markFailed(span, typeof errorName === 'string' ? errorName : 'Error');
+      throw error;
+    } finally {
+      span.end();
+    }
+  }
 
   /** Runs `work` on a connection bound as the admin (or anonymous), and unbinds it whatever happens. */
-  async function withDirectory<T>(work: (client: Client) => Promise<T>): Promise<T> {
+  async function withDirectory<T>(work: (client: Client) => Promise<T>, tracing?: AuthTracing): Promise<T> {
     const client = new Client({
       url: settings.url,
       timeout: settings.timeout,
@@ -76,29 +130,33 @@ export function createLdapAuthenticator(
     });
     try {
       // startTLS writes the plain socket into the options it is given: hand it a fresh copy every time.
-      if (settings.startTLS) await client.startTLS({ ...settings.tlsOptions });
-      if (settings.adminPassword) await client.bind(settings.adminDn, settings.adminPassword);
+      if (settings.startTLS)
+        await operation(tracing, 'starttls', 'tls', () => client.startTLS({ ...settings.tlsOptions }));
+      if (settings.adminPassword)
+        await operation(tracing, 'bind', 'service', () =>
+          client.bind(settings.adminDn, settings.adminPassword!),
+        );
       return await work(client);
     } finally {
       await client.unbind().catch(() => undefined);
     }
   }
 
-  function lookUp(username: string, password: string): Promise<Verdict> {
+  function lookUp(username: string, password: string, tracing?: AuthTracing): Promise<Verdict> {
     return withDirectory(async (client) => {
-      const entry = await findUser(client, username);
-      if (!entry) return null;
+      const entry = await findUser(client, username, tracing);
+      if (!entry) return 'unknown_user';
       const { dn, identity } = entry;
       // Groups are searched before the bind as the user, with the rights of the admin (or anonymous).
-      const groups = typeof identity === 'string' ? await groupsOf(client, dn, identity) : undefined;
-      if (!(await bindsAs(client, dn, password))) return null;
+      const groups = typeof identity === 'string' ? await groupsOf(client, dn, identity, tracing) : undefined;
+      if (!(await bindsAs(client, dn, password, tracing))) return 'bad_password';
       // Said only once the password is right, so that guessed usernames cannot fill the log.
       if (typeof identity !== 'string') {
         logger.warn({ dn, identityAttribute }, `ldap entry refused: ${identity.problem}`);
-        return null;
+        return 'no_identity';
       }
       return { dn, principal: { subject: identity, application: identity, ...(groups ? { groups } : {}) } };
-    });
+    }, tracing);
   }
 
   /**
@@ -160,14 +218,20 @@ export function createLdapAuthenticator(
   }
 
   /** The one entry the filter finds for `username`, or null for none or several. */
-  async function findUser(client: Client, username: string): Promise<FoundEntry | null> {
+  async function findUser(
+    client: Client,
+    username: string,
+    tracing?: AuthTracing,
+  ): Promise<FoundEntry | null> {
     try {
-      const { searchEntries } = await client.search(settings.searchBase, {
-        scope: 'sub',
-        filter: fillFilter(settings.searchFilter, { username }),
-        attributes: identityAttribute ? [identityAttribute] : ['dn'],
-        sizeLimit: 2,
-      });
+      const { searchEntries } = await operation(tracing, 'search', 'user', () =>
+        client.search(settings.searchBase, {
+          scope: 'sub',
+          filter: fillFilter(settings.searchFilter, { username }),
+          attributes: identityAttribute ? [identityAttribute] : ['dn'],
+          sizeLimit: 2,
+        }),
+      );
       if (searchEntries.length !== 1) return null;
       const entry = searchEntries[0]!;
       return { dn: entry.dn, identity: identityAttribute ? identityOf(entry) : entry.dn };
@@ -195,9 +259,14 @@ export function createLdapAuthenticator(
       : { problem: 'its identityAttribute is empty or not text' };
   }
 
-  async function bindsAs(client: Client, dn: string, password: string): Promise<boolean> {
+  async function bindsAs(
+    client: Client,
+    dn: string,
+    password: string,
+    tracing?: AuthTracing,
+  ): Promise<boolean> {
     try {
-      await client.bind(dn, password);
+      await operation(tracing, 'bind', 'user', () => client.bind(dn, password));
       return true;
     } catch (error) {
       if (error instanceof InvalidCredentialsError) return false;
@@ -210,33 +279,43 @@ export function createLdapAuthenticator(
    * as typed, so that every spelling gets the same groups; the config allows it only with
    * identityAttribute.
    */
-  async function groupsOf(client: Client, dn: string, identity: string): Promise<string[] | undefined> {
-    if (!settings.groupSearchBase || !settings.groupSearchFilter) return undefined;
-    const { searchEntries } = await client.search(settings.groupSearchBase, {
-      scope: 'sub',
-      filter: fillFilter(settings.groupSearchFilter, { dn, username: identity }),
-      attributes: ['dn'],
-    });
+  async function groupsOf(
+    client: Client,
+    dn: string,
+    identity: string,
+    tracing?: AuthTracing,
+  ): Promise<string[] | undefined> {
+    const { groupSearchBase, groupSearchFilter } = settings;
+    if (!groupSearchBase || !groupSearchFilter) return undefined;
+    const { searchEntries } = await operation(tracing, 'search', 'groups', () =>
+      client.search(groupSearchBase, {
+        scope: 'sub',
+        filter: fillFilter(groupSearchFilter, { dn, username: identity }),
+        attributes: ['dn'],
+      }),
+    );
     return searchEntries.map((entry) => entry.dn);
   }
 
   return {
     scheme: 'ldap',
-    async authenticate(req) {
+    async authenticate(req, _res, _path, tracing) {
       const header = req.headers.authorization;
       const credentials = typeof header === 'string' ? parseBasicCredentials(header) : null;
       // An empty password would make the bind anonymous, which many directories accept.
-      if (!credentials || credentials.username === '' || credentials.password === '') return unauthorized;
+      if (!credentials || credentials.username === '' || credentials.password === '')
+        return refusals.no_credentials;
       const { username, password } = credentials;
       const cached = cache?.get(username, password);
+      if (cache) tracing?.span.setAttribute('quotagate.auth.cached', cached !== undefined);
       if (cached) return { ok: true, principal: cached };
       try {
-        const verdict = await beforeDeadline(lookUp(username, password), settings.timeout);
+        const verdict = await beforeDeadline(lookUp(username, password, tracing), settings.timeout);
         if (verdict === deadlinePassed) {
           logger.warn({ timeout: settings.timeout }, 'ldap directory did not answer in time');
           return unavailable;
         }
-        if (!verdict) return unauthorized;
+        if (typeof verdict === 'string') return refusals[verdict];
         cache?.set(username, verdict.dn, password, verdict.principal);
         return { ok: true, principal: verdict.principal };
       } catch (error) {

@@ -74,6 +74,12 @@ function withoutRequestCredentials(error: unknown, req: IncomingMessage, fields:
   return copy;
 }
 
+const pluginRefused: AuthResult = Object.freeze({
+  ok: false,
+  reject: 'unauthorized',
+  cause: 'plugin_refused',
+});
+
 /** `APIKeyAuthType: 'plugin'`: the seed's custom plugin contract around one plugin instance. */
 export function createPluginAuthenticator(
   plugin: AuthPlugin,
@@ -102,7 +108,7 @@ export function createPluginAuthenticator(
           logger.error({ timeout: options.timeout }, 'the auth plugin did not answer in time');
           return { ok: false, reject: 'service_unavailable' };
         }
-        return passed ? { ok: true, principal: principalOf(req) } : { ok: false, reject: 'unauthorized' };
+        return passed ? { ok: true, principal: principalOf(req) } : pluginRefused;
       } catch (error) {
         // The request's credential fields are taken out here; the logger takes out anything else that
         // looks like a credential, and the config's secrets.

@@ -54,15 +54,24 @@ export function createSchemeListAuthenticator(members: readonly Authenticator[])
     ok: false,
     reject: 'unauthorized',
     challenge: Object.freeze(challenges),
+    cause: 'no_credentials',
   });
-  const ambiguous: AuthResult = Object.freeze({ ...refused, reason: 'several_credentials' });
+  const ambiguous: AuthResult = Object.freeze({
+    ok: false,
+    reject: 'unauthorized',
+    challenge: Object.freeze(challenges),
+    reason: 'several_credentials',
+  });
   return {
     scheme: members.map((member) => member.scheme).join('+'),
-    authenticate(req, res, path) {
+    authenticate(req, res, path, tracing) {
       const kind = credentialsOf(req);
       if (kind === 'several') return ambiguous;
       const member = kind === null ? undefined : byKind.get(kind);
-      return member ? member.authenticate(req, res, path) : refused;
+      if (!member) return refused;
+      // The span names the member that decided, of the list it was given.
+      tracing?.span.setAttribute('quotagate.auth.scheme', member.scheme);
+      return member.authenticate(req, res, path, tracing);
     },
     documentation: {
       // Swagger 2.0: each entry of `security` is an alternative, any one of which admits the request.

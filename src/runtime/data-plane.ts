@@ -90,8 +90,9 @@ export async function buildDataPlane(
   const { logger, clock, cwd } = env;
   const { metrics } = parts;
   const gatewayClock = env.countersNow ? withNow(clock, env.countersNow) : clock;
+  const shutdown = shutdownBudget(clock, config.shutdownTimeout);
   // First, so that it closes last: the spans of the exchanges the drain ends are still exported.
-  const tracing = await openTracing(config.tracing, config.shutdownTimeout, env, metrics, closers);
+  const tracing = await openTracing(config.tracing, shutdown.left, env, metrics, closers);
   const usageBook = startUsageHistory(loaded, gatewayClock, parts.writeUsage, logger, closers);
   const accessLog = openDataPlaneLog(loaded, role, env, metrics, closers);
   const proxy = upstreamProxyOf(loaded, env, parts);
@@ -125,7 +126,10 @@ export async function buildDataPlane(
     gateway,
     listen: () => listeners.listen(),
     stop: () => listeners.stop(),
-    drain: (shutdownTimeout) => drain(gateway, listeners, logger, shutdownTimeout),
+    drain(shutdownTimeout) {
+      shutdown.begin(shutdownTimeout);
+      return drain(gateway, listeners, logger, shutdownTimeout);
+    },
     async prepareReload(next, kept) {
       // Read now, so that an unreadable certificate refuses the reload before anything changes.
       // A listener whose TLS the new config turns off keeps the certificate it serves (until a restart).
@@ -181,6 +185,23 @@ function upstreamProxyOf(loaded: LoadedConfig, env: Env, parts: DataPlaneParts):
     onDrainCut: () => parts.metrics.upstreamDrainsCut.inc(),
     resolveHost: env.resolveHost,
   });
+}
+
+/**
+ * What a shutdown leaves of its `shutdownTimeout` once the drain is over, for the export of the spans
+ * still waiting: the drain and the export end within it together (past it, a worker is killed, and a
+ * service manager kills the process), but the export gets a second at least, for the spans of the
+ * exchanges the grace period cut off. Before a drain began (a start that failed), the whole of it.
+ */
+function shutdownBudget(clock: Pick<Clock, 'monotonic'>, shutdownTimeout: number) {
+  let began: { at: number; timeout: number } | null = null;
+  return {
+    begin: (timeout: number) => void (began = { at: clock.monotonic(), timeout }),
+    left: () =>
+      began === null
+        ? shutdownTimeout
+        : Math.max(closingGraceMs, began.timeout - (clock.monotonic() - began.at)),
+  };
 }
 
 /** The drain of `BuiltDataPlane`, in its order. */

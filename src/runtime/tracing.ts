@@ -13,11 +13,11 @@ const defaultEndpoint = 'http://localhost:4318/v1/traces';
  * imported only then, so that a gateway without tracing loads nothing of OpenTelemetry. Each process
  * that serves the data plane (a worker among them) exports its own spans. Its closer, pushed before the
  * upstream's and the gateway's, runs after them: the spans of the exchanges the drain ended are exported,
- * within `shutdownTimeout`.
+ * within `flushWithin()` ms (what the drain left of `shutdownTimeout`) and `exportTimeout`.
  */
 export async function openTracing(
   config: TracingConfig,
-  shutdownTimeout: number,
+  flushWithin: () => number,
   env: Env,
   metrics: Metrics,
   closers: Closers,
@@ -43,7 +43,7 @@ export async function openTracing(
     },
     timers: env.clock,
   });
-  closers.push('tracing', () => tracing.close(Math.min(shutdownTimeout, settings.exportTimeoutMs)));
+  closers.push('tracing', () => tracing.close(Math.min(flushWithin(), settings.exportTimeoutMs)));
   logger.info({ endpoint, sampler: settings.sampler, ratio: settings.ratio }, 'tracing on');
   return tracing;
 }

@@ -51,11 +51,9 @@ async function authenticate(
   return JSON.parse(res.body) as AuthResult;
 }
 
-const unauthorized = {
-  ok: false,
-  reject: 'unauthorized',
-  challenge: 'Basic realm="quotagate", charset="UTF-8"',
-};
+const challenge = 'Basic realm="quotagate", charset="UTF-8"';
+/** A refusal of credentials, and why (what the authentication span says, never the answer). */
+const unauthorized = (cause: string) => ({ ok: false, reject: 'unauthorized', challenge, cause });
 
 describe('ldap scheme against a real slapd', () => {
   it("accepts a user with the right password, as the application and subject the entry's DN names", async () => {
@@ -66,9 +64,9 @@ describe('ldap scheme against a real slapd', () => {
   });
 
   it('rejects a wrong password, an unknown user and missing credentials', async () => {
-    expect(await authenticate(settings(), basic('alice', 'wrong'))).toEqual(unauthorized);
-    expect(await authenticate(settings(), basic('nobody', 'whatever'))).toEqual(unauthorized);
-    expect(await authenticate(settings(), undefined)).toEqual(unauthorized);
+    expect(await authenticate(settings(), basic('alice', 'wrong'))).toEqual(unauthorized('bad_password'));
+    expect(await authenticate(settings(), basic('nobody', 'whatever'))).toEqual(unauthorized('unknown_user'));
+    expect(await authenticate(settings(), undefined)).toEqual(unauthorized('no_credentials'));
   });
 
   it('searches anonymously when there is no adminPassword', async () => {
@@ -86,7 +84,9 @@ describe('ldap scheme against a real slapd', () => {
   it.each(['*', 'a)(uid=*', '*)(|(objectClass=*', 'a\u0000b', 'alice)(uid=bob', '*lice'])(
     'rejects the injection username %j, never binding as another user',
     async (username) => {
-      expect(await authenticate(settings(), basic(username, password('alice')))).toEqual(unauthorized);
+      expect(await authenticate(settings(), basic(username, password('alice')))).toEqual(
+        unauthorized('unknown_user'),
+      );
     },
   );
 
@@ -108,7 +108,7 @@ describe('ldap scheme against a real slapd', () => {
       settings({ searchFilter: '(|(uid={{username}})(uid=bob))' }),
       basic('alice', password('alice')),
     );
-    expect(result).toEqual(unauthorized);
+    expect(result).toEqual(unauthorized('unknown_user'));
   });
 });
 
@@ -165,9 +165,9 @@ describe('ldap scheme: one identity per directory entry, whatever the spelling',
         (await request(probe.url, { path: '/', headers: { authorization: basic('alice', pass) } })).body,
       ) as AuthResult;
 
-    expect(await login('wrong-password')).toEqual(unauthorized);
+    expect(await login('wrong-password')).toEqual(unauthorized('bad_password'));
     expect(lines()).toEqual([]);
-    expect(await login(password('alice'))).toEqual(unauthorized);
+    expect(await login(password('alice'))).toEqual(unauthorized('no_identity'));
     expect(lines().map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual([
       'ldap entry refused: it has no identityAttribute',
     ]);
@@ -176,7 +176,7 @@ describe('ldap scheme: one identity per directory entry, whatever the spelling',
   it('refuses with 401 an entry with several values of identityAttribute, and accepts one with a single value', async () => {
     const byUid = settings({ identityAttribute: 'uid' });
     for (const name of ['carol', 'carol.smith'])
-      expect(await authenticate(byUid, basic(name, password('carol')))).toEqual(unauthorized);
+      expect(await authenticate(byUid, basic(name, password('carol')))).toEqual(unauthorized('no_identity'));
     expect(await authenticate(byUid, basic('bob', password('bob')))).toEqual({
       ok: true,
       principal: { subject: 'bob', application: 'bob' },
@@ -249,8 +249,8 @@ describe('ldap scheme: the session cache holds one session per entry', () => {
     expect(await login('alice', password('alice'))).toEqual(asAlice);
     expect(relay.connections()).toBe(start + 2);
 
-    expect(await login('ALICE', 'wrong-password')).toEqual(unauthorized);
-    expect(await login('alice', 'wrong-password')).toEqual(unauthorized);
+    expect(await login('ALICE', 'wrong-password')).toEqual(unauthorized('bad_password'));
+    expect(await login('alice', 'wrong-password')).toEqual(unauthorized('bad_password'));
     expect(relay.connections()).toBe(start + 4);
 
     await relay.close();
@@ -262,7 +262,7 @@ describe('ldap scheme: the session cache holds one session per entry', () => {
   it('never lets a cached spelling or password authenticate as another entry', async () => {
     const login = await cachedLogin();
     expect(await login('alice', password('alice'))).toEqual(asAlice);
-    expect(await login('bob', password('alice'))).toEqual(unauthorized);
+    expect(await login('bob', password('alice'))).toEqual(unauthorized('bad_password'));
     expect(await login('bob', password('bob'))).toEqual({
       ok: true,
       principal: { subject: dnOf('bob'), application: dnOf('bob') },
@@ -301,9 +301,9 @@ describe('ldap scheme: calls it must not make', () => {
     const before = relay.connections();
     expect(
       await authenticate(settings({ url: `ldap://127.0.0.1:${relay.port}` }), basic('alice', '')),
-    ).toEqual(unauthorized);
+    ).toEqual(unauthorized('no_credentials'));
     expect(await authenticate(settings({ url: `ldap://127.0.0.1:${relay.port}` }), basic('', 'x'))).toEqual(
-      unauthorized,
+      unauthorized('no_credentials'),
     );
     expect(relay.connections()).toBe(before);
   });
@@ -325,7 +325,7 @@ describe('ldap scheme: calls it must not make', () => {
     expect(await login(password('alice'))).toMatchObject({ ok: true });
     expect(relay.connections()).toBe(start + 1);
 
-    expect(await login('wrong-password')).toEqual(unauthorized);
+    expect(await login('wrong-password')).toEqual(unauthorized('bad_password'));
     expect(relay.connections()).toBe(start + 2);
 
     now += 5 * 60_000 + 1;

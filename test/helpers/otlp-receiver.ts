@@ -25,6 +25,8 @@ export interface ReceivedSpan {
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
   events: Array<{ name: string; attributes: Record<string, AttributeValue> }>;
+  /** The spans it links to (of its own trace or another). */
+  links: Array<{ traceId: string; spanId: string }>;
   /** The resource's attributes (service.name among them). */
   resource: Record<string, AttributeValue>;
 }
@@ -40,6 +42,11 @@ export interface OtlpReceiver {
   answer: OtlpAnswer;
   /** Resolves once `count` spans were taken (at once when they were). */
   waitForSpans(count: number): Promise<ReceivedSpan[]>;
+  /**
+   * The server spans taken (one per exchange), once there are `count`: an exchange's child spans
+   * (authentication, …) end before it and may come first.
+   */
+  waitForServerSpans(count: number): Promise<ReceivedSpan[]>;
   close(): Promise<void>;
 }
 
@@ -71,10 +78,14 @@ interface ExportRequest {
         attributes?: KeyValue[];
         status?: { code?: number; message?: string };
         events?: Array<{ name: string; attributes?: KeyValue[] }>;
+        links?: Array<{ traceId: Ids; spanId: Ids }>;
       }>;
     }>;
   }>;
 }
+
+/** OTLP's SpanKind of a server span. */
+const serverKind = 2;
 
 let decodeProtobuf: ((bytes: Buffer) => ExportRequest) | null = null;
 
@@ -127,6 +138,7 @@ function spansOf(request: ExportRequest): ReceivedSpan[] {
           name: event.name,
           attributes: attributesOf(event.attributes),
         })),
+        links: (span.links ?? []).map((link) => ({ traceId: hex(link.traceId), spanId: hex(link.spanId) })),
         resource: attributesOf(resource?.attributes),
       })),
     ),
@@ -176,6 +188,11 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       return new Promise<ReceivedSpan[]>((resolve) =>
         waiters.push({ count, wake: () => resolve(receiver.spans) }),
       );
+    },
+    async waitForServerSpans(count: number): Promise<ReceivedSpan[]> {
+      const servers = () => receiver.spans.filter((span) => span.kind === serverKind);
+      while (servers().length < count) await this.waitForSpans(receiver.spans.length + 1);
+      return servers();
     },
     async close() {
       for (const res of hanging.splice(0)) res.destroy();

@@ -38,7 +38,7 @@ describe("the tracing backend's credentials", () => {
         headers: { 'x-honeycomb-team': 'config-team-credential-0123456789' },
         scheduledDelay: 1,
       }),
-      1_000,
+      () => 1_000,
       env,
       createMetrics(),
       closers,
