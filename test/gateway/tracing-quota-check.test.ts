@@ -83,6 +83,7 @@ describe('the quota check span', () => {
     expect(server.traceId).toBe(clientTrace);
     expect(children.map(({ name, kind }) => [name, kind]).sort()).toEqual([
       ['GET', spanKind.client],
+      ['quotagate.authenticate', spanKind.internal],
       ['quotagate.quota_check', spanKind.internal],
     ]);
     const check = quotaCheckOf(children);
@@ -119,7 +120,10 @@ describe('the quota check span', () => {
     expect(upstream.requests).toHaveLength(sent);
     const { server, children } = await treeOf(accessLines(gateway).at(-1)!);
     expect(server.attributes['http.response.status_code']).toBe(429);
-    expect(children.map(({ name }) => name)).toEqual(['quotagate.quota_check']);
+    expect(children.map(({ name }) => name).sort()).toEqual([
+      'quotagate.authenticate',
+      'quotagate.quota_check',
+    ]);
     expect(quotaCheckOf(children).attributes).toMatchObject({
       'quotagate.decision': 'refused',
       'quotagate.refusal.code': 'quota_exceeded',
