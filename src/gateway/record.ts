@@ -1,12 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Span } from '@opentelemetry/api';
 import type { AuthRefusalReason, AuthResult, Authenticator, Principal } from '../auth/authenticator.js';
 import type { RouteMatch } from '../catalog/router.js';
 import type { CounterState, SlotRelease } from '../limiter/counter-store.js';
 import type { ApplicableRestriction } from '../quota/quota-index.js';
 import { Exchange, type ProxyOutcome } from '../upstream/upstream-proxy.js';
+import type { TryEnd, TryTarget } from '../upstream/exchange.js';
 import type { Clock } from '../kit/clock.js';
 import type { ExchangeTrace } from '../observe/tracing.js';
 import type { AnswerBodyUnits } from './answer-units.js';
+import { endClientSpan, startClientSpan, type ClientSpans } from './client-span.js';
 import { cutMessages, cutResponse, type ExchangeCut } from './answers/cut.js';
 import type { DataPlaneErrorCode } from './answers/errors.js';
 import {
@@ -42,7 +45,10 @@ const noFields: readonly string[] = [];
  * - the measures: what the exchange moved and when (`Exchange`, written as it runs).
  * It is undici's handler of the upstream exchange (`Exchange`), and a node of the open exchanges' list.
  */
-export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> implements OpenExchange {
+export class ExchangeRecord
+  extends Exchange<AnswerBodyUnits, MeteredBytes>
+  implements OpenExchange, ClientSpans
+{
   // Facts.
   /** The rules in force when the request came: it keeps them to its end, across reloads. */
   readonly ruleSet: RuleSet;
@@ -68,6 +74,8 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
    * ended where its access line is written, and the parent of the child spans its steps start.
    */
   trace: ExchangeTrace | null = null;
+  /** The upstream client span of the try in flight, when its trace records (client-span.ts). */
+  clientSpan: Span | null = null;
 
   // Decision.
   /** How the quota check ended, for the access log. */
@@ -150,6 +158,14 @@ export class ExchangeRecord extends Exchange<AnswerBodyUnits, MeteredBytes> impl
   /** The authenticator of its operation, compiled on its route, or the usage path's. */
   authenticator(): Authenticator {
     return this.route === null ? this.ruleSet.usageAuthenticator : this.route.guard;
+  }
+
+  override tryStarted(target: TryTarget): void {
+    if (this.trace !== null && this.trace.recording) startClientSpan(this.trace, this, target);
+  }
+
+  override tryEnded(how: TryEnd, statusCode: number): void {
+    if (this.clientSpan !== null) endClientSpan(this, how, statusCode);
   }
 
   /** An exchange the gateway cut is the gateway's doing, not the client's abort. */

@@ -3,20 +3,8 @@ import type { Tracing } from '../observe/tracing.js';
 import { clientAddress } from '../upstream/fields/forwarded.js';
 import type { ProxyOutcome } from '../upstream/upstream-proxy.js';
 import { addGrpcSpanAttributes } from './answers/grpc.js';
+import { knownMethods } from './http-methods.js';
 import type { ExchangeRecord } from './record.js';
-
-/** The methods HTTP semantic conventions name a span by; any other is `HTTP` (and `_OTHER` in attributes). */
-const knownMethods: ReadonlySet<string> = new Set([
-  'GET',
-  'HEAD',
-  'POST',
-  'PUT',
-  'DELETE',
-  'CONNECT',
-  'OPTIONS',
-  'TRACE',
-  'PATCH',
-]);
 
 const protocolVersions = { 'HTTP/1.0': '1.0', 'HTTP/1.1': '1.1', 'HTTP/2': '2' } as const;
 

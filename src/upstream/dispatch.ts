@@ -62,16 +62,20 @@ export function dispatch(exchange: Exchange, origin: Origin, host: DispatchHost)
 
 /**
  * Sends the exchange again, to `origin`, the next target of its API's pool, after the one before could
- * not take it (retries.ts): with that target's Host (the last field an HTTP exchange is given) and
- * `timeout`, what is left of proxyTimeout.
+ * not take it (retries.ts): with that target's Host (the gateway's own `host` field, the last of that
+ * name: a traced try's `traceparent` may follow it) and `timeout`, what is left of proxyTimeout.
  */
 export function redispatch(exchange: Exchange, origin: Origin, timeout: number): void {
   const fields = exchange.upstreamFields;
-  fields[fields.length - 1] = origin.host;
+  let at = fields.length - 2;
+  while (fields[at] !== 'host') at -= 2;
+  fields[at + 1] = origin.host;
   send(exchange, origin, timeout);
 }
 
 function send(exchange: Exchange, origin: Origin, timeout: number): void {
+  // Each try is told before it goes: a traced one writes the `traceparent` naming its own client span.
+  exchange.tryStarted(origin);
   origin.pool.dispatch(
     {
       path: exchange.upstreamTarget,

@@ -91,6 +91,24 @@ export interface ExchangeReports {
   endTrailersOnly(head: readonly string[]): void;
 }
 
+/**
+ * Where one try of an exchange goes (an origin): what a client span of it says of its server. Made once
+ * per origin, never per request.
+ */
+export interface TryTarget {
+  /** The origin's URL (`http://10.0.0.7:8080`), which the try's path follows. */
+  readonly url: string;
+  /** Its host name or address (no brackets), and its port. */
+  readonly address: string;
+  readonly port: number;
+}
+
+/**
+ * How a try of an exchange ended: its answer read to its end (`completed`), its client gone or the
+ * gateway's cut (`client_aborted`), or the error that failed it.
+ */
+export type TryEnd = 'completed' | 'client_aborted' | Error;
+
 /** Links the request and the response of an exchange to it, for shared listeners. */
 const exchangeKey = Symbol('quotagate.exchange');
 type Linked<T> = T & { [exchangeKey]?: Exchange };
@@ -233,6 +251,19 @@ export abstract class Exchange<
   abstract grpcStatusMissing(): readonly string[];
   abstract endTrailersOnly(head: readonly string[]): void;
 
+  /**
+   * A try of the exchange is sent to `target` (each target of a pool it goes to is one), its fields
+   * ready: whoever traces the exchange starts its client span here. Nothing to do by default.
+   */
+  tryStarted(_target: TryTarget): void {}
+
+  /**
+   * The try last started has ended (`how`), its answer's status `statusCode` when its head came (0 when
+   * none did). Told once per try (`settle`, or the pool's answer set aside), and maybe again when the
+   * exchange ends: whoever traces it ignores a try already ended.
+   */
+  tryEnded(_how: TryEnd, _statusCode: number): void {}
+
   /** How the exchange ended, once the client response has closed. */
   outcome(): ProxyOutcome {
     return this.upstreamOutcome === 'completed' && !this.res.writableFinished && this.webSocket === null
@@ -243,7 +274,7 @@ export abstract class Exchange<
   /** Ends the upstream side once the client has gone: an upstream exchange still running is aborted. */
   abandonUpstream(): void {
     if (this.settled || this.res.writableFinished) return;
-    this.settle();
+    this.settle('client_aborted');
     // One still waiting for a connection is aborted as it gets one (`onRequestStart`).
     this.controller?.abort(new Error('the client went away'));
   }
@@ -275,23 +306,26 @@ export abstract class Exchange<
    */
   cutReading(): void {
     this.drainCut = true;
-    this.settle();
-    this.controller?.abort(new Error('too many answers read after their clients left'));
+    const error = new Error('too many answers read after their clients left');
+    this.settle(error);
+    this.controller?.abort(error);
   }
 
   /** The rest of the answer took longer than `upstreamDrainCapMs`: the upstream exchange is aborted. */
   private giveUpReading(): void {
     this.drainCap = null;
-    this.settle();
-    this.controller?.abort(new Error('the rest of the answer took too long to read'));
+    const error = new Error('the rest of the answer took too long to read');
+    this.settle(error);
+    this.controller?.abort(error);
   }
 
   /**
-   * The upstream has nothing more to say: its deadline, if any, is of no use now, and the reading of the
-   * rest of its answer, if any, is told.
+   * The upstream has nothing more to say (`how`): its try has ended, its deadline, if any, is of no use
+   * now, and the reading of the rest of its answer, if any, is told.
    */
-  settle(): void {
+  settle(how: TryEnd): void {
     this.settled = true;
+    this.tryEnded(how, this.responseHeaders === null ? 0 : this.status);
     if (this.deadline !== null) this.host!.clock.clearTimeout(this.deadline);
     const then = this.drained;
     if (then === null) return;
@@ -304,7 +338,7 @@ export abstract class Exchange<
   /** Ends the upstream side for `error`: the client is told of it, unless only the rest was being read. */
   failUpstream(error: Error): void {
     const reading = this.drained !== null;
-    this.settle();
+    this.settle(error);
     if (!reading) this.host?.fail(error, this);
   }
 
@@ -344,7 +378,7 @@ export abstract class Exchange<
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders): void {
     this.responseTrailers = trailers;
     const reading = this.drained !== null;
-    this.settle();
+    this.settle('completed');
     if (!reading) this.chain!.end(this, trailers);
   }
 

@@ -5,6 +5,7 @@ import type { Clock } from '../kit/clock.js';
 import type { CompiledApi } from '../catalog/router.js';
 import { upstreamTargets, type ApiConfig } from '../config/schema.js';
 import type { ApiUpstream } from '../console/logic/upstreams.js';
+import type { TryTarget } from './exchange.js';
 import type { TargetHealth } from './health-checks.js';
 import type { TargetStanding } from './target-pool.js';
 import { Http2Upstream, type UpstreamDispatcher } from './http2-upstream.js';
@@ -14,7 +15,7 @@ import { upstreamConnector, webSocketAgent, type UpstreamTls } from './upstream-
 import { followWebSocketOpenings, type WebSocketOpener, type WebSocketSteps } from './websocket/relay.js';
 
 /** One upstream origin: its http-proxy-3 server, its keep-alive connections, and its Host. */
-export interface Origin {
+export interface Origin extends TryTarget {
   readonly server: ProxyServer;
   readonly pool: UpstreamDispatcher;
   /**
@@ -273,12 +274,19 @@ export class Origins {
       ...(tls ? { agent: webSocketAgent(tls) } : {}),
     });
     const openWebSocket = followWebSocketOpenings(server, this.use.webSocketSteps);
-    const origin: Origin = { server, pool, host, openWebSocket };
+    const origin: Origin = { server, pool, host, openWebSocket, ...tryTargetOf(target) };
     sendFirst(server, (req) => this.use.send(req, origin));
     // Errors of a WebSocket's exchange come to its steps' `failed`; this one hears those of its client socket.
     server.on('error', () => undefined);
     return origin;
   }
+}
+
+/** What the client span of a try to `target` says of its server, made once per origin. */
+function tryTargetOf(target: URL): TryTarget {
+  const address = target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname;
+  const port = target.port === '' ? (target.protocol === 'https:' ? 443 : 80) : Number(target.port);
+  return { url: target.origin, address, port };
 }
 
 const countsKey = (apiId: string, origin: string) => `${apiId} ${origin}`;

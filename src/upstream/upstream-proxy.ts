@@ -152,6 +152,8 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     if (exchange.isOpening()) {
       // http-proxy-3's ws() takes the opening's path from `req.url` alone: the one place it is rewritten.
       req.url = exchange.upstreamTarget;
+      // Its one try is told before its fields are copied: a traced one names its client span in them.
+      exchange.tryStarted(origin);
       origin.openWebSocket(req, exchange.upgradeHead!, openingHeaders(exchange, origin.host));
       return;
     }
@@ -283,6 +285,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
     // The answer is set aside, its connection closed: the error undici tells of it now is not the
     // exchange's (a settled exchange hears none), and no byte of it reaches the client.
     exchange.settled = true;
+    exchange.tryEnded('completed', statusCode);
     controller.abort(new Error(`the target answered ${statusCode}: the exchange went to another`));
     exchange.responseHeaders = null;
     this.sendElsewhere(exchange, attempt, retry);

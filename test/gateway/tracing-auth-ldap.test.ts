@@ -47,7 +47,9 @@ describe('the authentication span of the ldap scheme', () => {
   it('hangs the directory search and binds under authenticate, under the server span, in one trace', async () => {
     expect((await get(gateway, basic('alice', alice.password))).status).toBe(200);
     const trace = await traceOf(gateway, receiver, 200);
-    const [authenticate, ...others] = trace.childrenOf(trace.server);
+    // By name: the upstream's client span, then authenticate, and nothing else under the server span.
+    const [upstreamTry, authenticate, ...others] = trace.childrenOf(trace.server);
+    expect(upstreamTry).toMatchObject({ name: 'GET', kind: spanKind.client });
     expect(others).toEqual([]);
     expect(authenticate).toMatchObject({
       name: 'quotagate.authenticate',

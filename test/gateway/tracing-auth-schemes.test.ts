@@ -158,7 +158,9 @@ describe('the authentication span of the key schemes', () => {
       attributes: { 'quotagate.auth.scheme': 'basic', 'quotagate.auth.outcome': 'admitted' },
     });
     expect(trace.childrenOf(authenticate)).toEqual([]);
+    // The server span, authenticate, and the upstream's client span (`GET`): no other.
     expect(trace.spans.map((span) => span.name).sort()).toEqual([
+      'GET',
       'GET /pets/{petId}',
       'quotagate.authenticate',
     ]);

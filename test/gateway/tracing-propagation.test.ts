@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js';
+import { childrenOf, onlyOf, spanKind } from '../helpers/trace-trees.js';
 import { request } from '../helpers/raw-http.js';
 import {
   accessLines,
@@ -91,7 +92,9 @@ describe('what a client sends that is not one valid traceparent', () => {
     expect(span!.traceId).not.toBe(clientTrace);
     expect(span!.traceId).not.toBe('a'.repeat(32));
     expect(span!.parentSpanId).toBe('');
-    expect(seen[0]).toBe(`00-${span!.traceId}-${span!.spanId}-01`);
+    // The upstream's parent is the gateway's client span of the exchange, a child of its server span.
+    const client = onlyOf(childrenOf(receiver.spans, span!), spanKind.client);
+    expect(seen[0]).toBe(`00-${span!.traceId}-${client.spanId}-01`);
     expect(upstream.requests.at(-1)!.headers.tracestate).toBeUndefined();
   });
 
@@ -116,7 +119,8 @@ describe('what a client sends that is not one valid traceparent', () => {
     expect((await get(gateway, { traceparent })).status).toBe(200);
     const [span] = await receiver.waitForServerSpans(1);
     expect(span!.parentSpanId).toBe('');
-    expect(traceparentsSeen(upstream)).toEqual([`00-${span!.traceId}-${span!.spanId}-01`]);
+    const client = onlyOf(childrenOf(receiver.spans, span!), spanKind.client);
+    expect(traceparentsSeen(upstream)).toEqual([`00-${span!.traceId}-${client.spanId}-01`]);
   });
 });
 

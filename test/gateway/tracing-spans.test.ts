@@ -1,6 +1,7 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { spanKind } from '../helpers/trace-trees.js';
 import {
   accessLines,
   basicAuth,
@@ -97,9 +98,13 @@ describe('the server span of each exchange', () => {
     expect(span.attributes['quotagate.ratelimit']).toMatch(new RegExp(`^"${systemQuotaId}/0";r=2;t=\\d+$`));
     // No query string (it may carry a key) anywhere in the span.
     expect(JSON.stringify(span)).not.toContain('secret');
-    // The upstream's parent is the gateway's span; the client's baggage goes on as it came.
+    // The upstream's parent is the gateway's client span, under its server span; the client's baggage
+    // goes on as it came.
     const seen = upstream.requests.at(-1)!.headers;
-    expect(seen.traceparent).toBe(`00-${clientTrace}-${span.spanId}-01`);
+    const client = receiver.spans.find(
+      (child) => child.parentSpanId === span.spanId && child.kind === spanKind.client,
+    )!;
+    expect(seen.traceparent).toBe(`00-${clientTrace}-${client.spanId}-01`);
     expect(seen.baggage).toBe('tenant=a%20b');
   });
 

@@ -21,14 +21,14 @@ export interface ReceivedSpan {
   name: string;
   /** OTLP's SpanKind: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
   kind: number;
-  attributes: Record<string, string | number | boolean>;
+  attributes: Record<string, AttributeValue>;
   /** OTLP's status code: 0 unset, 1 ok, 2 error. */
   status: { code: number; message: string };
-  events: Array<{ name: string; attributes: Record<string, string | number | boolean> }>;
+  events: Array<{ name: string; attributes: Record<string, AttributeValue> }>;
   /** The spans it links to (of its own trace or another). */
   links: Array<{ traceId: string; spanId: string }>;
   /** The resource's attributes (service.name among them). */
-  resource: Record<string, string | number | boolean>;
+  resource: Record<string, AttributeValue>;
 }
 
 export interface OtlpReceiver {
@@ -59,7 +59,10 @@ type Value = {
   intValue?: string | number;
   doubleValue?: number;
   boolValue?: boolean;
+  arrayValue?: { values?: Value[] };
 };
+/** An attribute's value: a scalar, or a list of them (a string[] attribute). */
+export type AttributeValue = string | number | boolean | Array<string | number | boolean>;
 type KeyValue = { key: string; value?: Value };
 type Ids = Buffer | string;
 interface ExportRequest {
@@ -104,10 +107,13 @@ function protobufDecoder(): (bytes: Buffer) => ExportRequest {
 const hex = (id: Ids | undefined): string =>
   id === undefined ? '' : typeof id === 'string' ? id : id.toString('hex');
 
-function valueOf(value: Value | undefined): string | number | boolean {
+function valueOf(value: Value | undefined): AttributeValue {
   if (value === undefined) return '';
   const set =
-    value.value ?? ['stringValue', 'intValue', 'doubleValue', 'boolValue'].find((key) => key in value);
+    value.value ??
+    ['stringValue', 'intValue', 'doubleValue', 'boolValue', 'arrayValue'].find((key) => key in value);
+  if (set === 'arrayValue')
+    return (value.arrayValue?.values ?? []).map((item) => valueOf(item) as string | number | boolean);
   if (set === 'intValue') return Number(value.intValue);
   if (set === 'doubleValue') return value.doubleValue!;
   if (set === 'boolValue') return value.boolValue!;

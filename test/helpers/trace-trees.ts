@@ -63,3 +63,17 @@ export function spanTexts(spans: readonly ReceivedSpan[]): string[] {
     ...Object.values(span.resource).map(String),
   ]);
 }
+
+/** The spans whose parent is `parent`, in the order they came. */
+export const childrenOf = (spans: readonly ReceivedSpan[], parent: ReceivedSpan): ReceivedSpan[] =>
+  spans.filter((span) => span.traceId === parent.traceId && span.parentSpanId === parent.spanId);
+
+/** The one span of `kind` among `spans` (a test fails when there are none, or more). */
+export function onlyOf(spans: readonly ReceivedSpan[], kind: number): ReceivedSpan {
+  const found = spans.filter((span) => span.kind === kind);
+  if (found.length !== 1) throw new Error(`${found.length} spans of kind ${kind}, not one`);
+  return found[0]!;
+}
+
+/** The `traceparent`'s parent id (its third part). */
+export const parentOf = (traceparent: string | undefined): string | undefined => traceparent?.split('-')[2];

@@ -106,9 +106,13 @@ export function originOf(
   clock: Clock = systemClock,
 ): Origin & { pool: UpstreamDispatcher } {
   const pool = grpc ? new Http2Upstream(url, 5_000, clock) : new Pool(url, { pipelining: 1 });
+  const target = new URL(url);
   return {
     pool,
-    host: new URL(url).host,
+    host: target.host,
+    url: target.origin,
+    address: target.hostname,
+    port: Number(target.port),
     server: null as never,
     openWebSocket: () => undefined,
   };

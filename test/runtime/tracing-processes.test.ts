@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startCliGateway } from '../helpers/cli-gateway.js';
 import { moduleLog, type ModuleLog } from '../helpers/module-log.js';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.js';
+import { spanKind } from '../helpers/trace-trees.js';
 import { request } from '../helpers/raw-http.js';
 import { basicAuth, devKey, petsConfig } from '../helpers/test-gateway.js';
 import { startUpstream } from '../helpers/upstream.js';
@@ -106,5 +107,7 @@ describe('tracing on', () => {
     expect((await gateway.cli.exited).code).toBe(0);
     expect(receiver.spans.filter((span) => span.kind === 2)).toHaveLength(4);
     expect(new Set(receiver.spans.map((span) => span.traceId)).size).toBe(4);
+    // And each its upstream client span.
+    expect(receiver.spans.filter((span) => span.kind === spanKind.client)).toHaveLength(4);
   });
 });

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { constants as http2Constants, type Http2ServerResponse } from 'node:http2';
+import type { Exchange } from '../../upstream/exchange.js';
 import { connectionSpecific } from '../edge/http2-messages.js';
 
 /** The gRPC status codes the gateway answers with (grpc/doc/statuscodes.md). */
@@ -86,6 +87,43 @@ export function addGrpcSpanAttributes(res: ServerResponse, attributes: Record<st
   attributes['rpc.system'] = 'grpc';
   const given = grpcStatusGiven(res);
   if (given !== null) attributes['rpc.grpc.status_code'] = given;
+}
+
+/**
+ * The RPC semantic conventions' attributes of the client span of a try of a gRPC API's call: the system,
+ * service and method of its path (`/package.Service/Method`: gRPC over HTTP/2, "Requests"), and the
+ * span's name (`package.Service/Method`); null for any other exchange, which HTTP's conventions name.
+ */
+export function grpcClientSpanName(
+  exchange: Exchange,
+  path: string,
+  attributes: Record<string, unknown>,
+): string | null {
+  if (!exchange.grpc) return null;
+  const slash = path.lastIndexOf('/');
+  attributes['rpc.system'] = 'grpc';
+  attributes['rpc.service'] = path.slice(1, slash);
+  attributes['rpc.method'] = path.slice(slash + 1);
+  return path.slice(1);
+}
+
+/**
+ * Adds the gRPC status a gRPC API's upstream ended a call with (its trailers', or the head's of a
+ * trailers-only answer) to the attributes of the try's client span, and returns the span's error type
+ * when the call failed (its code; `missing_grpc_status` when it gave none); null when it is OK, or the
+ * answer is no call's end (another API's, or an HTTP status other than 200).
+ */
+export function addUpstreamGrpcStatus(
+  exchange: Exchange,
+  statusCode: number,
+  attributes: Record<string, unknown>,
+): string | null {
+  if (!exchange.grpc || statusCode !== 200) return null;
+  const given = exchange.responseTrailers?.['grpc-status'] ?? exchange.responseHeaders?.['grpc-status'];
+  if (given === undefined) return 'missing_grpc_status';
+  const code = readGrpcStatus(given);
+  attributes['rpc.grpc.status_code'] = code;
+  return code === grpcStatus.OK ? null : String(code);
 }
 
 /**

@@ -31,6 +31,9 @@ export function account(context: StepContext, record: ExchangeRecord): void {
     // Slots first: no verdict still pending may take one for an exchange whose upstream is gone.
     record.end();
     record.abandonUpstream();
+    // A try still open ends with its exchange, whose client's side has closed (each way a try ends
+    // tells it first: this is for a way that does not).
+    record.tryEnded('client_aborted', record.responseHeaders === null ? 0 : record.status);
   }
   const { res } = record;
   // Closed before any answer was sent, or even decided: the client left (nginx logs the same as 499).

@@ -1,9 +1,11 @@
 import type { IncomingMessage } from 'node:http';
+import type { Span } from '@opentelemetry/api';
 import type { CounterSpec } from '../../limiter/counter-store.js';
 import type { LimiterVerdict } from '../../limiter/limiter.js';
 import type { QuotaChecks } from '../../quota/quota-index.js';
 import { countedFields, repeatedCallerField } from '../../upstream/fields/caller-keys.js';
 import { refuse } from '../answers/refusal.js';
+import { endQuotaCheck, startQuotaCheck } from '../quota-check-span.js';
 import { appendRateLimitFields } from '../rate-limit-headers.js';
 import type { ExchangeRecord } from '../record.js';
 import { isPromise, type Next, type StepContext } from './context.js';
@@ -39,16 +41,31 @@ export function admit(context: StepContext, record: ExchangeRecord): Next {
       )
     : selected;
   if (checks.all.length === 0) return true;
+  const span = record.trace === null ? null : startQuotaCheck(record.trace, checks);
   record.declaredBytes = declaredLength(req);
   // A body larger than a whole window's bytes can never fit: no Retry-After would help.
-  if (record.declaredBytes > checks.largestBody) return refuseTooLarge(context, record, checks);
+  if (record.declaredBytes > checks.largestBody) return refuseTooLarge(context, record, checks, span);
   const specs = checks.specs(record.declaredBytes);
   const verdict = specs.length === 0 ? nothingToCheck : context.limiter.consume(specs);
+  // A promise is the store's trip (or a trip for a lease already on its way, which this check waits for).
   if (isPromise(verdict))
-    return verdict.then(
-      (settled) => admitted(context, record, checks, specs, settled) && shadows(context, record, checks),
-    );
-  return admitted(context, record, checks, specs, verdict) && shadows(context, record, checks);
+    return verdict.then((settled) => checked(context, record, checks, specs, settled, span, true));
+  return checked(context, record, checks, specs, verdict, span, false);
+}
+
+/** The verdict applied, the quota check's span ended (when traced), then the shadow restrictions. */
+function checked(
+  context: StepContext,
+  record: ExchangeRecord,
+  checks: QuotaChecks,
+  specs: readonly CounterSpec[],
+  verdict: LimiterVerdict,
+  span: Span | null,
+  trip: boolean,
+): Next {
+  const goesOn = admitted(context, record, checks, specs, verdict);
+  if (span !== null) endQuotaCheck(span, record, checks, verdict, trip);
+  return goesOn && shadows(context, record, checks);
 }
 
 /** Applies a counter verdict: adds the rate-limit fields, and answers 429 or 503 itself when it must. */
@@ -156,6 +173,7 @@ async function refuseTooLarge(
   context: StepContext,
   record: ExchangeRecord,
   checks: QuotaChecks,
+  span: Span | null,
 ): Promise<false> {
   const declared = record.declaredBytes;
   // Each restriction by its own limit, twins included (they share a counter under the tightest limit).
@@ -171,7 +189,10 @@ async function refuseTooLarge(
       'cannot read the counters of a body too large from the store',
     );
   }
-  if (record.res.destroyed) return false;
+  if (record.res.destroyed) {
+    span?.end();
+    return false;
+  }
   const smallest = tooSmall.reduce((least, restriction) =>
     restriction.limit < least.limit ? restriction : least,
   );
@@ -182,6 +203,7 @@ async function refuseTooLarge(
     fields,
     `a body of ${declared} bytes is more than restriction ${smallest.quotaId}/${smallest.index} allows in any ${seconds} seconds (${smallest.limit} bytes)`,
   );
+  if (span !== null) endQuotaCheck(span, record, checks, null, null);
   return false;
 }
 

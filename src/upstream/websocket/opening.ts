@@ -84,6 +84,8 @@ function answered(
   exchange.upstreamMs = host.clock.monotonic() - exchange.forwardedAt;
   exchange.status = proxyRes.statusCode ?? 0;
   exchange.responseHeaders = proxyRes.headers;
+  // The opening's try is over with the upstream's answer; the WebSocket it opens is the server span's.
+  exchange.tryEnded('completed', exchange.status);
   const fields = appendEndToEndResponseFields(proxyRes.headers, [...exchange.fields, ...connection], null);
   proxyRes.headers = headersOf(fields, []) as IncomingHttpHeaders;
 }
@@ -92,6 +94,7 @@ function answered(
 function openingFailed(host: OpeningHost, error: Error, req: IncomingMessage): void {
   const exchange = exchangeOf(req)!;
   if (exchange.status === 0) {
+    exchange.tryEnded(error, 0);
     host.fail(error, exchange);
     return;
   }
