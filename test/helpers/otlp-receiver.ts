@@ -152,7 +152,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const receiver = {
     url: '',
     spans: [] as ReceivedSpan[],
-    requests: [] as Array<{ contentType: string; spans: number }>,
+    requests: [] as OtlpReceiver['requests'],
     answer: 200 as OtlpAnswer,
   };
   const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
