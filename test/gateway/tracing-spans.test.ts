@@ -6,6 +6,7 @@ import {
   accessLines,
   basicAuth,
   devKey,
+  mb,
   petsConfig,
   setQuota,
   startTestGateway,
@@ -139,6 +140,49 @@ describe('the server span of each exchange', () => {
       name: 'quotagate.refused',
       attributes: { 'quotagate.refusal.code': 'quota_exceeded' },
     });
+  });
+
+  it('ends a 413 with the restriction its body is too large for, and no upstream try', async () => {
+    const bytesGateway = await startTestGateway(
+      petsConfig(`${upstream.url}/pets`, {
+        tracing: { enabled: true, endpoint: receiver.url, scheduledDelay: 10 },
+      }),
+    );
+    try {
+      await setQuota(
+        bytesGateway,
+        { type: 'API', name: 'System', restrictions: [mb(0.001, 1, 'minute')] },
+        systemQuotaId,
+      );
+      const res = await request(`${bytesGateway.url}/pets`, {
+        method: 'POST',
+        headers: { authorization: basicAuth(devKey), 'content-type': 'text/plain' },
+        body: 'x'.repeat(2_000),
+      });
+      await res.body.dump();
+      expect(res.statusCode).toBe(413);
+      const line = accessLines(bytesGateway).find((entry) => entry.status === 413)!;
+      let span: ReceivedSpan | undefined;
+      while (
+        !(span = receiver.spans.find((each) => each.attributes['quotagate.request_id'] === line.requestId))
+      )
+        await receiver.waitForSpans(receiver.spans.length + 1);
+      expect(span.traceId).toBe(line.traceId);
+      expect(span.status.code).toBe(0);
+      expect(span.attributes).toMatchObject({
+        'http.response.status_code': 413,
+        'quotagate.decision': 'refused',
+        'quotagate.refusal.code': 'payload_too_large',
+        'quotagate.refused_by': `${systemQuotaId}/0`,
+      });
+      expect(line.refusedBy).toBe(`${systemQuotaId}/0`);
+
+      expect(span.events.map((event) => event.name)).toEqual(['quotagate.refused']);
+      const children = receiver.spans.filter((child) => child.parentSpanId === span.spanId);
+      expect(children.some((child) => child.kind === spanKind.client)).toBe(false);
+    } finally {
+      await bytesGateway.close();
+    }
   });
 
   it('says the gateway answered a read of the usage path itself, neither admitted nor refused', async () => {

@@ -197,6 +197,7 @@ async function refuseTooLarge(
     restriction.limit < least.limit ? restriction : least,
   );
   const seconds = Math.ceil(smallest.windowMs / 1000);
+  for (const restriction of tooSmall) record.addRefusal(restriction);
   refuse(
     record,
     'payload_too_large',
