@@ -228,17 +228,28 @@ export async function fetchJwks(
 }
 
 /**
- * The client span of a fetch of the JWK Set at `url`, as the HTTP semantic conventions have it: named by
- * its method, with the URL whose user and password (if it has any) are redacted.
+ * The JWKS URL as a span or a log line shows it: its user and password (if it has any) redacted, and
+ * without its query and fragment, which may hold a credential the provider takes (`?token=…`, a signed
+ * URL's signature), as the upstream client spans' `url.full` is without the query.
  */
-function startFetchSpan(tracing: AuthTracing, url: string): Span {
+export function shownJwksUrl(url: string): string {
   const parsed = new URL(url);
   if (parsed.username !== '') parsed.username = 'REDACTED';
   if (parsed.password !== '') parsed.password = 'REDACTED';
+  parsed.search = '';
+  parsed.hash = '';
+  return parsed.href;
+}
+
+/**
+ * The client span of a fetch of the JWK Set at `url`, as the HTTP semantic conventions have it: named by
+ * its method, with the URL as `shownJwksUrl` has it.
+ */
+function startFetchSpan(tracing: AuthTracing, url: string): Span {
   return startClientSpan(tracing, 'GET', {
     'http.request.method': 'GET',
-    'url.full': parsed.href,
-    ...serverOf(url, parsed.protocol === 'https:' ? 443 : 80),
+    'url.full': shownJwksUrl(url),
+    ...serverOf(url, new URL(url).protocol === 'https:' ? 443 : 80),
   });
 }
 

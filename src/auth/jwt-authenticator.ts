@@ -20,7 +20,7 @@ import {
   type Principal,
 } from './authenticator.js';
 import { bearerChallenge, realm } from './challenges.js';
-import { JwksKeys, JwksUnavailable, type KeyResolver } from './jwks-keys.js';
+import { JwksKeys, JwksUnavailable, shownJwksUrl, type KeyResolver } from './jwks-keys.js';
 import { builtInSecurity } from './swagger-security.js';
 
 type JwtSettings = NonNullable<Config['jwt']>;
@@ -100,6 +100,8 @@ export function createJwtAuthenticator(
   const clock = options.clock ?? systemClock;
   const now = () => clock.now();
   const secret = settings.secret ? new TextEncoder().encode(settings.secret) : null;
+  // The log shows the URL without its query, which may hold the provider's credential.
+  const shownJwksUri = settings.jwksUri ? shownJwksUrl(settings.jwksUri) : undefined;
   const jwks = settings.jwksUri
     ? new JwksKeys(settings.jwksUri, {
         cooldownMs: settings.jwksCooldown,
@@ -111,7 +113,7 @@ export function createJwtAuthenticator(
           options.onJwksFetch?.('failed');
           // The serializer of `err` takes an object: a bare string would be logged letter by letter.
           logger.warn(
-            { jwksUri: settings.jwksUri, err: { name: error.name, message: error.message } },
+            { jwksUri: shownJwksUri, err: { name: error.name, message: error.message } },
             'jwks fetch failed',
           );
         },

@@ -30,6 +30,8 @@ export interface JwksServer {
   url: string;
   /** The requests it has answered, good or not. */
   readonly fetches: number;
+  /** The path and query of the last request, or null before any. */
+  readonly lastPath: string | null;
   keys: JWK[];
   down: boolean;
   /** Requests are read and never answered (until `close`). */
@@ -41,9 +43,11 @@ export interface JwksServer {
 
 export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
   let fetches = 0;
+  let lastPath: string | null = null;
   const state = { keys, down: false, hanging: false, body: null as string | null };
-  const server = createServer((_req, res) => {
+  const server = createServer((req, res) => {
     fetches += 1;
+    lastPath = req.url ?? null;
     if (state.hanging) return;
     if (state.down) {
       res.writeHead(500).end();
@@ -59,6 +63,9 @@ export async function startJwksServer(keys: JWK[]): Promise<JwksServer> {
     url: `http://127.0.0.1:${port}/realms/test/protocol/openid-connect/certs`,
     get fetches() {
       return fetches;
+    },
+    get lastPath() {
+      return lastPath;
     },
     get keys() {
       return state.keys;
