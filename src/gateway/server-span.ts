@@ -25,11 +25,9 @@ export function startTrace(tracing: Tracing, record: ExchangeRecord): void {
  */
 export function endServerSpan(record: ExchangeRecord, status: number, outcome: ProxyOutcome | null): void {
   const trace = record.trace!;
+  // A sampled-out exchange's span records nothing: ending it would do nothing either.
+  if (!trace.recording) return;
   const { span } = trace;
-  if (!trace.recording) {
-    span.end();
-    return;
-  }
   const { req, route, principal, ruleSet } = record;
   const verb = req.method ?? '';
   const known = knownMethods.has(verb);

@@ -8,6 +8,8 @@ import {
   type Attributes,
   type Context,
   type Span,
+  type SpanContext,
+  type TraceState,
   type TextMapGetter,
   type TextMapSetter,
   type Tracer,
@@ -21,7 +23,10 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
+  RandomIdGenerator,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
+  type IdGenerator,
   type ReadableSpan,
   type Sampler,
   type SpanExporter,
@@ -75,21 +80,60 @@ export function startOtelTracing(parts: OtelTracingParts): Tracing {
     scheduledDelayMillis: settings.scheduledDelayMs,
     exportTimeoutMillis: settings.exportTimeoutMs,
   });
+  const sampler = samplerOf(settings);
+  const ids = new DrawnIds();
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes(settings.resource),
-    sampler: samplerOf(settings),
+    sampler,
+    idGenerator: ids,
     spanProcessors: [new BoundedProcessor(batch, queue, settings.maxQueueSize, parts.onDropped)],
   });
   const tracer = provider.getTracer('quotagate');
   return {
     start(headers: IncomingHttpHeaders, verb: string): ExchangeTrace {
-      const incoming = propagator.extract(ROOT_CONTEXT, headers, headerGetter);
-      const continued = incoming !== ROOT_CONTEXT;
+      const incoming =
+        headers.traceparent === undefined
+          ? ROOT_CONTEXT
+          : propagator.extract(ROOT_CONTEXT, headers, headerGetter);
+      const parent = trace.getSpanContext(incoming);
+      const continued = parent !== undefined && trace.isSpanContextValid(parent);
+      const traceId = continued ? parent.traceId : ids.random.generateTraceId();
+      // The sampler decides first, on the trace id the span would take: a sampled-out exchange (most of
+      // them, at a low ratio) then costs an id and this call, no span, context or propagator of the SDK.
+      const sampled = sampler.shouldSample(incoming, traceId, verb, SpanKind.SERVER, {}, []);
+      if (sampled.decision === SamplingDecision.NOT_RECORD)
+        return new SampledOutTrace(
+          tracer,
+          ids,
+          incoming,
+          continued ? parent : null,
+          traceId,
+          sampled.traceState,
+        );
+      // The SDK draws a root span's trace id itself, and decides again on it: it takes the one decided on.
+      if (!continued) ids.next = traceId;
       const span = tracer.startSpan(verb, { kind: SpanKind.SERVER }, incoming);
-      return new ServerTrace(tracer, span, trace.setSpan(incoming, span), continued);
+      ids.next = undefined;
+      return new ServerTrace(tracer, span, trace.setSpan(incoming, span));
     },
     close: (timeoutMs) => closeWithin(provider, timeoutMs, parts.timers),
   };
+}
+
+/** Random ids, but for the trace id a root span is to take when the sampler has decided on it. */
+class DrawnIds implements IdGenerator {
+  readonly random = new RandomIdGenerator();
+  next: string | undefined = undefined;
+
+  generateTraceId(): string {
+    const drawn = this.next ?? this.random.generateTraceId();
+    this.next = undefined;
+    return drawn;
+  }
+
+  generateSpanId(): string {
+    return this.random.generateSpanId();
+  }
 }
 
 /** The SDK's sampler that `OTEL_TRACES_SAMPLER` names. */
@@ -119,8 +163,6 @@ class ServerTrace implements ExchangeTrace {
     private readonly tracer: Tracer,
     readonly span: Span,
     readonly context: Context,
-    /** The client sent a valid `traceparent`, which this exchange continues. */
-    private readonly continued: boolean,
   ) {
     this.traceId = span.spanContext().traceId;
     this.recording = span.isRecording();
@@ -144,8 +186,6 @@ class ServerTrace implements ExchangeTrace {
   }
 
   propagate(fields: Array<string | string[]>, parent: Span = this.span): void {
-    // Sampled out, the client's context goes on as it came: its parent stays the upstream's parent.
-    if (!this.recording && this.continued) return;
     // One of each, the gateway's: a client's own (or a second, or a malformed one) is replaced.
     removeFields(fields, 'traceparent', 'tracestate');
     propagator.inject(trace.setSpan(ROOT_CONTEXT, parent), fields, fieldSetter);
@@ -153,6 +193,64 @@ class ServerTrace implements ExchangeTrace {
 
   fail(description: string): void {
     this.span.setStatus({ code: SpanStatusCode.ERROR, message: description });
+  }
+}
+
+/**
+ * The trace of an exchange the sampler left out: its trace id (for the access line) and, when the
+ * upstream is to get one, a `traceparent` of its own, built from strings. Its non-recording span and
+ * context are made only if something asks for them.
+ */
+class SampledOutTrace implements ExchangeTrace {
+  readonly recording = false;
+  private spanId: string | undefined = undefined;
+  private nonRecording: Span | undefined = undefined;
+
+  constructor(
+    private readonly tracer: Tracer,
+    private readonly ids: DrawnIds,
+    private readonly incoming: Context,
+    /** The client's valid context, which the upstream receives unchanged; null for a new trace. */
+    private readonly parent: SpanContext | null,
+    readonly traceId: string,
+    private readonly traceState: TraceState | undefined,
+  ) {}
+
+  get span(): Span {
+    this.nonRecording ??= trace.wrapSpanContext({
+      traceId: this.traceId,
+      spanId: this.ownSpanId(),
+      traceFlags: TraceFlags.NONE,
+      ...(this.traceState ? { traceState: this.traceState } : {}),
+    });
+    return this.nonRecording;
+  }
+
+  get context(): Context {
+    return trace.setSpan(this.incoming, this.span);
+  }
+
+  child(name: string, kind: 'internal' | 'client' = 'internal'): Span {
+    return this.tracer.startSpan(
+      name,
+      { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL },
+      this.context,
+    );
+  }
+
+  propagate(fields: Array<string | string[]>): void {
+    if (this.parent !== null) return;
+    removeFields(fields, 'traceparent', 'tracestate');
+    fields.push('traceparent', `00-${this.traceId}-${this.ownSpanId()}-00`);
+    const state = this.traceState?.serialize();
+    if (state) fields.push('tracestate', state);
+  }
+
+  fail(): void {}
+
+  private ownSpanId(): string {
+    this.spanId ??= this.ids.generateSpanId();
+    return this.spanId;
   }
 }
 

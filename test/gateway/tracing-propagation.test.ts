@@ -79,6 +79,28 @@ describe('propagation when the exchange is sampled out', () => {
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     expect(sent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
   });
+
+  it.each([
+    [
+      'two traceparent fields',
+      ['00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-bbbbbbbbbbbbbbbb-01', traceparentOf('01')],
+    ],
+    ['an all-zero trace id', [`00-${'0'.repeat(32)}-${clientSpan}-01`]],
+  ])(
+    'replaces %s with the one of its own trace, not sampled, and drops the tracestate',
+    async (_name, forged) => {
+      const { gateway, upstream } = await traced({ sampler: 'always_off' });
+      expect((await get(gateway, { traceparent: forged, tracestate: 'evil=1' })).status).toBe(200);
+      const traceId = accessLines(gateway).at(-1)!.traceId as string;
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(traceId).not.toBe('a'.repeat(32));
+      expect(traceId).not.toBe(clientTrace);
+      expect(traceparentsSeen(upstream)).toEqual([
+        expect.stringMatching(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`)),
+      ]);
+      expect(upstream.requests.at(-1)!.headers.tracestate).toBeUndefined();
+    },
+  );
 });
 
 describe('what a client sends that is not one valid traceparent', () => {
@@ -150,6 +172,31 @@ describe('sampling', () => {
     // Their child spans, and no other span, of the traces of those exchanges.
     const traces = new Set(receiver.spans.filter((span) => span.kind === 2).map((span) => span.traceId));
     expect(receiver.spans.filter((span) => !traces.has(span.traceId))).toEqual([]);
+  });
+
+  it('at 0.5, a new trace is sampled on the id it is logged and exported with: about half of them', async () => {
+    const { gateway, upstream, receiver } = await traced({ sampleRatio: 0.5 });
+    const bound = Math.floor(0.5 * 0xffffffff);
+    const requests = 300;
+    const sent: string[] = [];
+    for (let i = 0; i < requests; i += 1) {
+      expect((await get(gateway)).status).toBe(200);
+      sent.push(...traceparentsSeen(upstream));
+    }
+    await parts!.closeGateway();
+    const logged = accessLines(gateway).map((line) => line.traceId as string);
+    const kept = logged.filter((id) => ratioValue(id) < bound);
+    const servers = receiver.spans.filter((span) => span.kind === 2);
+    expect(servers.map((span) => span.traceId).sort()).toEqual([...kept].sort());
+    // Decided once, on the id the span takes: deciding again on another id would keep a quarter of them
+    // (mean 75, sd 7.5), one decision half (mean 150, sd 8.7).
+    expect(kept.length).toBeGreaterThan(112);
+    // Each upstream request had one traceparent: the client span's (flag 01) or the trace's own (00).
+    expect(sent).toHaveLength(requests);
+    sent.forEach((field, i) => {
+      const sampled = ratioValue(logged[i]!) < bound;
+      expect(field).toMatch(new RegExp(`^00-${logged[i]}-[0-9a-f]{16}-${sampled ? '01' : '00'}$`));
+    });
   });
 
   it('at 0.1 by trace id exports exactly the traces whose id falls under the ratio', async () => {

@@ -38,9 +38,10 @@ export function prepareUpstreamFields(record: ExchangeRecord): void {
   appendForwardedFields(req, upstreamFields, peerTrusted);
   if (record.principal?.upstreamFields) upstreamFields.push(...record.principal.upstreamFields);
   upstreamFields.push('x-request-id', record.id);
-  // The gateway's span is the upstream's parent (W3C Trace Context), and a recorded exchange's each try
-  // then names its own client span instead (client-span.ts); Baggage goes on as the client sent it.
-  if (record.trace !== null) record.trace.propagate(upstreamFields);
+  // W3C Trace Context: a recorded exchange's each try names its own client span as the upstream's parent
+  // when it starts (client-span.ts); a sampled-out one's fields are written once, here. Baggage goes on
+  // as the client sent it.
+  if (record.trace !== null && !record.trace.recording) record.trace.propagate(upstreamFields);
   // RFC 9110 §10.1.4: the upstream may send trailers only to a client that takes them.
   if (takesTrailers(req)) {
     record.relaysTrailers = true;
