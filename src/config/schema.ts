@@ -84,13 +84,15 @@ const httpUrl = z.string({ error: msg('must be an http(s) URL') }).refine(
   { error: msg('must be an http(s) URL') },
 );
 
+/** A URL without a user or password: fetch() refuses one that has them, and a log must not show them. */
+const carriesNoCredentials = (value: string) =>
+  !URL.canParse(value) || new URL(value).username + new URL(value).password === '';
+
 const upstreamUrl = httpUrl
   .refine((value) => !value.includes('?') && !value.includes('#'), {
     error: 'must not carry a query or a fragment',
   })
-  .refine((value) => !URL.canParse(value) || new URL(value).username + new URL(value).password === '', {
-    error: 'must not carry credentials',
-  });
+  .refine(carriesNoCredentials, { error: 'must not carry credentials' });
 
 const redisUrl = z
   .string({ error: msg('must be a redis:// or rediss:// URL') })
@@ -513,7 +515,11 @@ const fieldName = z
 
 const jwtSchema = z.strictObject({
   /** The identity provider's JWK Set, fetched at start and again for a key it does not know yet. */
-  jwksUri: httpUrl.optional(),
+  jwksUri: httpUrl
+    .refine(carriesNoCredentials, {
+      error: 'must not carry credentials: a fetch refuses a user and password in the URL',
+    })
+    .optional(),
   issuer: nonEmpty,
   audience: z.union([nonEmpty, z.array(nonEmpty).min(1)], {
     error: msg('must be a string or a non-empty array of strings'),
@@ -629,10 +635,7 @@ export const shortestWebhookSecret = 16;
 const webhookSchema = z.strictObject(
   {
     /** Where the CloudEvents are POSTed; the signature, not a password in the URL, proves who sent them. */
-    url: httpUrl.refine(
-      (value) => !URL.canParse(value) || new URL(value).username + new URL(value).password === '',
-      { error: 'must not carry credentials' },
-    ),
+    url: httpUrl.refine(carriesNoCredentials, { error: 'must not carry credentials' }),
     /** Key of the HMAC-SHA256 of each body, sent as `X-Quotagate-Signature: sha256=<hex>`; kept out of the log. */
     secret: z
       .string({ error: msg(`must be a string of at least ${shortestWebhookSecret} characters`) })
