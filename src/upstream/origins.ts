@@ -70,9 +70,7 @@ export class Origins {
   private pools = new WeakMap<CompiledApi, TargetPool<Origin>>();
   /** What was sent to each target of a pool, by its API's id and its origin: a reload keeps a target's. */
   private counts = new Map<string, TargetCounts>();
-  /** The keys of `byKey` of the origins opened for an address a name resolved to. */
-  private readonly addressKeys = new Set<string>();
-  /** The pools of addresses no longer resolved, closing once their exchanges are answered. */
+  /** The pools no API in force uses any more, closing once their exchanges are answered. */
   private readonly retiring = new Set<UpstreamDispatcher>();
 
   /**
@@ -145,29 +143,40 @@ export class Origins {
   }
 
   /**
-   * Closes the connections of the addresses that no target of `apis` (the config in force) resolves to
-   * any more, once the exchanges on them are answered (undici's graceful `close`), so that the pods a
-   * Kubernetes Service saw come and go leave no pool behind. An HTTP/2 upstream (a gRPC API's) has no
-   * such close: it stays, its connections closed once idle (`idleSessionMs`).
+   * Closes the origins that no API of `apis` (the config in force) uses any more: a one-URL upstream or
+   * a pool's target a reload changed or dropped, an address its name no longer resolves to (the pods a
+   * Kubernetes Service saw come and go). Each closes once the exchanges on it are answered (undici's
+   * graceful `close`); until then `close()` can still destroy it at shutdown. Without this, every reload
+   * that changes an upstream left its keep-alive connections open for good.
+   *
+   * The APIs of the config replaced keep their exchanges still on their way upstream (on the rule set
+   * they started on): their origins and pools are found again, and so one of them opens its origin
+   * anew, which the next retirement closes. An HTTP/2 upstream (a gRPC API's) has no graceful close:
+   * it stays, its connections closed once idle (`idleSessionMs`).
    */
-  retireAddresses(apis: readonly ApiConfig[]): void {
-    const resolved = new Set<string>();
+  retireUnused(apis: readonly ApiConfig[]): void {
+    const used = new Set<string>();
     for (const api of apis) {
-      if (typeof api.upstream === 'string') continue;
-      for (const { origin, host } of resolvedTargets(upstreamTargets(api.upstream), this.addressesOf))
-        if (host !== null) resolved.add(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
+      const configured = upstreamTargets(api.upstream);
+      const pooled = typeof api.upstream !== 'string';
+      for (const { origin, host } of resolvedTargets(configured, pooled ? this.addressesOf : noAddresses))
+        used.add(originKey(api.protocol, origin, this.tlsOf(api.id, origin), host));
     }
-    for (const key of this.addressKeys) {
-      const { pool } = this.byKey.get(key)!;
-      if (resolved.has(key) || !(pool instanceof Pool)) continue;
+    let retired = false;
+    for (const [key, { pool }] of this.byKey) {
+      if (used.has(key) || !(pool instanceof Pool)) continue;
       this.byKey.delete(key);
-      this.addressKeys.delete(key);
       this.retiring.add(pool);
+      retired = true;
       void pool
         .close()
         .catch(() => undefined)
         .finally(() => this.retiring.delete(pool));
     }
+    if (!retired) return;
+    // A closed pool takes no exchange (UND_ERR_CLOSED): the replaced APIs find their origins again.
+    this.byApi = new WeakMap();
+    this.pools = new WeakMap();
   }
 
   /**
@@ -214,7 +223,6 @@ export class Origins {
     const pools = [...this.byKey.values()].map(({ pool }) => pool.destroy());
     for (const pool of this.retiring) pools.push(pool.destroy());
     this.byKey.clear();
-    this.addressKeys.clear();
     this.byApi = new WeakMap();
     this.pools = new WeakMap();
     await Promise.all(pools);
@@ -244,7 +252,6 @@ export class Origins {
     if (known) return known;
     const origin = this.open(protocol, upstreamOrigin, tls, host ?? new URL(upstreamOrigin).host);
     this.byKey.set(key, origin);
-    if (host !== null) this.addressKeys.add(key);
     return origin;
   }
 

@@ -9,7 +9,7 @@ const notConnected: ReadonlySet<string> = new Set([
   'ENETUNREACH',
   'ENOTFOUND',
   'EAI_AGAIN',
-  // The pool of an address its name no longer resolves to, closed (origins.ts's `retireAddresses`).
+  // The pool of an origin no API in force uses any more, closed (origins.ts's `retireUnused`).
   'UND_ERR_CLOSED',
 ]);
 

@@ -118,14 +118,15 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
    * Resolves the host names of the targets of `apis` (the config's, at start and at each reload) and
    * checks their health: targets that remain keep what was found of them (their health, and their
    * standing with outlier detection). Connections opened from now on (exchanges, WebSocket openings,
-   * checks) are made with `upstreamTls`, their APIs' TLS read from its files; those open stay as they are.
+   * checks) are made with `upstreamTls`, their APIs' TLS read from its files; those open that no API
+   * uses any more (another upstream, other TLS) close once their exchanges are answered.
    */
   watchTargets(apis: readonly ApiConfig[], upstreamTls: UpstreamTlsByApi = noUpstreamTls): void {
     this.apis = apis;
     this.upstreamTls = upstreamTls;
     this.addresses.watch(apis);
     this.followTargets();
-    this.origins.retireAddresses(apis);
+    this.origins.retireUnused(apis);
   }
 
   /** The targets of `apis` and what this gateway knows of them now (the admin listener, metrics, /readyz). */
@@ -179,7 +180,7 @@ export class UpstreamProxy implements DispatchHost, OpeningHost, OriginUse {
   private addressesChanged(): void {
     this.origins.addressesChanged();
     this.followTargets();
-    this.origins.retireAddresses(this.apis);
+    this.origins.retireUnused(this.apis);
   }
 
   /** The origin of the target of `api`'s pool that the exchange goes to, noted on the exchange. */

@@ -1,9 +1,10 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createProxyServer } from 'http-proxy-3';
-import { request } from 'undici';
+import { request, type Pool } from 'undici';
 import { describe, expect, it } from 'vitest';
 import type { CompiledApi } from '../../src/catalog/router.js';
+import type { ApiConfig } from '../../src/config/schema.js';
 import { systemClock } from '../../src/kit/clock.js';
 import { Origins, sendFirst, type OriginUse } from '../../src/upstream/origins.js';
 import { cleanupAfterEach } from '../helpers/cleanups.js';
@@ -80,6 +81,10 @@ describe("http-proxy-3's web passes, as the origins use them", () => {
 const apiAt = (origin: string, protocol: 'http' | 'grpc' = 'http'): CompiledApi =>
   ({ config: { protocol }, upstreamOrigin: origin }) as unknown as CompiledApi;
 
+/** The config of an API of the one-URL form, as a reload puts it in force. */
+const configAt = (upstream: string): ApiConfig =>
+  ({ id: 'api', protocol: 'http', upstream }) as unknown as ApiConfig;
+
 /** Every target healthy, none ejected: these tests are of the one-URL form. */
 const healthy = () => ({ healthy: true, failures: 0, successes: 0 });
 const inGoodStanding = () => ({ failures: 0, ejected: false, ejection: null, ejections: 0 });
@@ -119,5 +124,26 @@ describe('the origins', () => {
       }),
     );
     expect(await (await request(front)).body.text()).toBe('sent');
+  });
+
+  it('retire the origins no API in force uses, and open one again for an exchange of the config replaced', () => {
+    const origins = new Origins(use, () => 1_000, systemClock, healthy, inGoodStanding);
+    defer(() => origins.close());
+    const [gone, kept, grpc] = [
+      apiAt('http://127.0.0.1:8080'),
+      apiAt('http://127.0.0.1:8081'),
+      apiAt('http://127.0.0.1:8082', 'grpc'),
+    ];
+    const [retired, used, h2] = [origins.of(gone), origins.of(kept), origins.of(grpc)];
+    origins.retireUnused([configAt('http://127.0.0.1:8081/base')]);
+    expect((retired.pool as Pool).closed).toBe(true);
+    expect((used.pool as Pool).closed).toBe(false);
+    expect(origins.of(kept)).toBe(used);
+    // An HTTP/2 upstream has no graceful close: it stays, its connections closing once idle.
+    expect(origins.of(grpc)).toBe(h2);
+    // A closed pool takes no exchange: one routed before the reload, forwarded after it, has a new one.
+    const again = origins.of(gone);
+    expect(again).not.toBe(retired);
+    expect((again.pool as Pool).closed).toBe(false);
   });
 });
