@@ -1,13 +1,11 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os, { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { cpuSeconds, machineCpuSeconds } from './cpu-time.js';
+import { FocusedBench, say } from './focused-bench.js';
 import { choosePinning } from './pinning.js';
-import { runThenStop, type Running } from './processes.js';
 import { benchAuthorization } from './quotagate.js';
 import { headlineTable, noiseOf, type HeadlineRow } from './report.js';
-import { Setups, type Target } from './setups.js';
+import type { Target } from './setups.js';
 import { headlineRowOf, ratioOf, runSideBySide } from './side-by-side.js';
 
 // Tracing's rows alone (`npm run bench:tracing`): quotagate as shipped with tracing off, sampled out
@@ -25,7 +23,6 @@ const { values } = parseArgs({
     pin: { type: 'boolean', default: false },
   },
 });
-const say = (line: string) => process.stderr.write(`${line}\n`);
 const pinning = choosePinning(values.pin);
 const ratios = values.ratios.split(',').map(Number);
 if (ratios.some((ratio) => !(ratio > 0 && ratio <= 1)))
@@ -44,16 +41,10 @@ const names = {
   ratio: (ratio: number) => `tracing on, ratio ${ratio}`,
 };
 
-const work = mkdtempSync(path.join(tmpdir(), 'quotagate-tracing-bench-'));
-const running: Running[] = [];
-const track = async <T extends Running>(what: Promise<T>): Promise<T> => {
-  const started = await what;
-  running.push(started);
-  return started;
-};
+const bench = new FocusedBench('tracing');
 
 async function main(): Promise<void> {
-  const setups = new Setups(work, track);
+  const { setups } = bench;
   const upstreamServer = await setups.nginx(
     nginx,
     'upstream',
@@ -94,9 +85,7 @@ async function main(): Promise<void> {
         traced({ sampleRatio: ratio }),
       ),
     );
-  // CPU time spent on the machine outside this bench's process tree while it measures: other tenants.
-  const outside = () => (machineCpuSeconds() ?? NaN) - (cpuSeconds(process.pid) ?? NaN);
-  const from = { cpu: outside(), wall: performance.now() };
+  const others = bench.watchOthers();
   const runs = await runSideBySide(rows, {
     wrk,
     rounds: Number(values.rounds),
@@ -107,7 +96,7 @@ async function main(): Promise<void> {
     pinning,
     say,
   });
-  const outsideCores = (outside() - from.cpu) / ((performance.now() - from.wall) / 1000);
+  const outsideCores = others();
   const control = ratioOf(runs, names.control, names.floor);
   // Every tracing row and the baseline against the same build with tracing off; the rest against the floor.
   const headline: HeadlineRow[] = rows.map(({ name }) => {
@@ -120,27 +109,14 @@ async function main(): Promise<void> {
   });
   const exported = (await (await fetch(`${sink}/stats`)).json()) as { exports: number; spans: number };
   const markdown = [
-    `Machine: ${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}. Other processes on the machine used ${outsideCores.toFixed(2)} cores on average while the bench measured.`,
+    bench.machineLine(outsideCores),
     '',
     headlineTable(headline, noiseOf(control)),
     '',
     `Every row loaded at the same time, each by its own wrk (one thread, ${values.connections} connections; each round starts them from another row), ${values.rounds} rounds of ${values.seconds} s after ${values['warmup-seconds']} s of warm-up; CPU: user + system time of each row's process tree (from /proc) over the round, divided by the requests its wrk completed. Tracing exports to an OTLP sink that takes every export; it took ${exported.spans.toLocaleString('en-US')} spans in ${exported.exports.toLocaleString('en-US')} exports. The control, a second copy of the floor, came to ${control.median.toFixed(2)}× the floor (95% confidence interval ${control.medianLow.toFixed(2)}–${control.medianHigh.toFixed(2)}).`,
     '',
   ].join('\n');
-  const resultsDir = path.resolve('bench/results');
-  mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(
-    path.join(resultsDir, 'tracing.json'),
-    `${JSON.stringify({ ratios, pinning, outsideCores, headline, exported, runs }, null, 2)}\n`,
-  );
-  writeFileSync(path.join(resultsDir, 'tracing.md'), markdown);
-  process.stdout.write(`\n${markdown}\n`);
-  say('written: bench/results/tracing.json, tracing.md');
+  bench.write('tracing', { ratios, pinning, outsideCores, headline, exported, runs }, markdown);
 }
 
-async function stopAll(): Promise<void> {
-  for (const child of running.splice(0).reverse()) await child.stop();
-  rmSync(work, { recursive: true, force: true });
-}
-
-await runThenStop(main, stopAll, say);
+await bench.run(main);
