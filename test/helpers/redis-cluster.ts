@@ -33,16 +33,23 @@ async function until(check: () => Promise<boolean>, what: string): Promise<void>
   }
 }
 
-/** Three local masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`. */
+/**
+ * Three local masters (`--cluster-enabled yes`) joined by `redis-cli --cluster create`. Each node's bus
+ * port is a free port of its own: Redis's default, the node's port + 10000, is past 65535 for the top
+ * fifth of the ephemeral range (a node on 55536 or above refuses to start) and may be taken.
+ */
 export async function startRedisCluster(tools: { server: string; cli: string }): Promise<RedisCluster> {
   const dir = mkdtempSync(path.join(tmpdir(), 'quotagate-cluster-'));
-  const ports = await freePorts(3);
-  const children: ChildProcess[] = ports.map((port) =>
+  const free = await freePorts(6);
+  const [ports, busPorts] = [free.slice(0, 3), free.slice(3)];
+  const children: ChildProcess[] = ports.map((port, i) =>
     spawn(
       tools.server,
       [
         '--port',
         String(port),
+        '--cluster-port',
+        String(busPorts[i]),
         '--bind',
         '127.0.0.1',
         '--dir',
