@@ -1,4 +1,5 @@
 import type { Attributes, Span, SpanStatusCode } from '@opentelemetry/api';
+import { withoutQuery } from '../kit/normalize-path.js';
 import type { ExchangeTrace } from '../observe/tracing.js';
 import type { Exchange, TryEnd, TryTarget } from '../upstream/exchange.js';
 import { failureOutcome, type ProxyOutcome } from '../upstream/outcomes.js';
@@ -31,7 +32,7 @@ export function startClientSpan(
 ): void {
   const verb = exchange.req.method ?? 'GET';
   const known = knownMethods.has(verb);
-  const path = pathOf(exchange.upstreamTarget);
+  const path = withoutQuery(exchange.upstreamTarget);
   const attributes: Attributes = {
     'http.request.method': known ? verb : '_OTHER',
     'server.address': target.address,
@@ -72,9 +73,3 @@ export function endClientSpan(exchange: Exchange & ClientSpans, how: TryEnd, sta
   span.setAttributes(attributes);
   span.end();
 }
-
-/** The path without its query (it may carry keys), as the server span and the access line have it. */
-const pathOf = (target: string): string => {
-  const query = target.indexOf('?');
-  return query === -1 ? target : target.slice(0, query);
-};

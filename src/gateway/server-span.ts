@@ -1,4 +1,5 @@
 import type { Attributes } from '@opentelemetry/api';
+import { withoutQuery } from '../kit/normalize-path.js';
 import type { Tracing } from '../observe/tracing.js';
 import { clientAddress } from '../upstream/fields/forwarded.js';
 import type { ProxyOutcome } from '../upstream/upstream-proxy.js';
@@ -37,7 +38,7 @@ export function endServerSpan(record: ExchangeRecord, status: number, outcome: P
     'http.request.method': known ? verb : '_OTHER',
     'http.response.status_code': status,
     'network.protocol.version': protocolVersions[record.version],
-    'url.path': pathOf(record.routedPath || (req.url ?? '')),
+    'url.path': withoutQuery(record.routedPath || (req.url ?? '')),
     'client.address': clientAddress(req, ruleSet.trustedPeers),
     'quotagate.request_id': record.id,
     'quotagate.form': record.form,
@@ -98,9 +99,3 @@ function decisionOf(record: ExchangeRecord, status: number): string {
   if (record.refusedWith !== null) return 'refused';
   return status === 499 ? 'client_left' : 'answered';
 }
-
-/** The path without its query (it may carry tokens), as the access line has it. */
-const pathOf = (target: string): string => {
-  const query = target.indexOf('?');
-  return query === -1 ? target : target.slice(0, query);
-};

@@ -149,3 +149,9 @@ export function normalizeSegment(segment: string): string | null {
     ? normalized.segments[0]!
     : null;
 }
+
+/** A request target's path, without its query: what a log line or a span shows (a query may carry keys). */
+export function withoutQuery(target: string): string {
+  const query = target.indexOf('?');
+  return query === -1 ? target : target.slice(0, query);
+}

@@ -264,6 +264,11 @@ export abstract class Exchange<
    */
   tryEnded(_how: TryEnd, _statusCode: number): void {}
 
+  /** Tells `tryEnded` of the try last started, with its answer's status if its head came (else 0). */
+  endTry(how: TryEnd): void {
+    this.tryEnded(how, this.responseHeaders === null ? 0 : this.status);
+  }
+
   /** How the exchange ended, once the client response has closed. */
   outcome(): ProxyOutcome {
     return this.upstreamOutcome === 'completed' && !this.res.writableFinished && this.webSocket === null
@@ -325,7 +330,7 @@ export abstract class Exchange<
    */
   settle(how: TryEnd): void {
     this.settled = true;
-    this.tryEnded(how, this.responseHeaders === null ? 0 : this.status);
+    this.endTry(how);
     if (this.deadline !== null) this.host!.clock.clearTimeout(this.deadline);
     const then = this.drained;
     if (then === null) return;

@@ -1,3 +1,4 @@
+import { withoutQuery } from '../../kit/normalize-path.js';
 import { clientAddress } from '../../upstream/fields/forwarded.js';
 import type { Exchange, ProxyOutcome } from '../../upstream/upstream-proxy.js';
 import { grpcStatusGiven } from '../answers/grpc.js';
@@ -33,7 +34,7 @@ export function account(context: StepContext, record: ExchangeRecord): void {
     record.abandonUpstream();
     // A try still open ends with its exchange, whose client's side has closed (each way a try ends
     // tells it first: this is for a way that does not).
-    record.tryEnded('client_aborted', record.responseHeaders === null ? 0 : record.status);
+    record.endTry('client_aborted');
   }
   const { res } = record;
   // Closed before any answer was sent, or even decided: the client left (nginx logs the same as 499).
@@ -171,7 +172,6 @@ function count(
 /** Paths in the access log: without the query (it may carry tokens), and at most this long. */
 const longestLoggedPath = 1_024;
 const loggedPath = (target: string): string => {
-  const query = target.indexOf('?');
-  const path = query === -1 ? target : target.slice(0, query);
+  const path = withoutQuery(target);
   return path.length > longestLoggedPath ? `${path.slice(0, longestLoggedPath)}…` : path;
 };
